@@ -1,0 +1,99 @@
+"""Progress: per-platform percent, the overall formula, and the user-facing messages.
+
+Overall percent is the mean of the platform percents; with platforms run one after another this
+is the original `(completed x 100 + current) / total`. One platform keeps the plain stage names
+and messages; several prefix them (`docs_searching`, `Platform 1/3 (docs): ...`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fanfuse.models import PlatformRun, PlatformState, Progress, Stage, Summary
+
+STAGE_LABELS: dict[Stage, str] = {
+    Stage.SEARCHING: "Searching",
+    Stage.RESOLVING: "Resolving URLs",
+    Stage.FETCHING_CONTENT: "Fetching content",
+    Stage.COMPRESSING: "Compressing",
+}
+
+
+def stage_percent(stages: Sequence[Stage], stage: Stage, current: int, total: int) -> float:
+    """Each planned stage is an equal share; within a stage, current/total of that share."""
+    index = list(stages).index(stage)
+    within = min(current / total, 1.0) if total > 0 else 0.0
+    return round(100.0 * (index + within) / len(stages), 2)
+
+
+def platform_percent(run: PlatformRun) -> float:
+    if run.state.terminal:
+        return 100.0
+    if run.state is PlatformState.QUEUED:
+        return 0.0
+    return run.percent
+
+
+def overall_percent(runs: Sequence[PlatformRun]) -> float:
+    if not runs:
+        return 0.0
+    return round(sum(platform_percent(r) for r in runs) / len(runs), 2)
+
+
+def stage_name(platform: str, stage: str, n_platforms: int) -> str:
+    return stage if n_platforms == 1 else f"{platform}_{stage}"
+
+
+def platform_message(index: int, n_platforms: int, platform: str, message: str) -> str:
+    if n_platforms == 1:
+        return message
+    return f"Platform {index}/{n_platforms} ({platform}): {message}"
+
+
+def stage_message(stage: Stage, detail: str) -> str:
+    return f"{STAGE_LABELS[stage]}: {detail}"
+
+
+def found_message(n_results: int) -> str:
+    return stage_message(Stage.SEARCHING, f"Found {n_results} results")
+
+
+def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
+    by_state = {s: sum(1 for r in runs if r.state is s) for s in PlatformState}
+    failed = by_state[PlatformState.FAILED] + by_state[PlatformState.TIMED_OUT]
+    succeeded = by_state[PlatformState.SUCCEEDED]
+    if len(runs) == 1:
+        run = runs[0]
+        message = (
+            f"Search completed: {total_results} results"
+            if run.state is PlatformState.SUCCEEDED
+            else f"Search failed: {run.error or run.state.value}"
+        )
+    else:
+        message = (
+            f"Multi-platform search completed: {succeeded}/{len(runs)} platforms, "
+            f"{total_results} total results ({failed} failed)"
+        )
+    return Summary(
+        platforms=len(runs),
+        succeeded=succeeded,
+        failed=by_state[PlatformState.FAILED],
+        timed_out=by_state[PlatformState.TIMED_OUT],
+        cancelled=by_state[PlatformState.CANCELLED],
+        total_results=total_results,
+        message=message,
+    )
+
+
+def queued(n_platforms: int) -> Progress:
+    what = "1 platform" if n_platforms == 1 else f"{n_platforms} platforms"
+    return Progress(percent=0.0, stage="queued", message=f"Queued: {what}")
+
+
+def merged(runs: Sequence[PlatformRun], stored: Progress) -> Progress:
+    """The live view of a running task: mean percent, the latest platform's stage and message."""
+    active = [r for r in runs if r.state is not PlatformState.QUEUED]
+    if not active:
+        return stored
+    latest = max(active, key=lambda r: r.updated_at)
+    return Progress(percent=overall_percent(runs), stage=latest.stage, message=latest.message)

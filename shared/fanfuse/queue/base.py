@@ -1,0 +1,44 @@
+"""The TaskQueue port: deliver "run this platform" and "aggregate this task" at least once.
+
+Names make delivery idempotent at the queue (`{task_id}--{platform}`, `{task_id}--aggregate`,
+`{task_id}--deadline`); the lifecycle rules make a second delivery harmless anyway.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+
+class PlatformMessage(BaseModel):
+    """Body of a `run_platform` task."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    platform: str
+
+
+class AggregateMessage(BaseModel):
+    """Body of an `aggregate` task; `deadline` marks the delayed task that forces finalization."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    deadline: bool = False
+
+
+def task_name(task_id: str, suffix: str) -> str:
+    return f"{task_id}--{suffix.replace('_', '-')}"
+
+
+class TaskQueue(ABC):
+    @abstractmethod
+    def enqueue_platform(self, message: PlatformMessage) -> None:
+        """Deliver to run_platform on the platform's queue; a duplicate name is success."""
+
+    @abstractmethod
+    def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
+        """Deliver to aggregate, now or at `at`; a duplicate name is success."""

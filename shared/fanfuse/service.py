@@ -1,0 +1,241 @@
+"""start / run_platform / aggregate / status / cancel: one code path for both runtimes.
+
+The service talks to a TaskStore and a TaskQueue port; the embedded runtime passes SQLite and an
+in-process queue, the Cloud Functions pass Firestore and Cloud Tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from fanfuse import fusers, lifecycle, progress, stages
+from fanfuse.errors import InvalidRequest, QueueUnavailable, TaskNotFound
+from fanfuse.models import (
+    Accepted,
+    PlatformRun,
+    PlatformState,
+    Problem,
+    SearchRequest,
+    Task,
+    TaskStatus,
+    TaskView,
+    utcnow,
+)
+from fanfuse.platforms import Registry
+from fanfuse.platforms.base import PlatformContext, ProviderError, SearchParams
+from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
+
+log = logging.getLogger(__name__)
+
+
+def problems_of(exc: ValidationError) -> list[Problem]:
+    """pydantic's errors as `{field, problem}` pairs a user can act on."""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "body"
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "field required"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+        problems.append(Problem(field=loc, problem=msg))
+    return problems
+
+
+class SearchService:
+    def __init__(
+        self,
+        store: TaskStore,
+        queue: TaskQueue,
+        registry: Registry,
+        settings: Settings,
+        *,
+        runner: Any = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
+        self.runner = runner
+        self.clock = clock
+
+    # -- start -------------------------------------------------------------------------------
+
+    def validate(self, payload: Any) -> SearchRequest:
+        if isinstance(payload, SearchRequest):
+            payload = payload.model_dump(exclude_none=True)
+        if not isinstance(payload, Mapping):
+            raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
+        known = self.registry.names()
+        context = {
+            "available": self.registry.available(),
+            "unavailable": {
+                n: r for n in known if (r := self.registry.unavailable_reason(n)) is not None
+            },
+        }
+        try:
+            return SearchRequest.model_validate(dict(payload), context=context)
+        except ValidationError as exc:
+            raise InvalidRequest(problems_of(exc)) from None
+
+    def start(self, payload: Any, *, owner: str | None = None) -> Accepted:
+        request = self.validate(payload)
+        now = self.clock()
+        task_id = uuid.uuid4().hex
+        names = request.platforms
+        task = Task(
+            task_id=task_id,
+            owner=owner,
+            request=request,
+            queries=request.queries,
+            platforms=names,
+            fusion=request.fusion or fusers.DEFAULT_FUSION,
+            progress=progress.queued(len(names)),
+            created_at=now,
+            updated_at=now,
+            deadline_at=now + timedelta(seconds=self.settings.deadline_seconds),
+            expires_at=now + timedelta(minutes=self.settings.ttl_minutes),
+        )
+        runs = [
+            PlatformRun(task_id=task_id, name=name, index=i, of=len(names), updated_at=now)
+            for i, name in enumerate(names, 1)
+        ]
+        self.store.create(task, runs)
+        try:
+            for name in names:
+                self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
+            self.queue.enqueue_aggregate(
+                AggregateMessage(task_id=task_id, deadline=True), at=task.deadline_at
+            )
+        except Exception as exc:
+            # The task is written but cannot run: finalize it as failed rather than leave it.
+            log.exception("enqueue failed for %s", task_id)
+            self.store.transact(task_id, None, lifecycle.finalize(self.clock(), force=True))
+            raise QueueUnavailable(f"could not enqueue the search: {exc}") from exc
+        return Accepted(task_id=task_id, status=task.status, status_url=self.status_url(task_id))
+
+    def status_url(self, task_id: str) -> str:
+        base = self.settings.status_url_base or self.settings.function_urls.get("search_status")
+        return f"{base.rstrip('/')}/{task_id}" if base else f"fanfuse://searches/{task_id}"
+
+    # -- run_platform ----------------------------------------------------------------------
+
+    async def run_platform(self, message: PlatformMessage) -> str:
+        """Run one platform's stages; a no-op when it (or its task) is already terminal."""
+        task_id, name = message.task_id, message.platform
+        claimed = self.store.transact(task_id, [name], lifecycle.claim(name, self.clock()))
+        if claimed is None:
+            return "skipped"
+        run = claimed.runs[0]
+        task = self.store.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        outcome = await self._execute(task, run)
+        written = self.store.transact(
+            task_id, [name], lifecycle.finish(name, outcome, self.clock())
+        )
+        if written is None or written.task is None:
+            return "discarded"
+        if written.task.counters.done == len(written.task.platforms):
+            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+        return outcome.state.value
+
+    async def _execute(self, task: Task, run: PlatformRun) -> lifecycle.Outcome:
+        started = time.monotonic()
+        params = SearchParams(
+            queries=task.queries,
+            limit=task.request.max_results,
+            language=task.request.language,
+            include_content=task.request.include_content,
+        )
+        info: dict[str, Any] = {}
+        try:
+            platform = self.registry.get(run.name)
+            planned = stages.plan(platform, params)
+            reporter = stages.Reporter(self.store, run, planned, self.settings.progress_interval)
+            ctx = PlatformContext(
+                settings=platform.load_settings(), runner=self.runner, report=reporter.step
+            )
+            stage_run = stages.StageRun(platform, ctx, params, reporter, info)
+            remaining = (task.deadline_at - self.clock()).total_seconds()
+            async with asyncio.timeout(max(remaining, 0.001)):
+                hits = await stages.execute(
+                    stage_run, planned, lambda: self._cancelled(task.task_id)
+                )
+            state, error, message = PlatformState.SUCCEEDED, None, reporter.message
+        except stages.Cancelled:
+            hits, state, error, message = [], PlatformState.CANCELLED, None, "Cancelled"
+        except TimeoutError:
+            hits, state = [], PlatformState.TIMED_OUT
+            error, message = "no result before the deadline", "Timed out"
+        except ProviderError as exc:
+            hits, state, error, message = [], PlatformState.FAILED, str(exc), ""
+        except Exception as exc:  # a platform's bug must not stop the fan-in
+            log.exception("platform %s failed", run.name)
+            hits, state, error, message = [], PlatformState.FAILED, f"{run.name}: {exc!r}", ""
+        timings = {**info.get("timings", {}), "total": round(time.monotonic() - started, 4)}
+        return lifecycle.Outcome(
+            state=state,
+            results=hits,
+            error=error,
+            message=message,
+            provider=info.get("provider"),
+            timings=timings,
+            calls=info.get("calls", []),
+        )
+
+    def _cancelled(self, task_id: str) -> bool:
+        task = self.store.get_task(task_id)
+        return task is None or task.status is TaskStatus.CANCELLED
+
+    # -- aggregate, status, cancel -----------------------------------------------------------
+
+    def aggregate(self, message: AggregateMessage) -> str:
+        """Finalize exactly once: a no-op when terminal, or still running before the deadline."""
+        task = self.store.get_task(message.task_id)
+        if task is None:
+            raise TaskNotFound(message.task_id)
+        if task.status.terminal:
+            return "already_final"
+        written = self.store.transact(
+            message.task_id, None, lifecycle.finalize(self.clock(), force=message.deadline)
+        )
+        if written is None:
+            return "waiting"
+        return written.task.status.value if written.task else "finalized"
+
+    def status(self, task_id: str) -> TaskView:
+        task = self.store.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        runs = self.store.get_runs(task_id)
+        view = TaskView.model_validate({**dict(task), "platform_runs": runs})
+        if not task.status.terminal:
+            view.progress = progress.merged(runs, view.progress)
+            if any(r.state is not PlatformState.QUEUED for r in runs):
+                view.status = TaskStatus.RUNNING
+        elif task.request.include_content:
+            self._attach_contents(view)
+        return view
+
+    def _attach_contents(self, view: TaskView) -> None:
+        lists = [view.results, *(q.results for q in view.results_by_query)]
+        ids = sorted({r.content_id for rs in lists for r in rs if r.content_id and not r.content})
+        contents = self.store.get_contents(view.task_id, ids)
+        for results in lists:
+            for r in results:
+                if r.content_id and r.content is None:
+                    r.content = contents.get(r.content_id)
+
+    def cancel(self, task_id: str) -> TaskView:
+        self.store.transact(task_id, None, lifecycle.cancel(self.clock()))
+        return self.status(task_id)

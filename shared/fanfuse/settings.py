@@ -1,0 +1,53 @@
+"""Runtime settings: one place, read from `FANFUSE_*` environment variables (see README)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("FANFUSE_CACHE_DIR") or Path.home() / ".cache" / "fanfuse")
+
+
+class ExtraPlatform(BaseModel):
+    """A named instance of a built-in engine with its own settings."""
+
+    engine: str
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_", extra="ignore")
+
+    # Where and how long tasks live.
+    project: str = Field(
+        default="demo-fanfuse",
+        validation_alias=AliasChoices("FANFUSE_PROJECT", "GOOGLE_CLOUD_PROJECT"),
+    )
+    region: str = "us-central1"
+    db_path: Path = Field(default_factory=lambda: default_cache_dir() / "fanfuse.db")
+    ttl_minutes: float = Field(default=30.0, gt=0)
+    deadline_seconds: float = Field(default=120.0, gt=0)
+    progress_interval: float = Field(
+        default=1.0, ge=0, description="minimum seconds between progress writes per platform"
+    )
+    # Cloud path: queues, function URLs, emulators, identities.
+    queue_prefix: str = "fanfuse"
+    tasks_emulator_host: str | None = None
+    function_urls: dict[str, str] = Field(default_factory=dict)
+    status_url_base: str | None = None
+    tasks_service_account: str | None = None
+    collection: str = "searches"
+    extra_platforms: dict[str, ExtraPlatform] = Field(default_factory=dict)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,77 @@
+"""The TaskStore port.
+
+Stores only read and write documents; every decision (count a platform once, finalize once,
+refuse to cancel a finished search) is a pure function in `lifecycle.py` that a store runs inside
+its own transaction. That way the SQLite and Firestore stores share every rule and differ only in
+mechanics.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from fanfuse.models import PlatformRun, Task
+
+
+@dataclass
+class Snapshot:
+    """What a transaction read: the task and the platform runs it asked for."""
+
+    task: Task
+    runs: dict[str, PlatformRun]
+
+
+@dataclass
+class Writes:
+    """What a transaction writes: whole documents, replaced."""
+
+    task: Task | None = None
+    runs: list[PlatformRun] = field(default_factory=list)
+    contents: dict[str, str] = field(default_factory=dict)
+
+
+Mutator = Callable[[Snapshot], Writes | None]
+"""Pure: a store may call it more than once (Firestore retries contended transactions)."""
+
+
+class TaskStore(ABC):
+    @abstractmethod
+    def create(self, task: Task, runs: Sequence[PlatformRun]) -> None:
+        """Write the task and its platform documents atomically (all or nothing)."""
+
+    @abstractmethod
+    def get_task(self, task_id: str) -> Task | None: ...
+
+    @abstractmethod
+    def get_runs(self, task_id: str) -> list[PlatformRun]:
+        """The task's platform documents, in the task's platform order."""
+
+    @abstractmethod
+    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
+        """Update progress fields of one platform document outside any transaction."""
+
+    @abstractmethod
+    def transact(self, task_id: str, names: Sequence[str] | None, mutate: Mutator) -> Writes | None:
+        """Read the task and the named runs (None: all), apply `mutate`, write what it returns.
+
+        Returns what was written, or None when `mutate` declined. Raises TaskNotFound when the
+        task does not exist; exceptions from `mutate` abort the transaction and propagate.
+        """
+
+    @abstractmethod
+    def get_contents(self, task_id: str, ids: Sequence[str]) -> dict[str, str]: ...
+
+    @abstractmethod
+    def purge_expired(self, now: datetime) -> int:
+        """Delete tasks past `expires_at` with everything under them (Firestore: a TTL policy)."""
+
+    def recoverable(self) -> list[Task]:
+        """Tasks not yet terminal, for an embedded runtime to resume after a restart."""
+        return []
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,173 @@
+"""The embedded TaskStore: one SQLite file in WAL mode, documents kept as JSON.
+
+Transactions are `BEGIN IMMEDIATE` (one writer at a time), which gives the lifecycle rules the same
+serializable view that Firestore transactions give them in the cloud.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fanfuse.errors import TaskNotFound
+from fanfuse.models import TERMINAL_TASK, PlatformRun, Task
+from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id    TEXT PRIMARY KEY,
+    status     TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    doc        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_expires ON tasks (expires_at);
+CREATE TABLE IF NOT EXISTS platforms (
+    task_id  TEXT NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
+    name     TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    doc      TEXT NOT NULL,
+    PRIMARY KEY (task_id, name)
+);
+CREATE TABLE IF NOT EXISTS contents (
+    task_id    TEXT NOT NULL REFERENCES tasks (task_id) ON DELETE CASCADE,
+    content_id TEXT NOT NULL,
+    text       TEXT NOT NULL,
+    PRIMARY KEY (task_id, content_id)
+);
+"""
+
+
+def _ts(value: datetime) -> str:
+    """ISO timestamps in UTC sort as text, which is what the expiry index relies on."""
+    return value.astimezone(UTC).isoformat()
+
+
+class SqliteStore(TaskStore):
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(
+            str(path), check_same_thread=False, isolation_level=None, timeout=30
+        )
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(_SCHEMA)
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _put_task(self, db: sqlite3.Connection, task: Task) -> None:
+        db.execute(
+            "INSERT INTO tasks (task_id, status, expires_at, doc) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (task_id) DO UPDATE SET status = excluded.status, "
+            "expires_at = excluded.expires_at, doc = excluded.doc",
+            (task.task_id, task.status.value, _ts(task.expires_at), task.model_dump_json()),
+        )
+
+    def _put_run(self, db: sqlite3.Connection, run: PlatformRun) -> None:
+        db.execute(
+            "INSERT INTO platforms (task_id, name, position, doc) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (task_id, name) DO UPDATE SET doc = excluded.doc",
+            (run.task_id, run.name, run.index, run.model_dump_json()),
+        )
+
+    def create(self, task: Task, runs: Sequence[PlatformRun]) -> None:
+        with self._tx() as db:
+            self._put_task(db, task)
+            for run in runs:
+                self._put_run(db, run)
+
+    def get_task(self, task_id: str) -> Task | None:
+        with self._lock:
+            row = self._db.execute("SELECT doc FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+        return Task.model_validate_json(row[0]) if row else None
+
+    def get_runs(self, task_id: str) -> list[PlatformRun]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT doc FROM platforms WHERE task_id = ? ORDER BY position", (task_id,)
+            ).fetchall()
+        return [PlatformRun.model_validate_json(r[0]) for r in rows]
+
+    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
+        with self._tx() as db:
+            row = db.execute(
+                "SELECT doc FROM platforms WHERE task_id = ? AND name = ?", (task_id, name)
+            ).fetchone()
+            if row is None:
+                return
+            doc = json.loads(row[0])
+            doc.update(fields)
+            self._put_run(db, PlatformRun.model_validate(doc))
+
+    def transact(self, task_id: str, names: Sequence[str] | None, mutate: Mutator) -> Writes | None:
+        with self._tx() as db:
+            row = db.execute("SELECT doc FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+            if row is None:
+                raise TaskNotFound(task_id)
+            rows = db.execute(
+                "SELECT name, doc FROM platforms WHERE task_id = ? ORDER BY position", (task_id,)
+            ).fetchall()
+            runs = {
+                name: PlatformRun.model_validate_json(doc)
+                for name, doc in rows
+                if names is None or name in names
+            }
+            writes = mutate(Snapshot(task=Task.model_validate_json(row[0]), runs=runs))
+            if writes is None:
+                return None
+            if writes.task is not None:
+                self._put_task(db, writes.task)
+            for run in writes.runs:
+                self._put_run(db, run)
+            db.executemany(
+                "INSERT OR REPLACE INTO contents (task_id, content_id, text) VALUES (?, ?, ?)",
+                [(task_id, cid, text) for cid, text in writes.contents.items()],
+            )
+            return writes
+
+    def get_contents(self, task_id: str, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT content_id, text FROM contents WHERE task_id = ? AND content_id IN ({marks})",
+                (task_id, *ids),
+            ).fetchall()
+        return dict(rows)
+
+    def purge_expired(self, now: datetime) -> int:
+        with self._tx() as db:
+            cur = db.execute("DELETE FROM tasks WHERE expires_at <= ?", (_ts(now),))
+            return cur.rowcount
+
+    def recoverable(self) -> list[Task]:
+        terminal = tuple(s.value for s in TERMINAL_TASK)
+        marks = ",".join("?" * len(terminal))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT doc FROM tasks WHERE status NOT IN ({marks})", terminal
+            ).fetchall()
+        return [Task.model_validate_json(r[0]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,51 @@
+"""Test platforms: real Platform subclasses whose answers the test decides."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
+
+
+def hits(prefix: str, n: int, *, host: str = "example.com") -> list[Hit]:
+    return [
+        Hit(title=f"{prefix} {i}", url=f"https://{host}/{prefix}/{i}", snippet=f"{prefix} text {i}")
+        for i in range(1, n + 1)
+    ]
+
+
+class FakePlatform(Platform):
+    """Answers each query with `results(query)`, or raises `error`, after `delay` seconds."""
+
+    def __init__(
+        self,
+        name: str,
+        results: Callable[[str], list[Hit]] | list[Hit] | None = None,
+        *,
+        error: Exception | None = None,
+        delay: float = 0.0,
+        barrier: asyncio.Barrier | None = None,
+        gate: asyncio.Event | None = None,
+    ) -> None:
+        super().__init__(name)
+        self._results = results if results is not None else hits(name, 5)
+        self.error, self.delay, self.barrier, self.gate = error, delay, barrier, gate
+        self.calls = 0
+
+    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+        self.calls += 1
+        if self.barrier is not None:
+            await asyncio.wait_for(self.barrier.wait(), timeout=10)
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.error is not None:
+            raise self.error
+        out = []
+        for q in params.queries:
+            found = self._results(q) if callable(self._results) else self._results
+            out.append(list(found))
+        return out
