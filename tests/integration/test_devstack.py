@@ -1,0 +1,452 @@
+"""The local stack's process management: every component starts, answers, stops, leaves nothing.
+
+These tests start the real Firestore emulator (gcloud + Java), the Cloud Tasks emulator and
+functions-framework processes. A machine without Java or the emulator fails them: never a skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fanfuse.devstack import (
+    CloudTasksEmulator,
+    FirestoreEmulator,
+    FunctionProcess,
+    LocalStack,
+    ManagedProcess,
+    free_port,
+    http_request,
+    queue_id,
+    tcp_open,
+    wait_until,
+)
+from google.cloud import tasks_v2
+
+FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers: what is listening where, and which processes are left
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Addresses with a TCP socket in LISTEN state on `port`, read from /proc/net/tcp{,6}."""
+    found: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            address, port_hex = fields[1].split(":")
+            if fields[3] != "0A" or int(port_hex, 16) != port:
+                continue
+            if len(address) == 8:
+                found.add(str(ipaddress.IPv4Address(bytes.fromhex(address)[::-1])))
+            else:
+                raw = b"".join(bytes.fromhex(address[i : i + 8])[::-1] for i in range(0, 32, 8))
+                ip6 = ipaddress.IPv6Address(raw)
+                found.add(str(ip6.ipv4_mapped or ip6))
+    return found
+
+
+def processes_in_groups(groups: set[int]) -> list[str]:
+    """Live (non-zombie) processes whose process group or session is one of `groups`."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] != "Z" and {int(fields[2]), int(fields[3])} & groups:
+            alive.append(f"{entry.name}: {cmdline}")
+    return alive
+
+
+def processes_mentioning(needles: list[str]) -> list[str]:
+    """Any live process on the machine whose command line contains one of `needles`."""
+    hits = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(n in cmdline for n in needles):
+            hits.append(f"{entry.name}: {cmdline}")
+    return hits
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """Records each POST (path, lower-cased headers, body) into the server's `received` list."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.received.append((self.path, headers, body))  # type: ignore[attr-defined]
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    server.received = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server.received  # type: ignore[attr-defined]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers of devstack itself
+
+
+def test_free_port_is_bindable_and_wait_until_is_bounded() -> None:
+    port = free_port()
+    assert not tcp_open("127.0.0.1", port)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="nothing not ready"):
+        wait_until(lambda: False, 0.3, "nothing")
+    assert time.monotonic() - started < 2.0
+
+
+def test_wait_until_fails_fast_when_the_process_dies(tmp_path: Path) -> None:
+    proc = ManagedProcess(
+        "crasher", ["sh", "-c", "echo boom-line; exit 3"], log_path=tmp_path / "c.log"
+    )
+    proc.start()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"(?s)exited with code 3.*boom-line"):
+        wait_until(lambda: False, 30, "crasher", process=proc)
+    assert time.monotonic() - started < 5.0
+    proc.stop()
+
+
+def test_stop_kills_the_whole_group_even_when_sigterm_is_ignored(tmp_path: Path) -> None:
+    # A parent and a grandchild that both ignore SIGTERM: only SIGKILL of the group ends them.
+    script = "trap '' TERM; sh -c \"trap '' TERM; sleep 300\" & sleep 300"
+    proc = ManagedProcess("stubborn", ["sh", "-c", script], log_path=tmp_path / "s.log")
+    proc.start()
+    wait_until(lambda: len(proc.survivors()) >= 3, 10, "stubborn children")
+    started = time.monotonic()
+    proc.stop(timeout=1.0)
+    assert time.monotonic() - started < 8.0
+    assert proc.survivors() == []
+    assert processes_in_groups({proc.pid}) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Firestore
+
+
+def test_firestore_emulator_start_reset_rules_stop(tmp_path: Path) -> None:
+    emulator = FirestoreEmulator("demo-devstack", log_dir=tmp_path)
+    with emulator:
+        assert emulator.host == f"127.0.0.1:{emulator.port}"
+        assert emulator.startup_seconds is not None
+        print(f"firestore emulator ready in {emulator.startup_seconds:.1f} s")
+        assert listening_addresses(emulator.port) == {"127.0.0.1"}
+
+        doc = f"{emulator.url}/v1/projects/demo-devstack/databases/(default)/documents/searches/t1"
+        admin = {"Authorization": "Bearer owner", "Content-Type": "application/json"}
+        body = json.dumps({"fields": {"owner": {"stringValue": "alice"}}}).encode()
+        assert http_request("PATCH", doc, body, admin)[0] == 200
+        assert http_request("GET", doc, headers=admin)[0] == 200
+        emulator.reset()
+        assert http_request("GET", doc, headers=admin)[0] == 404
+
+        emulator.load_rules(
+            "rules_version = '2';\nservice cloud.firestore {\n"
+            "  match /databases/{db}/documents { match /{d=**} { allow read, write: if false; } }\n"
+            "}\n"
+        )
+        with pytest.raises(ValueError, match="rejected the rules"):
+            emulator.load_rules("this is not a rules file")
+        groups = {emulator.process.pid}
+        needles = [f"--port={emulator.port}", f"--host-port=127.0.0.1:{emulator.port}"]
+        assert len(processes_in_groups(groups)) >= 2  # gcloud (python), and java under it
+    assert processes_in_groups(groups) == []
+    assert processes_mentioning(needles) == []
+    assert not tcp_open("127.0.0.1", emulator.port)
+
+
+def _link(directory: Path, tool: str) -> None:
+    """A PATH directory holding only `tool` (a symlink to the real one)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    found = shutil.which(tool)
+    assert found, f"{tool} must be installed for this test"
+    (directory / tool).symlink_to(found)
+
+
+def test_firestore_emulator_fails_loudly_without_its_prerequisites(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _link(tmp_path / "only-gcloud", "gcloud")
+    _link(tmp_path / "java-only", "java")
+    monkeypatch.delenv("JAVA", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(RuntimeError, match="gcloud not found"):
+        FirestoreEmulator(log_dir=tmp_path).start()
+
+    monkeypatch.setenv("PATH", str(tmp_path / "only-gcloud"))
+    with pytest.raises(RuntimeError, match="java not found"):
+        FirestoreEmulator(log_dir=tmp_path).start()
+
+    # A gcloud whose SDK has no emulator component.
+    fake_sdk_bin = tmp_path / "sdk" / "bin"
+    fake_sdk_bin.mkdir(parents=True)
+    (fake_sdk_bin / "gcloud").write_text("#!/bin/sh\nexit 1\n")
+    (fake_sdk_bin / "gcloud").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_sdk_bin}:{tmp_path / 'java-only'}")
+    with pytest.raises(RuntimeError, match="Firestore emulator component missing"):
+        FirestoreEmulator(log_dir=tmp_path).start()
+
+
+# ---------------------------------------------------------------------------------------------
+# Cloud Tasks
+
+
+def test_cloud_tasks_emulator_on_loopback_dispatches_json_intact(
+    tmp_path: Path, recorder: tuple[str, list[tuple[str, dict[str, str], bytes]]]
+) -> None:
+    url, received = recorder
+    queues = [queue_id("docs"), queue_id("sec_edgar"), queue_id("aggregate")]
+    emulator = CloudTasksEmulator(queues=queues, project="demo-devstack", log_dir=tmp_path)
+    with emulator:
+        print(f"cloud tasks emulator ready in {emulator.startup_seconds:.1f} s")
+        assert listening_addresses(emulator.port) == {"127.0.0.1"}
+        assert emulator.list_queues() == sorted(emulator.queue_path(q) for q in queues)
+        assert "fanfuse-sec-edgar" in queues
+
+        queue = emulator.queue_path("fanfuse-docs")
+        payload = {"task_id": "t1", "platform": "docs", "query": "naïve — ünïcode"}
+        task = tasks_v2.Task(
+            name=f"{queue}/tasks/t1--docs",
+            http_request=tasks_v2.HttpRequest(
+                http_method=tasks_v2.HttpMethod.POST,
+                url=f"{url}/run_platform?attempt=1",
+                headers={"Content-Type": "application/json"},
+                body=json.dumps(payload).encode(),
+            ),
+        )
+        created = emulator.client().create_task(parent=queue, task=task, timeout=5)
+        assert created.name.endswith("/tasks/t1--docs")
+        wait_until(lambda: len(received) >= 1, 10, "task dispatch")
+        path, headers, body = received[0]
+        # The URL is used verbatim; the task's headers are kept and X-CloudTasks-* added.
+        assert path == "/run_platform?attempt=1"
+        assert headers["content-type"] == "application/json"
+        assert json.loads(body) == payload
+        assert headers["x-cloudtasks-taskname"] == "t1--docs"
+        assert headers["x-cloudtasks-queuename"] == queue  # the real service sends the short id
+        assert headers["x-cloudtasks-taskretrycount"] == "0"
+        assert "authorization" not in headers  # OIDC tokens are ignored by the emulator
+        groups = {emulator.process.pid}
+    assert processes_in_groups(groups) == []
+    assert not tcp_open("127.0.0.1", emulator.port)
+
+
+def test_cloud_tasks_emulator_bounds_retries_of_a_failing_target(tmp_path: Path) -> None:
+    # Nothing listens on `dead`: each attempt fails; max_retries=1 means exactly two attempts.
+    dead = free_port()
+    with CloudTasksEmulator(queues=["fanfuse-docs"], max_retries=1, log_dir=tmp_path) as emulator:
+        queue = emulator.queue_path("fanfuse-docs")
+        emulator.client().create_task(
+            parent=queue,
+            task=tasks_v2.Task(
+                http_request=tasks_v2.HttpRequest(url=f"http://127.0.0.1:{dead}/", body=b"{}")
+            ),
+            timeout=5,
+        )
+        log = emulator.process.log_path
+        wait_until(lambda: "Giving up failed task" in log.read_text(), 10, "giving up")
+        assert log.read_text().count("Requesting POST") == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions
+
+
+def test_function_process_serves_and_stops(tmp_path: Path) -> None:
+    function = FunctionProcess(
+        "search_status",
+        env={"FANFUSE_REGION": "test-region"},
+        source=FIXTURE_FUNCTIONS,
+        log_dir=tmp_path,
+    )
+    with function:
+        print(f"function ready in {function.startup_seconds:.1f} s")
+        status, body = http_request("GET", function.url + "/?task_id=x")
+        assert status == 200
+        answer = json.loads(body)
+        assert answer["target"] == "search_status"
+        assert answer["env"]["FANFUSE_REGION"] == "test-region"
+        assert listening_addresses(function.port) == {"127.0.0.1"}
+        groups = {function.process.pid}
+        assert len(processes_in_groups(groups)) >= 2  # gunicorn master and worker
+    assert processes_in_groups(groups) == []
+    assert processes_mentioning([f"--port={function.port}"]) == []
+
+
+def test_function_process_reports_a_broken_source(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("import module_that_does_not_exist\n")
+    function = FunctionProcess("start_search", source=broken, log_dir=tmp_path)
+    with pytest.raises(RuntimeError, match=r"(?s)exited.*module_that_does_not_exist"):
+        function.start()
+    assert function.process.survivors() == []
+    with pytest.raises(RuntimeError, match="does not exist"):
+        FunctionProcess("start_search", source=tmp_path / "nope.py").start()
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole stack
+
+
+def test_local_stack_wires_everything_and_leaves_nothing(tmp_path: Path) -> None:
+    record_dir = tmp_path / "records"
+    record_dir.mkdir()
+    stack = LocalStack(
+        ["docs", "vectors", "sec_edgar"],
+        project="demo-devstack",
+        source=FIXTURE_FUNCTIONS,
+        extra_env={"FANFUSE_TEST_RECORD_DIR": str(record_dir)},
+        log_dir=tmp_path / "logs",
+    )
+    started = time.monotonic()
+    with stack as addresses:
+        print(f"stack ready in {time.monotonic() - started:.1f} s: {stack.startup_seconds()}")
+        lines = dict(stack.describe())
+        assert list(lines)[:3] == ["project", "firestore", "cloud_tasks"]
+        assert lines["project"] == "demo-devstack"
+        assert lines["firestore"] == addresses.firestore == stack.firestore.host
+        for target in ("start_search", "search_status", "cancel_search", "run_platform"):
+            assert lines[target].startswith("http://127.0.0.1:")
+        assert stack.tasks.list_queues() == sorted(
+            stack.tasks.queue_path(q)
+            for q in ("fanfuse-docs", "fanfuse-vectors", "fanfuse-sec-edgar", "fanfuse-aggregate")
+        )
+
+        # Each function got the same environment, pointing at the emulators and at each other.
+        status, body = http_request("GET", addresses.functions["aggregate"])
+        assert status == 200
+        env = json.loads(body)["env"]
+        assert env["FIRESTORE_EMULATOR_HOST"] == addresses.firestore
+        assert env["FANFUSE_TASKS_EMULATOR_HOST"] == addresses.tasks
+        assert env["GOOGLE_CLOUD_PROJECT"] == env["FANFUSE_PROJECT"] == "demo-devstack"
+        assert json.loads(env["FANFUSE_FUNCTION_URLS"]) == addresses.functions
+
+        # A platform task travels emulator -> run_platform with its JSON body.
+        queue = stack.tasks.queue_path(addresses.queues["docs"])
+        stack.tasks.client().create_task(
+            parent=queue,
+            task=tasks_v2.Task(
+                name=f"{queue}/tasks/abc--docs",
+                http_request=tasks_v2.HttpRequest(
+                    url=addresses.functions["run_platform"],
+                    headers={"Content-Type": "application/json"},
+                    body=json.dumps({"task_id": "abc", "platform": "docs"}).encode(),
+                ),
+            ),
+            timeout=5,
+        )
+        wait_until(lambda: any(record_dir.iterdir()), 15, "run_platform delivery")
+        record = json.loads(next(record_dir.iterdir()).read_text())
+        assert record["target"] == "run_platform"
+        assert record["json"] == {"task_id": "abc", "platform": "docs"}
+
+        processes = stack.processes()
+        groups = {p.pid for p in processes}
+        ports = [stack.firestore.port, stack.tasks.port] + [f.port for f in stack.functions]
+    stopped = time.monotonic()
+    assert processes_in_groups(groups) == []
+    assert all(p.survivors() == [] for p in processes)
+    assert not any(tcp_open("127.0.0.1", port) for port in ports)
+    assert processes_mentioning([f"--port={port}" for port in ports]) == []
+    stack.stop()  # a second stop is harmless
+    assert time.monotonic() - stopped < 5
+
+
+STACK_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from fanfuse.devstack import LocalStack
+stack = LocalStack(["docs"], source=Path(sys.argv[1]), log_dir=Path(sys.argv[2]))
+with stack:
+    print(json.dumps({"groups": [p.pid for p in stack.processes()]}), flush=True)
+    while True:
+        time.sleep(0.1)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_local_stack_stops_everything_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    runner = subprocess.Popen(
+        [sys.executable, "-c", STACK_SCRIPT, str(FIXTURE_FUNCTIONS), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    groups: set[int] = set()
+    try:
+        assert runner.stdout is not None
+        line = _read_line(runner, timeout=90)
+        groups = set(json.loads(line)["groups"])
+        assert len(groups) == 7
+        assert processes_in_groups(groups)
+        if sig == signal.SIGINT:
+            os.killpg(runner.pid, sig)  # what Ctrl-C does: the terminal's foreground group
+        else:
+            runner.send_signal(sig)
+        runner.wait(timeout=30)
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait(timeout=10)
+        for pid in groups:  # never leave anything behind, even when the assertion failed
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    assert processes_in_groups(groups) == [], runner.stderr.read() if runner.stderr else ""
+    if sig == signal.SIGTERM:
+        assert runner.returncode == 128 + signal.SIGTERM
+
+
+def _read_line(process: subprocess.Popen[str], timeout: float) -> str:
+    """First stdout line of `process`, bounded in time (readline alone could block forever)."""
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(process.stdout.readline()))  # type: ignore[union-attr]
+    reader.daemon = True
+    reader.start()
+    reader.join(timeout)
+    if not result or not result[0]:
+        stderr = ""
+        if process.poll() is not None and process.stderr is not None:
+            stderr = process.stderr.read()
+        raise AssertionError(f"stack did not report ready in {timeout} s: {stderr}")
+    return result[0]
