@@ -187,5 +187,42 @@ def evaluate(
         out.print(render_report(report))
 
 
+@app.command()
+def dev(
+    platform: Annotated[
+        str, typer.Option("--platform", "-p", help="queues to create: all available, or a, b")
+    ] = "all",
+    firestore_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,
+    start_search_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,
+) -> None:
+    """Start the local cloud stack (emulators + functions on 127.0.0.1) until Ctrl-C or SIGTERM."""
+    import time
+
+    from fanfuse.devstack import LocalStack
+    from fanfuse.models import split_platforms
+    from fanfuse.platforms import Registry
+
+    names = split_platforms(platform)
+    if names == ["all"]:
+        names = Registry().available()
+    ports = {"start_search": start_search_port} if start_search_port else None
+    stack = LocalStack(names, firestore_port=firestore_port, function_ports=ports)
+    try:
+        with stack:
+            for component, address in stack.describe():
+                out.print(f"{component:<14} {address}", highlight=False)
+            out.print(
+                f"ready: fanfuse search --endpoint {stack.addresses.functions['start_search']}"
+                ' "your query"   (Ctrl-C stops everything)',
+                highlight=False,
+            )
+            while True:
+                time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as exc:
+        raise fail(str(exc), 1) from None
+
+
 if __name__ == "__main__":
     app()
