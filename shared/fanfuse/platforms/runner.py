@@ -1,0 +1,413 @@
+"""The shared HTTP runner: every platform's and stage's I/O goes through one place.
+
+Why one place: connection reuse (one `httpx.AsyncClient` per event loop, which is one per process
+when the process keeps its loop; a Cloud Function that calls `asyncio.run` per request gets a
+fresh client on the new loop instead of a pool whose sockets belong to a closed loop), one
+concurrency limit and request spacing per platform, and the retry policy of the design applied
+the same way to every provider:
+
+- retried: HTTP 429 and 5xx, timeouts, connection errors; never other 4xx;
+- waits: 0.5 s x 2^(n-1) plus up to 50 % jitter, or the server's `Retry-After` (seconds or an
+  HTTP date) capped at `max_retry_after`;
+- at most `max_attempts` attempts, then a `ProviderError` that says what kept failing.
+
+Every call is recorded (method, URL without secrets, status, attempts, seconds) so the platform
+document shows where time went. Waits go through an injectable `sleep`, so tests never sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+
+from fanfuse.platforms.base import ProviderError
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
+BACKOFF_BASE = 0.5
+DEFAULT_USER_AGENT = "fanfuse/0.1 (multi-platform search; +https://github.com/fanfuse)"
+MAX_RECORDED_CALLS = 200
+
+SleepFn = Callable[[float], Awaitable[None]]
+Params = Mapping[str, str | int | float] | Sequence[tuple[str, str | int | float]]
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """One HTTP request, built by a pure function; the runner sends it."""
+
+    url: str
+    method: str = "GET"
+    params: Params = ()
+    """Query parameters; when given they replace any query string in `url`."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    json: Any = None
+    data: Mapping[str, str] | None = None
+    follow_redirects: bool = True
+    secret_params: frozenset[str] = frozenset()
+    """Query parameters (API keys) replaced by `***` in call records."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    url: str
+    attempts: int
+    elapsed: float
+    truncated: bool = False
+    """The body was longer than the cap and was cut there."""
+    rejected_type: bool = False
+    """The content type was not among the accepted ones; the body was not read."""
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("content-type", "").split(";")[0].strip().lower()
+
+    def text(self) -> str:
+        charset = "utf-8"
+        for part in self.headers.get("content-type", "").split(";")[1:]:
+            key, _, value = part.strip().partition("=")
+            if key.lower() == "charset" and value:
+                charset = value.strip("\"'")
+        try:
+            return self.body.decode(charset, errors="replace")
+        except LookupError:
+            return self.body.decode("utf-8", errors="replace")
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """How one platform's calls are made; read from its settings (see `policy_of`)."""
+
+    timeout: float = 20.0
+    max_concurrency: int = 4
+    max_attempts: int = 3
+    max_retry_after: float = 30.0
+    min_interval: float = 0.0
+    max_body_bytes: int = 10_000_000
+
+
+def policy_of(settings: Any) -> CallPolicy:
+    """A policy from any settings object, using the defaults for what it does not define."""
+    defaults = CallPolicy()
+    return CallPolicy(
+        **{
+            name: getattr(settings, name, getattr(defaults, name))
+            for name in CallPolicy.__dataclass_fields__
+        }
+    )
+
+
+def backoff(attempt: int, rng: random.Random) -> float:
+    """0.5 s x 2^(attempt-1), plus up to half of that again as jitter (spreads retries out)."""
+    base = BACKOFF_BASE * 2.0 ** (attempt - 1)
+    return base + rng.uniform(0, base / 2)
+
+
+def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` header: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(float((when - (now or datetime.now(UTC))).total_seconds()), 0.0)
+
+
+def redact_url(url: str, secret_params: frozenset[str]) -> str:
+    """The URL with secret query parameters masked, for records and messages."""
+    if not secret_params:
+        return url
+    parts = urlsplit(url)
+    query = [
+        (k, "***" if k in secret_params else v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+class _Retryable(Exception):
+    """One failed attempt worth another: a 429/5xx answer, a timeout, a connection error."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        timeout: bool = False,
+    ) -> None:
+        super().__init__(reason)
+        self.reason, self.status, self.retry_after, self.timeout = (
+            reason,
+            status,
+            retry_after,
+            timeout,
+        )
+
+
+@dataclass
+class _LoopState:
+    """What must not outlive its event loop: the client, semaphores, spacing locks."""
+
+    client: httpx.AsyncClient | None = None
+    semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+    spacing: dict[str, asyncio.Lock] = field(default_factory=dict)
+    last_call: dict[str, float] = field(default_factory=dict)
+
+
+class Runner:
+    """Sends `RequestSpec`s for platforms, with limits, retries and call records."""
+
+    def __init__(
+        self,
+        *,
+        sleep: SleepFn = asyncio.sleep,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        transport: httpx.AsyncBaseTransport | None = None,
+        user_agent: str = DEFAULT_USER_AGENT,
+    ) -> None:
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.transport = transport
+        self.user_agent = user_agent
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # -- per-loop state -----------------------------------------------------------------------
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            state = self._loops[loop] = _LoopState()
+        return state
+
+    def client(self) -> httpx.AsyncClient:
+        """The client of the running loop, created on first use."""
+        state = self._state()
+        if state.client is None or state.client.is_closed:
+            state.client = httpx.AsyncClient(
+                transport=self.transport,
+                follow_redirects=False,
+                headers={"User-Agent": self.user_agent},
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            )
+        return state.client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (tests, graceful shutdown)."""
+        state = self._loops.get(asyncio.get_running_loop())
+        if state is not None and state.client is not None:
+            await state.client.aclose()
+            state.client = None
+
+    def _semaphore(self, state: _LoopState, platform: str, limit: int) -> asyncio.Semaphore:
+        sem = state.semaphores.get(platform)
+        if sem is None:
+            sem = state.semaphores[platform] = asyncio.Semaphore(max(limit, 1))
+        return sem
+
+    async def _space(self, state: _LoopState, platform: str, interval: float) -> None:
+        """Keep at least `interval` seconds between the starts of a platform's requests."""
+        if interval <= 0:
+            return
+        lock = state.spacing.setdefault(platform, asyncio.Lock())
+        async with lock:
+            last = state.last_call.get(platform)
+            if last is not None:
+                wait = last + interval - self.clock()
+                if wait > 0:
+                    await self.sleep(wait)
+            state.last_call[platform] = self.clock()
+
+    # -- requests -----------------------------------------------------------------------------
+
+    async def request(
+        self,
+        platform: str,
+        spec: RequestSpec,
+        policy: CallPolicy,
+        calls: list[dict[str, Any]] | None = None,
+        *,
+        accept_types: Sequence[str] | None = None,
+    ) -> Response:
+        """Send `spec` with retries; return the final answer unless it is a retryable failure.
+
+        A 4xx other than 429 is returned (the platform decides what it means); a 429/5xx, a
+        timeout or a connection error that outlasts `max_attempts` raises `ProviderError`.
+        """
+        state = self._state()
+        started = self.clock()
+        attempts = 0
+        query = _params(spec.params)
+        full = httpx.URL(spec.url, params=query) if query else httpx.URL(spec.url)
+        shown_url = redact_url(str(full), spec.secret_params)
+        record: dict[str, Any] = {"platform": platform, "method": spec.method, "url": shown_url}
+
+        def wait(retry_state: RetryCallState) -> float:
+            exc = retry_state.outcome.exception() if retry_state.outcome else None
+            if isinstance(exc, _Retryable) and exc.retry_after is not None:
+                return min(exc.retry_after, policy.max_retry_after)
+            return backoff(retry_state.attempt_number, self.rng)
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(max(policy.max_attempts, 1)),
+            wait=wait,
+            retry=retry_if_exception_type(_Retryable),
+            sleep=self.sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    response = await self._once(state, platform, spec, policy, accept_types)
+                    record["status"] = response.status
+                    if response.status in RETRY_STATUSES:
+                        raise _Retryable(
+                            f"HTTP {response.status}{_excerpt(response.body)}",
+                            status=response.status,
+                            retry_after=parse_retry_after(response.headers.get("retry-after")),
+                        )
+        except _Retryable as exc:
+            record.update(status=exc.status, error=exc.reason)
+            what = (
+                f"timed out after {policy.timeout:g}s"
+                if exc.timeout
+                else exc.reason
+                if exc.status is not None
+                else f"connection failed ({exc.reason})"
+            )
+            raise ProviderError(
+                platform, f"{what}; gave up after {attempts} attempt(s) on {shown_url}"
+            ) from exc
+        finally:
+            elapsed = round(self.clock() - started, 4)
+            record.update(attempts=attempts, seconds=elapsed)
+            if calls is not None and len(calls) < MAX_RECORDED_CALLS:
+                calls.append(record)
+        return Response(
+            status=response.status,
+            headers=response.headers,
+            body=response.body,
+            url=response.url,
+            attempts=attempts,
+            elapsed=elapsed,
+            truncated=response.truncated,
+            rejected_type=response.rejected_type,
+        )
+
+    async def _once(
+        self,
+        state: _LoopState,
+        platform: str,
+        spec: RequestSpec,
+        policy: CallPolicy,
+        accept_types: Sequence[str] | None,
+    ) -> Response:
+        await self._space(state, platform, policy.min_interval)
+        async with self._semaphore(state, platform, policy.max_concurrency):
+            started = self.clock()
+            try:
+                return await self._send(spec, policy, accept_types, started)
+            except httpx.TimeoutException as exc:
+                raise _Retryable(type(exc).__name__, timeout=True) from exc
+            except httpx.TransportError as exc:
+                raise _Retryable(
+                    f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                ) from exc
+
+    async def _send(
+        self,
+        spec: RequestSpec,
+        policy: CallPolicy,
+        accept_types: Sequence[str] | None,
+        started: float,
+    ) -> Response:
+        client = self.client()
+        request = client.build_request(
+            spec.method,
+            spec.url,
+            params=_params(spec.params) or None,
+            headers=dict(spec.headers),
+            json=spec.json,
+            data=dict(spec.data) if spec.data is not None else None,
+            timeout=httpx.Timeout(policy.timeout),
+        )
+        # The whole exchange, body included, must fit the timeout (a slow drip is a timeout too).
+        try:
+            async with asyncio.timeout(policy.timeout):
+                raw = await client.send(
+                    request, stream=True, follow_redirects=spec.follow_redirects
+                )
+                try:
+                    kind = raw.headers.get("content-type", "").split(";")[0].strip().lower()
+                    if accept_types is not None and not any(
+                        kind.startswith(t) for t in accept_types
+                    ):
+                        return Response(
+                            raw.status_code, raw.headers, b"", str(raw.url), 1,
+                            self.clock() - started, rejected_type=True,
+                        )  # fmt: skip
+                    body, truncated = bytearray(), False
+                    async for chunk in raw.aiter_bytes():
+                        body.extend(chunk)
+                        if len(body) > policy.max_body_bytes:
+                            del body[policy.max_body_bytes :]
+                            truncated = True
+                            break
+                finally:
+                    await raw.aclose()
+        except TimeoutError as exc:
+            raise httpx.ReadTimeout("request timed out", request=request) from exc
+        return Response(
+            raw.status_code, raw.headers, bytes(body), str(raw.url), 1,
+            self.clock() - started, truncated=truncated,
+        )  # fmt: skip
+
+
+def _params(params: Params) -> list[tuple[str, str | int | float | bool | None]]:
+    items = params.items() if isinstance(params, Mapping) else params
+    return [(k, v) for k, v in items]
+
+
+def _excerpt(body: bytes, limit: int = 160) -> str:
+    text = " ".join(body[: limit * 4].decode("utf-8", errors="replace").split())
+    if not text:
+        return ""
+    return f": {text[:limit]}{'...' if len(text) > limit else ''}"
+
+
+_default: Runner | None = None
+
+
+def default_runner() -> Runner:
+    """The process-wide runner used when the service was not given one."""
+    global _default
+    if _default is None:
+        _default = Runner()
+    return _default

@@ -1,0 +1,106 @@
+"""`searxng`: a SearXNG instance through its JSON search API.
+
+Written from SearXNG's "Search API" page (docs.searxng.org/dev/search_api): `GET /search` with
+`q`, `format=json`, `categories`, `engines`, `language`, `pageno`, `time_range`, `safesearch`;
+an instance that has not enabled the json format answers 403. Several named instances can run
+side by side (`FANFUSE_EXTRA_PLATFORMS`), each with its own `base_url`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
+from fanfuse.platforms.http import (
+    HttpPlatform,
+    HttpSettings,
+    Page,
+    PageToken,
+    as_float,
+    as_str,
+    load_json,
+    parse_date,
+    require,
+)
+from fanfuse.platforms.runner import RequestSpec
+
+
+class SearxngSettings(HttpSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_SEARXNG_", extra="ignore", env_file=None)
+
+    base_url: str
+    """The instance, e.g. `https://searx.example.org` (required: there is no default instance)."""
+    categories: str | None = None
+    engines: str | None = None
+    safesearch: int | None = None
+    time_range: str | None = None
+
+
+class SearxngPlatform(HttpPlatform):
+    name = "searxng"
+    description = "a SearXNG metasearch instance (JSON format must be enabled)"
+    settings_model = SearxngSettings
+    capabilities = Capabilities(max_results_per_call=20)
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        query: list[tuple[str, str | int | float]] = [("q", queries[0]), ("format", "json")]
+        query.append(("pageno", int(page or 1)))
+        for key in ("categories", "engines", "time_range"):
+            value = getattr(settings, key)
+            if value:
+                query.append((key, value))
+        if settings.safesearch is not None:
+            query.append(("safesearch", settings.safesearch))
+        if params.language:
+            query.append(("language", params.language))
+        return RequestSpec(
+            url=f"{settings.base_url.rstrip('/')}/search",
+            params=query,
+            headers={"Accept": "application/json"},
+        )
+
+    def check_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
+    ) -> None:
+        if status == 403:
+            raise ProviderError(
+                self.name,
+                f"HTTP 403 from {settings.base_url}: the instance does not serve format=json "
+                "(add `json` to `search.formats` in its settings.yml) or refuses this client",
+            )
+        super().check_response(status, headers, body, settings)
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        data = require(self.name, load_json(self.name, body), dict, "the body")
+        results = require(self.name, data.get("results", []), list, "`results`")
+        hits: list[Hit] = []
+        for item in results:
+            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+                continue
+            hits.append(
+                Hit(
+                    title=as_str(item.get("title")),
+                    url=item["url"],
+                    snippet=as_str(item.get("content")),
+                    score=as_float(item.get("score")),
+                    published_at=parse_date(item.get("publishedDate")),
+                    metadata={
+                        k: item[k]
+                        for k in ("engine", "engines", "category", "positions")
+                        if item.get(k) is not None
+                    },
+                )
+            )
+        info = {
+            k: data[k] for k in ("answers", "suggestions", "unresponsive_engines") if data.get(k)
+        }
+        return Page(hits=hits, next_page=int(page or 1) + 1 if hits else None, info=info)
