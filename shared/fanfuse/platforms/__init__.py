@@ -15,6 +15,7 @@ from fanfuse.settings import ExtraPlatform, get_settings
 BUILTIN: dict[str, str] = {
     "docs": "fanfuse.platforms.docs:DocsPlatform",
     "vectors": "fanfuse.platforms.vectors:VectorsPlatform",
+    "searxng": "fanfuse.platforms.searxng:SearxngPlatform",
 }
 
 
