@@ -163,7 +163,10 @@ class SearchService:
             planned = stages.plan(platform, params)
             reporter = stages.Reporter(self.store, run, planned, self.settings.progress_interval)
             ctx = PlatformContext(
-                settings=platform.load_settings(), runner=self.runner, report=reporter.step
+                settings=platform.load_settings(),
+                runner=self.runner,
+                report=reporter.step,
+                extras=info,  # platforms record "calls" and "provider" for the platform document
             )
             stage_run = stages.StageRun(platform, ctx, params, reporter, info)
             remaining = (task.deadline_at - self.clock()).total_seconds()
