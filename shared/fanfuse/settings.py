@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     status_url_base: str | None = None
     tasks_service_account: str | None = None
     collection: str = "searches"
+    firestore_write_log: Path | None = Field(
+        default=None, description="append one JSON line per Firestore document write (tests)"
+    )
     extra_platforms: dict[str, ExtraPlatform] = Field(default_factory=dict)
 
 

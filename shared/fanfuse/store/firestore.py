@@ -1,0 +1,378 @@
+"""The cloud TaskStore: Firestore documents, the lifecycle rules run in Firestore transactions.
+
+Documents (see the design):
+
+- `{collection}/{task_id}`: the task (`models.Task`);
+- `{collection}/{task_id}/platforms/{name}`: one platform run (`models.PlatformRun`);
+- `{collection}/{task_id}/contents/{content_id}`: `{"text": ...}`, page content kept out of the
+  documents above so that none of them nears Firestore's 1 MiB cap.
+
+Timestamps are stored as native Firestore timestamps, so a TTL policy on `expires_at` works. A
+TTL deletion does not cascade to sub-collections, so platform and content documents carry the
+task's `expires_at` too (one TTL policy per collection group: searches, platforms, contents);
+the models ignore that extra field when they read a document back.
+
+Like the SQLite store this one only reads and writes: every rule is a pure mutator from
+`lifecycle.py`, called inside `transact`. Firestore may run a transaction function more than once
+under contention, which is why the mutators must be pure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from enum import Enum
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, TypeAdapter
+from pydantic_core import to_jsonable_python
+
+from fanfuse.errors import TaskNotFound
+from fanfuse.models import PlatformRun, Task
+from fanfuse.settings import Settings
+from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
+
+if TYPE_CHECKING:
+    from google.cloud.firestore import Client, DocumentReference, Transaction
+
+log = logging.getLogger(__name__)
+
+MAX_DOCUMENT_BYTES = 1_048_576
+"""Firestore's cap on one document's storage size."""
+TRANSACTION_ATTEMPTS = 10
+"""Fan-in from many platforms at once contends on the task document; retry generously."""
+PURGE_BATCH = 100
+
+PLATFORMS = "platforms"
+CONTENTS = "contents"
+NESTED_ARRAY = "fanfuse_array"
+"""Firestore has no array directly inside an array: such an inner array is stored as the map
+`{NESTED_ARRAY: [...]}` and unwrapped on read (only free-form `metadata` can hold one)."""
+
+
+class DocumentTooLarge(ValueError):
+    """A document would exceed Firestore's 1 MiB cap (rejected here, with its path and size)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding: pydantic models <-> Firestore values
+
+
+def encode(value: Any, *, in_array: bool = False) -> Any:
+    """A `model_dump(mode="python")` value as Firestore stores it.
+
+    Enums become their values, tuples and sets lists, naive datetimes UTC, an array inside an
+    array a wrapped map (see NESTED_ARRAY); anything else that Firestore cannot hold (a value
+    inside `metadata`, say) becomes its JSON form.
+    """
+    if value is None or isinstance(value, bool | int | float | bytes):
+        return value
+    if isinstance(value, Enum):
+        return encode(value.value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, Mapping):
+        return {str(k): encode(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [encode(v, in_array=True) for v in value]
+        return {NESTED_ARRAY: items} if in_array else items
+    return encode(to_jsonable_python(value), in_array=in_array)
+
+
+def decode(value: Any) -> Any:
+    """The inverse of `encode` for what it had to wrap: nested arrays come back as lists."""
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get(NESTED_ARRAY), list):
+            return [decode(v) for v in value[NESTED_ARRAY]]
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def model_data(model: BaseModel) -> dict[str, Any]:
+    data: dict[str, Any] = encode(model.model_dump(mode="python"))
+    return data
+
+
+@cache
+def _field_adapter(name: str) -> TypeAdapter[Any] | None:
+    field = PlatformRun.model_fields.get(name)
+    if field is None or field.annotation is None:
+        return None
+    return TypeAdapter(field.annotation)
+
+
+def patch_data(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate top-level PlatformRun fields one by one (no read needed) and encode them.
+
+    Unknown names are dropped, as the SQLite store drops them when it re-validates the document;
+    a value of the wrong type raises pydantic's ValidationError, as it does there.
+    """
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        adapter = _field_adapter(name)
+        if adapter is None:
+            continue
+        out[name] = encode(adapter.dump_python(adapter.validate_python(value), mode="python"))
+    return out
+
+
+def _value_size(value: Any) -> int:
+    """Storage size of one value, by Firestore's documented rules."""
+    if value is None or isinstance(value, bool):
+        return 1
+    if isinstance(value, int | float | datetime):
+        return 8
+    if isinstance(value, str):
+        return len(value.encode()) + 1
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(len(str(k).encode()) + 1 + _value_size(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_value_size(v) for v in value)
+    return len(json.dumps(value, default=str).encode()) + 1
+
+
+def document_size(path: str, data: Mapping[str, Any]) -> int:
+    """Storage size of a document: its name, its fields, and 32 bytes of overhead."""
+    name = sum(len(part.encode()) + 1 for part in path.split("/")) + 16
+    return name + _value_size(data) + 32
+
+
+# ---------------------------------------------------------------------------------------------
+# Write accounting
+
+
+class WriteLog:
+    """Counts committed document writes per document path.
+
+    The design budgets writes per document (about one per second sustained; the task document is
+    written at start, once per platform at fan-in, and at finalization). `counts` holds this
+    process's writes; with a `path`, each write is also appended as one JSON line so a test can
+    add up the writes of several function processes (O_APPEND keeps short lines whole).
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def record(self, op: str, paths: Iterable[str]) -> None:
+        paths = list(paths)
+        if not paths:
+            return
+        with self._lock:
+            self.counts.update(paths)
+        if self.path is not None:
+            lines = "".join(
+                json.dumps({"op": op, "doc": p, "pid": os.getpid()}) + "\n" for p in paths
+            )
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, lines.encode())
+            finally:
+                os.close(fd)
+
+    @staticmethod
+    def read(path: Path, prefix: str = "") -> Counter[str]:
+        """Writes per document path from a log file, for paths starting with `prefix`."""
+        counts: Counter[str] = Counter()
+        if not path.exists():
+            return counts
+        for line in path.read_text().splitlines():
+            doc = json.loads(line)["doc"]
+            if doc.startswith(prefix):
+                counts[doc] += 1
+        return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# The store
+
+
+class FirestoreStore(TaskStore):
+    """TaskStore on Firestore (sync client). `client` defaults to one for `project`.
+
+    With FIRESTORE_EMULATOR_HOST set, google-cloud-firestore talks to the emulator on its own.
+    """
+
+    def __init__(
+        self,
+        client: Client | None = None,
+        *,
+        project: str | None = None,
+        collection: str = "searches",
+        write_log: WriteLog | None = None,
+    ) -> None:
+        if client is None:
+            from google.cloud import firestore
+
+            client = firestore.Client(project=project)
+        self.client = client
+        self.collection = collection
+        self.writes = write_log or WriteLog()
+
+    # -- references ---------------------------------------------------------------------------
+
+    def _task_ref(self, task_id: str) -> DocumentReference:
+        ref: DocumentReference = self.client.collection(self.collection).document(task_id)
+        return ref
+
+    def _run_ref(self, task_id: str, name: str) -> DocumentReference:
+        ref: DocumentReference = self._task_ref(task_id).collection(PLATFORMS).document(name)
+        return ref
+
+    def _content_ref(self, task_id: str, content_id: str) -> DocumentReference:
+        ref: DocumentReference = self._task_ref(task_id).collection(CONTENTS).document(content_id)
+        return ref
+
+    @staticmethod
+    def _checked(ref: DocumentReference, data: dict[str, Any]) -> dict[str, Any]:
+        size = document_size(ref.path, data)
+        if size > MAX_DOCUMENT_BYTES:
+            raise DocumentTooLarge(
+                f"{ref.path} would be {size} bytes, over Firestore's {MAX_DOCUMENT_BYTES}"
+            )
+        return data
+
+    def _documents(
+        self, task_id: str, expires_at: datetime, writes: Writes
+    ) -> list[tuple[DocumentReference, dict[str, Any]]]:
+        """What `writes` means in documents; sub-documents carry `expires_at` for the TTL."""
+        docs: list[tuple[DocumentReference, dict[str, Any]]] = []
+        if writes.task is not None:
+            docs.append((self._task_ref(task_id), model_data(writes.task)))
+        for run in writes.runs:
+            data = {**model_data(run), "expires_at": encode(expires_at)}
+            docs.append((self._run_ref(task_id, run.name), data))
+        for content_id, text in writes.contents.items():
+            data = {"text": text, "expires_at": encode(expires_at)}
+            docs.append((self._content_ref(task_id, content_id), data))
+        return [(ref, self._checked(ref, data)) for ref, data in docs]
+
+    # -- TaskStore ----------------------------------------------------------------------------
+
+    def create(self, task: Task, runs: Sequence[PlatformRun]) -> None:
+        """One batch: the task and its platform documents, all or nothing."""
+        docs = self._documents(task.task_id, task.expires_at, Writes(task=task, runs=list(runs)))
+        batch = self.client.batch()
+        for ref, data in docs:
+            batch.set(ref, data)
+        batch.commit()
+        self.writes.record("create", (ref.path for ref, _ in docs))
+
+    def get_task(self, task_id: str) -> Task | None:
+        snap = self._task_ref(task_id).get()
+        return Task.model_validate(decode(snap.to_dict())) if snap.exists else None
+
+    def get_runs(self, task_id: str) -> list[PlatformRun]:
+        docs = self._task_ref(task_id).collection(PLATFORMS).stream()
+        runs = [PlatformRun.model_validate(decode(d.to_dict())) for d in docs]
+        return sorted(runs, key=lambda r: r.index)
+
+    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
+        """Update top-level fields without reading; a missing document is left missing."""
+        from google.api_core.exceptions import NotFound
+
+        data = patch_data(fields)
+        if not data:
+            return
+        ref = self._run_ref(task_id, name)
+        try:
+            ref.update(data)
+        except NotFound:
+            return
+        self.writes.record("patch", [ref.path])
+
+    def transact(self, task_id: str, names: Sequence[str] | None, mutate: Mutator) -> Writes | None:
+        """Read the task and the runs, apply `mutate`, write what it returns: one transaction."""
+        from google.cloud import firestore
+
+        task_ref = self._task_ref(task_id)
+        written: list[str] = []
+
+        @firestore.transactional
+        def run(transaction: Transaction) -> Writes | None:
+            written.clear()
+            snap = task_ref.get(transaction=transaction)
+            if not snap.exists:
+                raise TaskNotFound(task_id)
+            task = Task.model_validate(decode(snap.to_dict()))
+            wanted = task.platforms if names is None else list(names)
+            refs = [self._run_ref(task_id, name) for name in wanted]
+            found = {}
+            for doc in self.client.get_all(refs, transaction=transaction):
+                if doc.exists:
+                    run = PlatformRun.model_validate(decode(doc.to_dict()))
+                    found[run.name] = run
+            runs = {r.name: r for r in sorted(found.values(), key=lambda r: r.index)}
+            writes = mutate(Snapshot(task=task, runs=runs))
+            if writes is None:
+                return None
+            for ref, data in self._documents(task_id, task.expires_at, writes):
+                transaction.set(ref, data)
+                written.append(ref.path)
+            return writes
+
+        result: Writes | None = run(self.client.transaction(max_attempts=TRANSACTION_ATTEMPTS))
+        self.writes.record("transact", written)
+        return result
+
+    def get_contents(self, task_id: str, ids: Sequence[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        refs = [self._content_ref(task_id, cid) for cid in ids]
+        out: dict[str, str] = {}
+        for doc in self.client.get_all(refs):
+            data = doc.to_dict() if doc.exists else None
+            if data is not None and isinstance(data.get("text"), str):
+                out[doc.id] = data["text"]
+        return out
+
+    def purge_expired(self, now: datetime) -> int:
+        """Delete tasks past `expires_at`, with their platform and content documents.
+
+        In production Firestore's TTL policy on `expires_at` does this for free, and no function
+        calls this method. It exists for parity with the SQLite store (same contract, same tests)
+        and for the emulator, which has no TTL; `recursive_delete` takes the sub-collections too.
+        """
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        query = (
+            self.client.collection(self.collection)
+            .where(filter=FieldFilter("expires_at", "<=", encode(now)))
+            .limit(PURGE_BATCH)
+        )
+        purged = 0
+        while True:
+            docs = list(query.stream())
+            for doc in docs:
+                self.client.recursive_delete(doc.reference)
+            purged += len(docs)
+            if len(docs) < PURGE_BATCH:
+                return purged
+
+    def close(self) -> None:
+        client: Any = self.client  # its close() is untyped
+        client.close()
+
+
+def store_from_settings(settings: Settings) -> FirestoreStore:
+    """The store a Cloud Function uses: project, collection and write log from Settings."""
+    log_path = settings.firestore_write_log
+    return FirestoreStore(
+        project=settings.project,
+        collection=settings.collection,
+        write_log=WriteLog(Path(log_path)) if log_path else None,
+    )
