@@ -1,0 +1,42 @@
+"""Cloud Functions entry points, one per functions-framework target.
+
+Thin on purpose: each target hands the request to `fanfuse.cloud`, which builds the service on
+first use (Firestore, Cloud Tasks, the platform registry) and maps errors to JSON answers.
+Deploy each function with `--entry-point` set to its name below.
+"""
+
+from __future__ import annotations
+
+import flask
+import functions_framework
+from fanfuse import cloud
+
+
+@functions_framework.http
+def start_search(request: flask.Request) -> flask.Response:
+    """POST a search request -> 202 `{task_id, status, status_url}`."""
+    return cloud.start_search(request)
+
+
+@functions_framework.http
+def search_status(request: flask.Request) -> flask.Response:
+    """GET `/{task_id}` (or `?task_id=`) -> the search with its platforms' progress."""
+    return cloud.search_status(request)
+
+
+@functions_framework.http
+def cancel_search(request: flask.Request) -> flask.Response:
+    """POST `{"task_id": ...}` -> the cancelled search; 409 once it has finished."""
+    return cloud.cancel_search(request)
+
+
+@functions_framework.http
+def run_platform(request: flask.Request) -> flask.Response:
+    """Cloud Tasks target: run one platform of one search."""
+    return cloud.run_platform(request)
+
+
+@functions_framework.http
+def aggregate(request: flask.Request) -> flask.Response:
+    """Cloud Tasks target: fuse and finalize a search (exactly once)."""
+    return cloud.aggregate(request)

@@ -1,0 +1,376 @@
+"""The Cloud Functions side of the service: per-process wiring and HTTP handling.
+
+`functions/main.py` only names the five targets; everything they share lives here: one
+SearchService per process (Firestore store, Cloud Tasks queue, the platform registry), built on
+the first request so a cold start imports only what its target uses; one event loop per process
+for `run_platform` (the shared HTTP runner keeps one connection pool per loop); and the mapping
+of errors to JSON answers.
+
+Status codes. The three public targets answer 400 (every problem listed, by field), 404, 405,
+409 or 413 for bad input, never 500; 5xx means infrastructure (Firestore, Cloud Tasks).
+`run_platform` and `aggregate` are Cloud Tasks targets, and Cloud Tasks retries *any* answer
+outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried").
+So a delivery that can never succeed (a malformed body, an unknown task) is acknowledged with
+200 and `{"outcome": "dropped", "error": ...}` when it comes from Cloud Tasks (it carries
+`X-CloudTasks-TaskName`), and logged as an error; a direct caller gets the plain 400/404.
+Infrastructure failures answer 503, which Cloud Tasks retries with backoff.
+
+Identity. API Gateway, after it has verified the caller's JWT (Firebase ID token or Google
+OIDC), forwards the token's claims base64url-encoded in `X-Apigateway-Api-Userinfo`; the `sub`
+claim becomes the task's `owner` (what `firestore.rules` compare with `request.auth.uid`), and a
+search with an owner is visible (status, cancel) only to that caller. The header is only
+trustworthy when the functions are reachable solely through the gateway (ingress and IAM in
+`infra/`); without it, as on the local stack, searches have no owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import re
+import threading
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import flask
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fanfuse.errors import FanfuseError, InvalidRequest, TaskNotFound
+from fanfuse.models import Problem, TaskView
+from fanfuse.queue.base import AggregateMessage, PlatformMessage
+
+if TYPE_CHECKING:
+    from fanfuse.service import SearchService
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
+TASK_NAME_HEADER = "X-CloudTasks-TaskName"
+MAX_BODY_BYTES = 64 * 1024
+"""A request is at most 5 queries of 500 characters and a few options: 64 KiB is plenty."""
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+"""What a task id may look like (the service makes uuid4 hex ids); also a safe document id."""
+PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+class MethodNotAllowed(FanfuseError):
+    status_code = 405
+    code = "method_not_allowed"
+
+    def __init__(self, target: str, method: str, allowed: tuple[str, ...]) -> None:
+        self.allowed = allowed
+        super().__init__(f"{target} accepts {' or '.join(allowed)}, not {method}")
+
+
+class PayloadTooLarge(FanfuseError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+class Unavailable(FanfuseError):
+    status_code = 503
+    code = "unavailable"
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-process wiring
+
+
+_service: SearchService | None = None
+_service_lock = threading.Lock()
+
+
+def build_service() -> SearchService:
+    """The service on Firestore and Cloud Tasks, configured from `FANFUSE_*` settings."""
+    from fanfuse.platforms import Registry
+    from fanfuse.queue.cloud_tasks import CloudTasksQueue
+    from fanfuse.service import SearchService
+    from fanfuse.settings import Settings
+    from fanfuse.store.firestore import store_from_settings
+
+    settings = Settings()
+    return SearchService(
+        store_from_settings(settings),
+        CloudTasksQueue(settings),
+        Registry(extra=settings.extra_platforms),
+        settings,
+    )
+
+
+def service() -> SearchService:
+    """This process's service, built on first use (so a cold start pays only for its target)."""
+    global _service
+    with _service_lock:
+        if _service is None:
+            _service = build_service()
+        return _service
+
+
+class _Loop:
+    """One event loop per process, in a daemon thread, for the async `run_platform`.
+
+    Not `asyncio.run` per request: that would give every request a new loop (and so a new HTTP
+    connection pool), and its exit waits for every worker thread, including one stuck in a
+    platform that ignored its timeout, which would hold the HTTP answer forever.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="fanfuse-loop", daemon=True)
+                thread.start()
+                self._loop = loop
+            return self._loop
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._get()).result()
+
+
+loop = _Loop()
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP helpers
+
+
+def json_response(
+    data: BaseModel | dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> flask.Response:
+    body = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
+    response = flask.Response(body, status=status, mimetype="application/json")
+    response.headers["Cache-Control"] = "no-store"
+    for key, value in (headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
+def error_response(exc: FanfuseError) -> flask.Response:
+    headers = {}
+    if isinstance(exc, MethodNotAllowed):
+        headers["Allow"] = ", ".join(exc.allowed)
+    return json_response(exc.body(), exc.status_code, headers)
+
+
+def _infrastructure(exc: Exception, target: str) -> flask.Response:
+    log.exception("%s failed", target)
+    return error_response(Unavailable(f"{target} is temporarily unavailable; try again"))
+
+
+def require_method(request: flask.Request, target: str, *allowed: str) -> None:
+    if request.method not in allowed:
+        raise MethodNotAllowed(target, request.method, allowed)
+
+
+def read_json(request: flask.Request) -> Any:
+    """The body as JSON, or a 400/413 that says what is wrong with it."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    raw = request.get_data(cache=True)
+    if len(raw) > MAX_BODY_BYTES:
+        raise PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    if not raw.strip():
+        raise InvalidRequest([Problem(field="body", problem="expected a JSON object, got nothing")])
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise InvalidRequest([Problem(field="body", problem="not UTF-8 text")]) from None
+    except json.JSONDecodeError as exc:
+        problem = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise InvalidRequest([Problem(field="body", problem=problem)]) from None
+
+
+def parse(model: type[BaseModel], data: Any) -> Any:
+    """Validate `data` as `model`, turning pydantic's errors into a 400 listing each field."""
+    from fanfuse.service import problems_of
+
+    if not isinstance(data, dict):
+        raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest(problems_of(exc)) from None
+
+
+def check_task_id(value: Any, field: str = "task_id") -> str:
+    if value is None or value == "":
+        raise InvalidRequest([Problem(field=field, problem="field required")])
+    if not isinstance(value, str) or not TASK_ID.match(value):
+        raise InvalidRequest(
+            [Problem(field=field, problem="not a task id (letters, digits, - and _; at most 128)")]
+        )
+    return value
+
+
+def check_message(task_id: str, platform: str | None = None) -> None:
+    """Ids from a task body become document paths: refuse anything but plain names."""
+    check_task_id(task_id)
+    if platform is not None and not PLATFORM.match(platform):
+        raise InvalidRequest([Problem(field="platform", problem="not a platform name")])
+
+
+def task_id_of(request: flask.Request) -> str:
+    """`?task_id=` or the last path segment (`status_url` is `{search_status URL}/{task_id}`)."""
+    value = request.args.get("task_id")
+    if value is None:
+        segments = [s for s in request.path.split("/") if s]
+        value = segments[-1] if segments else None
+    return check_task_id(value)
+
+
+def caller(request: flask.Request) -> str | None:
+    """The verified caller's id from API Gateway's userinfo header, or None when absent."""
+    header = request.headers.get(USERINFO_HEADER)
+    if not header:
+        return None
+    try:
+        padded = header.strip() + "=" * (-len(header.strip()) % 4)
+        claims = json.loads(base64.urlsafe_b64decode(padded))
+    except (binascii.Error, ValueError):
+        claims = None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    if not isinstance(subject, str) or not subject:
+        raise InvalidRequest(
+            [Problem(field=USERINFO_HEADER, problem="not base64url JSON claims with a `sub`")]
+        )
+    return subject
+
+
+def visible(view: TaskView, request: flask.Request) -> TaskView:
+    """A search with an owner exists only for its owner (404, not 403: ids are not disclosed)."""
+    if view.owner is not None and view.owner != caller(request):
+        raise TaskNotFound(view.task_id)
+    return view
+
+
+def _from_cloud_tasks(request: flask.Request) -> bool:
+    return TASK_NAME_HEADER in request.headers
+
+
+def _permanent(request: flask.Request, target: str, exc: FanfuseError) -> flask.Response:
+    """A task delivery that can never succeed: acknowledged for Cloud Tasks, 4xx for others."""
+    if not _from_cloud_tasks(request):
+        return error_response(exc)
+    log.error("%s: dropping task %s: %s", target, request.headers.get(TASK_NAME_HEADER), exc.body())
+    return json_response({"outcome": "dropped", "error": exc.body().model_dump()})
+
+
+# ---------------------------------------------------------------------------------------------
+# The five targets
+
+
+class CancelRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+
+
+def start_search(request: flask.Request) -> flask.Response:
+    """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`)."""
+    try:
+        require_method(request, "start_search", "POST")
+        payload = read_json(request)
+        owner = caller(request)
+        accepted = service().start(payload, owner=owner)
+    except FanfuseError as exc:
+        return error_response(exc)
+    except Exception as exc:
+        return _infrastructure(exc, "start_search")
+    return json_response(accepted, 202, {"Location": accepted.status_url})
+
+
+def search_status(request: flask.Request) -> flask.Response:
+    """GET `/{task_id}` or `?task_id=` -> the merged TaskView; 404 for an unknown id."""
+    try:
+        require_method(request, "search_status", "GET", "HEAD")
+        task_id = task_id_of(request)
+        view = visible(service().status(task_id), request)
+    except FanfuseError as exc:
+        return error_response(exc)
+    except Exception as exc:
+        return _infrastructure(exc, "search_status")
+    return json_response(view)
+
+
+def cancel_search(request: flask.Request) -> flask.Response:
+    """POST `{task_id}` -> the cancelled TaskView; 404 unknown, 409 once terminal."""
+    try:
+        require_method(request, "cancel_search", "POST")
+        if request.args.get("task_id") is not None:
+            task_id = check_task_id(request.args["task_id"])
+        else:
+            task_id = check_task_id(parse(CancelRequest, read_json(request)).task_id)
+        svc = service()
+        visible(svc.status(task_id), request)
+        view = svc.cancel(task_id)
+    except FanfuseError as exc:
+        return error_response(exc)
+    except Exception as exc:
+        return _infrastructure(exc, "cancel_search")
+    return json_response(view)
+
+
+def run_platform(request: flask.Request) -> flask.Response:
+    """Cloud Tasks target: POST a PlatformMessage -> run that platform once (idempotent)."""
+    try:
+        require_method(request, "run_platform", "POST")
+        message: PlatformMessage = parse(PlatformMessage, read_json(request))
+        check_message(message.task_id, message.platform)
+    except FanfuseError as exc:
+        return _permanent(request, "run_platform", exc)
+    try:
+        outcome = loop.run(service().run_platform(message))
+    except FanfuseError as exc:
+        if exc.status_code >= 500:
+            return error_response(exc)
+        return _permanent(request, "run_platform", exc)
+    except KeyError as exc:
+        if exc.args != (message.platform,):
+            return _infrastructure(exc, "run_platform")
+        problem = Problem(
+            field="platform", problem=f"{message.platform!r} is not a platform of this search"
+        )
+        return _permanent(request, "run_platform", InvalidRequest([problem]))
+    except Exception as exc:
+        return _infrastructure(exc, "run_platform")
+    return json_response(
+        {"task_id": message.task_id, "platform": message.platform, "outcome": outcome}
+    )
+
+
+def aggregate(request: flask.Request) -> flask.Response:
+    """Cloud Tasks target: POST an AggregateMessage -> finalize once, or wait for platforms."""
+    try:
+        require_method(request, "aggregate", "POST")
+        message: AggregateMessage = parse(AggregateMessage, read_json(request))
+        check_message(message.task_id)
+    except FanfuseError as exc:
+        return _permanent(request, "aggregate", exc)
+    try:
+        outcome = service().aggregate(message)
+    except FanfuseError as exc:
+        if exc.status_code >= 500:
+            return error_response(exc)
+        return _permanent(request, "aggregate", exc)
+    except Exception as exc:
+        return _infrastructure(exc, "aggregate")
+    return json_response({"task_id": message.task_id, "outcome": outcome})
+
+
+__all__ = [
+    "aggregate",
+    "cancel_search",
+    "run_platform",
+    "search_status",
+    "service",
+    "start_search",
+]
