@@ -1,0 +1,67 @@
+# Firestore (native mode): the task documents, their TTL policies and indexes.
+# infra/firestore.indexes.json says the same for the Firebase CLI; tests check both agree.
+
+resource "google_firestore_database" "main" {
+  name                              = "(default)"
+  location_id                       = var.firestore_location
+  type                              = "FIRESTORE_NATIVE"
+  concurrency_mode                  = "PESSIMISTIC"
+  app_engine_integration_mode       = "DISABLED"
+  point_in_time_recovery_enablement = "POINT_IN_TIME_RECOVERY_ENABLED"
+  delete_protection_state           = "DELETE_PROTECTION_ENABLED"
+  deletion_policy                   = "ABANDON"
+
+  depends_on = [google_project_service.apis]
+}
+
+# TTL: a document is deleted some time (typically within a day) after its expires_at. Deleting a
+# document does not delete its sub-collections, so platforms/ and contents/ documents carry
+# expires_at too and get their own policy. No single-field index on a TTL timestamp: it would
+# only cost writes and make a hotspot of monotonically increasing values.
+resource "google_firestore_field" "ttl" {
+  for_each = toset(["searches", "platforms", "contents"])
+
+  database   = google_firestore_database.main.name
+  collection = each.key
+  field      = "expires_at"
+
+  ttl_config {}
+  index_config {}
+}
+
+# Large arrays and page text are never queried: exempt them from single-field indexing (a
+# document has at most 40,000 index entries, and each entry costs on every write).
+resource "google_firestore_field" "unindexed" {
+  for_each = {
+    "searches/results"          = { collection = "searches", field = "results" }
+    "searches/results_by_query" = { collection = "searches", field = "results_by_query" }
+    "platforms/results"         = { collection = "platforms", field = "results" }
+    "platforms/calls"           = { collection = "platforms", field = "calls" }
+    "contents/content"          = { collection = "contents", field = "content" }
+  }
+
+  database   = google_firestore_database.main.name
+  collection = each.value.collection
+  field      = each.value.field
+
+  index_config {}
+
+  # One index operation at a time per database: keep them in sequence after the TTL fields.
+  depends_on = [google_firestore_field.ttl]
+}
+
+# An app lists its user's own searches, newest first (firestore.rules allows exactly that query).
+resource "google_firestore_index" "searches_by_owner" {
+  database    = google_firestore_database.main.name
+  collection  = "searches"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "owner"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}

@@ -1,0 +1,235 @@
+# The five gen2 Cloud Functions, built from one zipped source (functions/main.py + the fanfuse
+# package) that cloudbuild.yaml uploads to the source bucket. Each runs as its own service account.
+# FANFUSE_FUNCTION_URLS holds only the URLs a function calls or hands out (Cloud Run URLs: they
+# are also the OIDC audiences of the task targets).
+
+resource "google_storage_bucket" "function_source" {
+  #checkov:skip=CKV_GCP_62:Holds only the zipped function source that Cloud Build uploads (no user data); reads and writes are audited by Cloud Audit Logs, so a second bucket for legacy usage logs adds nothing.
+  name                        = "${var.project_id}-fanfuse-source"
+  location                    = var.region
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = false
+
+  versioning {
+    enabled = true
+  }
+
+  lifecycle_rule {
+    condition {
+      age = 90
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}
+
+locals {
+  build_source = {
+    bucket = google_storage_bucket.function_source.name
+    object = var.function_source_object
+  }
+}
+
+resource "google_cloudfunctions2_function" "aggregate" {
+  name        = "fanfuse-aggregate"
+  location    = var.region
+  description = "Cloud Tasks target: fuses the platforms' results and finalizes a search exactly once."
+
+  build_config {
+    runtime         = var.python_runtime
+    entry_point     = "aggregate"
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = local.build_source.bucket
+        object = local.build_source.object
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function["aggregate"].email
+    ingress_settings                 = "ALLOW_INTERNAL_ONLY" # Cloud Tasks counts as internal
+    all_traffic_on_latest_revision   = true
+    available_memory                 = "1Gi"
+    available_cpu                    = "1"
+    timeout_seconds                  = 120
+    max_instance_count               = var.max_instances["aggregate"]
+    max_instance_request_concurrency = 10
+    environment_variables            = local.common_env
+  }
+
+  depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]
+}
+
+resource "google_cloudfunctions2_function" "run_platform" {
+  name        = "fanfuse-run-platform"
+  location    = var.region
+  description = "Cloud Tasks target: runs one platform of one search, then the fan-in."
+
+  build_config {
+    runtime         = var.python_runtime
+    entry_point     = "run_platform"
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = local.build_source.bucket
+        object = local.build_source.object
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function["run_platform"].email
+    ingress_settings                 = "ALLOW_INTERNAL_ONLY" # Cloud Tasks counts as internal
+    all_traffic_on_latest_revision   = true
+    available_memory                 = "2Gi"
+    available_cpu                    = "1"
+    timeout_seconds                  = var.deadline_seconds + 60
+    max_instance_count               = var.max_instances["run_platform"]
+    max_instance_request_concurrency = 4
+    environment_variables = merge(local.common_env, var.platform_settings, {
+      FANFUSE_FUNCTION_URLS = jsonencode({
+        aggregate = google_cloudfunctions2_function.aggregate.service_config[0].uri
+      })
+      FANFUSE_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+    })
+
+    dynamic "secret_environment_variables" {
+      for_each = google_secret_manager_secret.provider
+      content {
+        key        = secret_environment_variables.key
+        project_id = var.project_id
+        secret     = secret_environment_variables.value.secret_id
+        version    = "latest"
+      }
+    }
+  }
+
+  depends_on = [
+    google_project_iam_member.build,
+    google_storage_bucket_iam_member.build_reads_source,
+    google_secret_manager_secret_iam_member.run_platform_reads_keys,
+  ]
+}
+
+resource "google_cloudfunctions2_function" "search_status" {
+  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers), not by network origin.
+  name        = "fanfuse-search-status"
+  location    = var.region
+  description = "HTTP GET: the merged progress and results of one search."
+
+  build_config {
+    runtime         = var.python_runtime
+    entry_point     = "search_status"
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = local.build_source.bucket
+        object = local.build_source.object
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function["search_status"].email
+    ingress_settings                 = "ALLOW_ALL" # the HTTP API; authenticated (see iam.tf)
+    all_traffic_on_latest_revision   = true
+    available_memory                 = "512Mi"
+    available_cpu                    = "1"
+    timeout_seconds                  = 30
+    max_instance_count               = var.max_instances["search_status"]
+    max_instance_request_concurrency = 20
+    environment_variables            = local.common_env
+  }
+
+  depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]
+}
+
+resource "google_cloudfunctions2_function" "cancel_search" {
+  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers), not by network origin.
+  name        = "fanfuse-cancel-search"
+  location    = var.region
+  description = "HTTP POST: cancels a running search."
+
+  build_config {
+    runtime         = var.python_runtime
+    entry_point     = "cancel_search"
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = local.build_source.bucket
+        object = local.build_source.object
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function["cancel_search"].email
+    ingress_settings                 = "ALLOW_ALL" # the HTTP API; authenticated (see iam.tf)
+    all_traffic_on_latest_revision   = true
+    available_memory                 = "512Mi"
+    available_cpu                    = "1"
+    timeout_seconds                  = 30
+    max_instance_count               = var.max_instances["cancel_search"]
+    max_instance_request_concurrency = 20
+    environment_variables = merge(local.common_env, {
+      FANFUSE_FUNCTION_URLS = jsonencode({
+        search_status = google_cloudfunctions2_function.search_status.service_config[0].uri
+      })
+    })
+  }
+
+  depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]
+}
+
+resource "google_cloudfunctions2_function" "start_search" {
+  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers), not by network origin.
+  name        = "fanfuse-start-search"
+  location    = var.region
+  description = "HTTP POST: validates a search, writes it, enqueues one task per platform and the deadline."
+
+  build_config {
+    runtime         = var.python_runtime
+    entry_point     = "start_search"
+    service_account = google_service_account.build.id
+    source {
+      storage_source {
+        bucket = local.build_source.bucket
+        object = local.build_source.object
+      }
+    }
+  }
+
+  service_config {
+    service_account_email            = google_service_account.function["start_search"].email
+    ingress_settings                 = "ALLOW_ALL" # the HTTP API; authenticated (see iam.tf)
+    all_traffic_on_latest_revision   = true
+    available_memory                 = "512Mi"
+    available_cpu                    = "1"
+    timeout_seconds                  = 60
+    max_instance_count               = var.max_instances["start_search"]
+    max_instance_request_concurrency = 20
+    environment_variables = merge(local.common_env, {
+      FANFUSE_FUNCTION_URLS = jsonencode({
+        search_status = google_cloudfunctions2_function.search_status.service_config[0].uri
+        run_platform  = google_cloudfunctions2_function.run_platform.service_config[0].uri
+        aggregate     = google_cloudfunctions2_function.aggregate.service_config[0].uri
+      })
+      FANFUSE_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+    })
+  }
+
+  depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]
+}

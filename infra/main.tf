@@ -1,0 +1,44 @@
+# Shared names and the APIs the stack needs.
+
+locals {
+  # The five Cloud Functions; their code is functions/main.py, one entry point each.
+  functions = toset(["start_search", "search_status", "cancel_search", "run_platform", "aggregate"])
+
+  # Queue id per platform (the application derives the same: fanfuse-{platform, _ as -}).
+  queue_ids = { for platform in keys(var.platforms) : platform => "fanfuse-${replace(platform, "_", "-")}" }
+
+  # Env name => secret id, for the deployed platforms only.
+  secrets = merge([
+    for platform, names in var.provider_secrets : {
+      for name in names :
+      "FANFUSE_${upper(platform)}_${upper(name)}" => "fanfuse-${replace(platform, "_", "-")}-${lower(replace(name, "_", "-"))}"
+    } if contains(keys(var.platforms), platform)
+  ]...)
+
+  # Every function gets these; function URLs are added per function, only those it calls.
+  common_env = {
+    GOOGLE_CLOUD_PROJECT       = var.project_id
+    FANFUSE_PROJECT            = var.project_id
+    FANFUSE_REGION             = var.region
+    FANFUSE_TTL_MINUTES        = tostring(var.ttl_minutes)
+    FANFUSE_DEADLINE_SECONDS   = tostring(var.deadline_seconds)
+    FANFUSE_DEPLOYED_PLATFORMS = jsonencode(sort(keys(var.platforms)))
+    LOG_EXECUTION_ID           = "true"
+  }
+}
+
+resource "google_project_service" "apis" {
+  for_each = toset([
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudtasks.googleapis.com",
+    "firestore.googleapis.com",
+    "iam.googleapis.com",
+    "run.googleapis.com",
+    "secretmanager.googleapis.com",
+    "storage.googleapis.com",
+  ])
+  service            = each.key
+  disable_on_destroy = false
+}

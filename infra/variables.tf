@@ -1,0 +1,115 @@
+variable "project_id" {
+  description = "Google Cloud project that hosts fanfuse."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the functions and the Cloud Tasks queues."
+  type        = string
+  default     = "us-central1"
+}
+
+variable "firestore_location" {
+  description = "Firestore location (a multi-region such as nam5, or a region)."
+  type        = string
+  default     = "nam5"
+}
+
+variable "function_source_object" {
+  description = "Object name, in the function source bucket, of the zipped function source (uploaded by cloudbuild.yaml)."
+  type        = string
+}
+
+variable "python_runtime" {
+  description = "Cloud Functions runtime of every function."
+  type        = string
+  default     = "python312"
+}
+
+# One queue per platform. `rate` is the provider's quota in tasks per second (one task is one
+# platform run of one search; the shared runner still limits calls inside a run), `concurrency`
+# the dispatches in flight, `max_attempts` how often a failed delivery is retried.
+variable "platforms" {
+  description = "Deployed platforms and their queue limits."
+  type = map(object({
+    rate         = number
+    concurrency  = number
+    max_attempts = number
+  }))
+  default = {
+    docs           = { rate = 50, concurrency = 20, max_attempts = 3 }
+    vectors        = { rate = 20, concurrency = 10, max_attempts = 3 }
+    google         = { rate = 1, concurrency = 5, max_attempts = 3 } # Custom Search: 100 queries/min
+    weixin         = { rate = 1, concurrency = 2, max_attempts = 3 }
+    perplexity     = { rate = 0.8, concurrency = 5, max_attempts = 3 } # ~50 requests/min
+    builtin        = { rate = 5, concurrency = 10, max_attempts = 3 }
+    tavily         = { rate = 1.5, concurrency = 5, max_attempts = 3 } # ~100 requests/min
+    brave          = { rate = 1, concurrency = 1, max_attempts = 3 }   # free plan: 1 request/s
+    searxng        = { rate = 5, concurrency = 5, max_attempts = 3 }
+    linkup         = { rate = 5, concurrency = 5, max_attempts = 3 }
+    exa            = { rate = 5, concurrency = 5, max_attempts = 3 }
+    sec_edgar      = { rate = 10, concurrency = 5, max_attempts = 3 }   # SEC fair access: 10 requests/s
+    arxiv          = { rate = 0.33, concurrency = 1, max_attempts = 3 } # arXiv API: 1 request every 3 s
+    wikipedia      = { rate = 10, concurrency = 10, max_attempts = 3 }
+    web_search_mcp = { rate = 2, concurrency = 2, max_attempts = 3 }
+  }
+}
+
+# Provider keys, as setting names per platform: platform `tavily` with `API_KEY` becomes the
+# secret `fanfuse-tavily-api-key`, given to run_platform only, as FANFUSE_TAVILY_API_KEY (the
+# platform settings' FANFUSE_<NAME>_ prefix). Only platforms listed in `platforms` get theirs.
+variable "provider_secrets" {
+  description = "Secret settings per platform, stored in Secret Manager."
+  type        = map(list(string))
+  default = {
+    google     = ["API_KEY", "CX"]
+    weixin     = ["API_KEY"]
+    perplexity = ["API_KEY"]
+    tavily     = ["API_KEY"]
+    brave      = ["API_KEY"]
+    linkup     = ["API_KEY"]
+    exa        = ["API_KEY"]
+  }
+}
+
+variable "platform_settings" {
+  description = "Plain (non-secret) platform settings for run_platform, e.g. FANFUSE_SEC_EDGAR_USER_AGENT or FANFUSE_SEARXNG_URL."
+  type        = map(string)
+  default     = {}
+}
+
+variable "api_invokers" {
+  description = "Members allowed to call start_search, search_status and cancel_search (e.g. serviceAccount:app-backend@PROJECT.iam.gserviceaccount.com). The API is authenticated: nobody else can call it."
+  type        = list(string)
+  default     = []
+}
+
+variable "ttl_minutes" {
+  description = "How long a search (and its sub-documents) lives before the TTL policy deletes it."
+  type        = number
+  default     = 30
+}
+
+variable "deadline_seconds" {
+  description = "Time after which the deadline task finalizes a search whatever its platforms did."
+  type        = number
+  default     = 120
+}
+
+variable "max_instances" {
+  description = "Maximum instances per function."
+  type        = map(number)
+  default = {
+    start_search  = 20
+    search_status = 20
+    cancel_search = 5
+    run_platform  = 50
+    aggregate     = 20
+  }
+}
+
+variable "kms_key_name" {
+  description = "Optional Cloud KMS key for the function source bucket (CMEK); Google-managed keys when null."
+  type        = string
+  default     = null
+}

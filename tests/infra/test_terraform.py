@@ -1,0 +1,280 @@
+"""The Terraform in infra/ is wired as the design says: parsed with python-hcl2, no provider needed.
+
+These checks are about the wiring that a plan would not catch as an error: which identity runs
+what, who may invoke the task targets, which function each queue delivers to, the TTL policy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import pytest
+
+INFRA = Path(__file__).resolve().parents[2] / "infra"
+FUNCTIONS = {"start_search", "search_status", "cancel_search", "run_platform", "aggregate"}
+TASK_TARGETS = {"run_platform", "aggregate"}
+PLATFORMS = {
+    "docs", "vectors", "google", "weixin", "perplexity", "builtin", "tavily", "brave", "searxng",
+    "linkup", "exa", "sec_edgar", "arxiv", "wikipedia", "web_search_mcp",
+}  # fmt: skip
+FUNCTION_REF = re.compile(r"google_cloudfunctions2_function\.(\w+)")
+
+
+def _clean(value: Any) -> Any:
+    """python-hcl2 output without its quoting and block markers: `"\\"x\\""` becomes `x`."""
+    if isinstance(value, dict):
+        return {
+            _unquote(k): _clean(v)
+            for k, v in value.items()
+            if k not in ("__is_block__", "__comments__")
+        }
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, str):
+        return _unquote(value)
+    return value
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return text[1:-1]
+    return text
+
+
+def _load() -> dict[str, list[dict[str, Any]]]:
+    merged: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(INFRA.glob("*.tf")):
+        with path.open() as handle:
+            parsed = _clean(hcl2.load(handle))
+        for kind, blocks in parsed.items():
+            merged.setdefault(kind, []).extend(blocks)
+    return merged
+
+
+TF = _load()
+TF_LOCALS: dict[str, Any] = {k: v for block in TF.get("locals", []) for k, v in block.items()}
+
+
+def resources(kind: str) -> dict[str, dict[str, Any]]:
+    """name -> body of every resource of one type."""
+    found: dict[str, dict[str, Any]] = {}
+    for block in TF.get("resource", []):
+        for name, body in block.get(kind, {}).items():
+            found[name] = body
+    return found
+
+
+def all_resources() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for block in TF.get("resource", []):
+        for kind, named in block.items():
+            for name, body in named.items():
+                yield kind, name, body
+
+
+def one(blocks: Any) -> dict[str, Any]:
+    """The single nested block (hcl2 gives every block as a list)."""
+    assert isinstance(blocks, list) and len(blocks) == 1, blocks
+    result: dict[str, Any] = blocks[0]
+    return result
+
+
+def variable_default(name: str) -> Any:
+    for block in TF["variable"]:
+        if name in block:
+            return block[name]["default"]
+    raise KeyError(name)
+
+
+def test_the_five_functions_exist_with_their_entry_points() -> None:
+    functions = resources("google_cloudfunctions2_function")
+    assert set(functions) == FUNCTIONS
+    for name, body in functions.items():
+        assert one(body["build_config"])["entry_point"] == name
+        assert body["name"] == "fanfuse-" + name.replace("_", "-")
+
+
+def test_every_function_runs_as_its_own_service_account() -> None:
+    functions = resources("google_cloudfunctions2_function")
+    assert resources("google_service_account")["function"]["for_each"] == "${local.functions}"
+    seen = set()
+    for name, body in functions.items():
+        email = one(body["service_config"]).get("service_account_email")
+        assert email == f'${{google_service_account.function["{name}"].email}}', (name, email)
+        seen.add(email)
+    assert len(seen) == len(FUNCTIONS)
+    assert set(re.findall(r'"(\w+)"', TF_LOCALS["functions"].replace('\\"', '"'))) == FUNCTIONS
+
+
+def test_every_reference_to_a_function_names_an_existing_one() -> None:
+    existing = set(resources("google_cloudfunctions2_function"))
+    text = json.dumps(TF)
+    referenced = set(FUNCTION_REF.findall(text))
+    assert referenced, "nothing references a function: the parser output changed?"
+    assert referenced <= existing, referenced - existing
+
+
+def test_function_urls_env_points_each_name_at_that_function() -> None:
+    for name, body in resources("google_cloudfunctions2_function").items():
+        env = str(one(body["service_config"]).get("environment_variables", ""))
+        match = re.search(r"FANFUSE_FUNCTION_URLS\s*=\s*jsonencode\(\{(.*?)\}\)", env, re.S)
+        if match is None:
+            continue
+        for key, target in re.findall(
+            r"(\w+)\s*=\s*google_cloudfunctions2_function\.(\w+)\.", match.group(1)
+        ):
+            assert key == target, (name, key, target)
+            assert target != name
+
+
+def test_every_queue_delivers_to_an_existing_task_target_as_the_tasks_account() -> None:
+    queues = resources("google_cloud_tasks_queue")
+    assert set(queues) == {"platform", "aggregate"}
+    expected_target = {"platform": "run_platform", "aggregate": "aggregate"}
+    for name, body in queues.items():
+        target = one(body["http_target"])
+        override = one(target["uri_override"])
+        oidc = one(target["oidc_token"])
+        host_refs = FUNCTION_REF.findall(override["host"])
+        audience_refs = FUNCTION_REF.findall(oidc["audience"])
+        assert host_refs == audience_refs == [expected_target[name]], name
+        assert override["uri_override_enforce_mode"] == "ALWAYS"
+        assert override["scheme"] == "HTTPS"
+        assert oidc["service_account_email"] == "${google_service_account.tasks.email}"
+        assert one(body["retry_config"])["max_attempts"]
+        assert one(body["rate_limits"])["max_dispatches_per_second"]
+
+
+def test_one_queue_per_platform_with_the_provider_quotas() -> None:
+    platforms = variable_default("platforms")
+    assert set(platforms) == PLATFORMS
+    assert platforms["sec_edgar"]["rate"] == 10
+    assert platforms["arxiv"]["rate"] <= 1 / 3 + 0.01
+    assert platforms["arxiv"]["concurrency"] == 1
+    assert all(p["rate"] > 0 and p["max_attempts"] >= 1 for p in platforms.values())
+    queue = resources("google_cloud_tasks_queue")
+    assert queue["platform"]["for_each"] == "${var.platforms}"
+    assert queue["aggregate"]["name"] == "fanfuse-aggregate"
+    # Same naming as the application: fanfuse-{platform with _ replaced by -}.
+    assert 'fanfuse-${replace(platform, "_", "-")}' in TF_LOCALS["queue_ids"].replace('\\"', '"')
+
+
+def _iam_members() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for kind, name, body in all_resources():
+        if kind.endswith(("_iam_member", "_iam_binding", "_iam_policy")):
+            yield kind, name, body
+
+
+def test_only_the_tasks_account_may_invoke_the_task_targets() -> None:
+    invoker_roles = {"roles/run.invoker", "roles/cloudfunctions.invoker"}
+    grants: dict[str, list[str]] = {t: [] for t in TASK_TARGETS}
+    for kind, name, body in _iam_members():
+        assert kind.endswith("_iam_member"), (
+            f"{kind}.{name}: bindings/policies would be authoritative"
+        )
+        text = json.dumps(body)
+        targets = set(FUNCTION_REF.findall(text)) & TASK_TARGETS
+        if not targets or body.get("role") not in invoker_roles:
+            continue
+        assert "for_each" not in body, f"{kind}.{name}"
+        for target in targets:
+            grants[target].append(body["member"])
+    assert grants == {
+        "run_platform": ["${google_service_account.tasks.member}"],
+        "aggregate": ["${google_service_account.tasks.member}"],
+    }
+    # The API invokers are granted only on the three API functions.
+    api = resources("google_cloud_run_v2_service_iam_member")["api_invokers"]
+    services = TF_LOCALS["api_services"]
+    assert set(services) == {"start_search", "search_status", "cancel_search"}
+    assert "local.api_services" in api["name"]
+
+
+def test_nobody_is_public_and_no_role_is_basic() -> None:
+    text = json.dumps(TF)
+    assert "allUsers" not in text and "allAuthenticatedUsers" not in text
+    for _, name, body in _iam_members():
+        assert body.get("role") not in {"roles/owner", "roles/editor", "roles/viewer"}, name
+
+
+def test_secrets_are_readable_by_run_platform_only() -> None:
+    readers = [
+        body
+        for _, _, body in _iam_members()
+        if body.get("role") == "roles/secretmanager.secretAccessor"
+    ]
+    assert readers, "no secret accessor grant at all"
+    for body in readers:
+        assert body["member"] == '${google_service_account.function["run_platform"].member}'
+        assert "secret_id" in body  # per secret, never project-wide
+    run_platform = resources("google_cloudfunctions2_function")["run_platform"]
+    assert "secret_environment_variables" in json.dumps(run_platform)
+    for name, body in resources("google_cloudfunctions2_function").items():
+        if name != "run_platform":
+            assert "secret_environment_variables" not in json.dumps(body), name
+
+
+def test_enqueuers_and_firestore_roles_are_least_privilege() -> None:
+    enqueue_grants = [
+        (kind, body)
+        for kind, _, body in _iam_members()
+        if body.get("role") == "roles/cloudtasks.enqueuer"
+    ]
+    assert enqueue_grants
+    # Per queue, never project-wide; only the two functions that enqueue.
+    assert {kind for kind, _ in enqueue_grants} == {"google_cloud_tasks_queue_iam_member"}
+    members = " ".join(
+        str(body["member"]) + str(body.get("for_each", "")) for _, body in enqueue_grants
+    )
+    assert "start_search" in members and "run_platform" in members
+    for other in ("search_status", "cancel_search", '"aggregate"'):
+        assert other not in members, other
+    viewer = resources("google_project_iam_member")["firestore_viewer"]
+    assert viewer["role"] == "roles/datastore.viewer" and "search_status" in viewer["member"]
+    user = resources("google_project_iam_member")["firestore_user"]
+    assert user["role"] == "roles/datastore.user"
+    assert "search_status" not in user["for_each"]
+
+
+def test_ttl_policy_on_expires_at_for_searches_and_their_subcollections() -> None:
+    ttl = resources("google_firestore_field")["ttl"]
+    assert ttl["field"] == "expires_at"
+    assert "ttl_config" in ttl
+    for collection in ("searches", "platforms", "contents"):
+        assert f'"{collection}"' in ttl["for_each"].replace('\\"', '"'), collection
+    database = resources("google_firestore_database")["main"]
+    assert database["type"] == "FIRESTORE_NATIVE"
+    assert database["name"] == "(default)"
+
+
+def test_indexes_json_matches_the_terraform() -> None:
+    spec = json.loads((INFRA / "firestore.indexes.json").read_text())
+    tf_indexes = resources("google_firestore_index")
+    assert len(spec["indexes"]) == len(tf_indexes)
+    for index in spec["indexes"]:
+        fields = [(f["fieldPath"], f["order"]) for f in index["fields"]]
+        matches = [
+            body
+            for body in tf_indexes.values()
+            if body["collection"] == index["collectionGroup"]
+            and [(f["field_path"], f["order"]) for f in body["fields"]] == fields
+        ]
+        assert matches, index
+    ttl_groups = {o["collectionGroup"] for o in spec["fieldOverrides"] if o.get("ttl")}
+    assert ttl_groups == {"searches", "platforms", "contents"}
+    unindexed = resources("google_firestore_field")["unindexed"]["for_each"]
+    for override in spec["fieldOverrides"]:
+        assert override["indexes"] == []
+        if not override.get("ttl"):
+            key = f'"{override["collectionGroup"]}/{override["fieldPath"]}"'
+            assert key in json.dumps(unindexed).replace('\\"', '"'), key
+
+
+@pytest.mark.parametrize("path", sorted(p.name for p in INFRA.glob("*.tf")))
+def test_every_tf_file_parses(path: str) -> None:
+    with (INFRA / path).open() as handle:
+        assert hcl2.load(handle)
