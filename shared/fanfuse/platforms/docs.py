@@ -1,0 +1,97 @@
+"""`docs`: BM25 over a local corpus (the bundled Vaswani collection unless configured).
+
+The index is built once per corpus content and cached on disk (see `fanfuse.retrieval`); a
+search only tokenizes the queries and scores them. Blocking work runs in a thread so that
+several platforms keep running concurrently on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.corpus import Corpus, CorpusError, load_corpus, snippet
+from fanfuse.models import Hit
+from fanfuse.platforms.base import (
+    Capabilities,
+    Platform,
+    PlatformContext,
+    PlatformSettings,
+    ProviderError,
+    SearchParams,
+)
+from fanfuse.retrieval import Ranked
+
+SNIPPET_CHARS = 300
+
+
+class DocsSettings(PlatformSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_DOCS_", extra="ignore", env_file=None)
+
+    corpus: Path | None = None
+    """A TREC file, a JSONL file or a folder of .txt/.md files; None = bundled Vaswani."""
+
+
+def corpus_problem(path: Path | None) -> str | None:
+    """Why a configured corpus path cannot be used (cheap check for `availability`)."""
+    if path is not None and not path.expanduser().exists():
+        return f"corpus not found: {path}"
+    return None
+
+
+def to_hits(corpus: Corpus, ranked: list[Ranked], params: SearchParams) -> list[list[Hit]]:
+    """One list of hits per query, ranks 1-based, at most `params.limit` each."""
+    out: list[list[Hit]] = []
+    for query_index, results in enumerate(ranked):
+        hits: list[Hit] = []
+        for rank, (position, score) in enumerate(results[: params.limit], start=1):
+            doc = corpus.docs[position]
+            hits.append(
+                Hit(
+                    title=doc.title,
+                    url=doc.url,
+                    snippet=snippet(doc.text, SNIPPET_CHARS),
+                    content=doc.text if params.include_content else None,
+                    score=score,
+                    rank=rank,
+                    query_index=query_index,
+                    metadata={"doc_id": doc.id, "corpus": corpus.name},
+                )
+            )
+        out.append(hits)
+    return out
+
+
+def open_corpus(platform: str, path: Path | None) -> Corpus:
+    """Load the corpus, turning a bad file into a clear provider error for the task's record."""
+    try:
+        return load_corpus(path)
+    except CorpusError as exc:
+        raise ProviderError(platform, str(exc)) from exc
+
+
+class DocsPlatform(Platform):
+    name = "docs"
+    description = "BM25 (bm25s, Snowball stemmer) over a local corpus; Vaswani by default"
+    settings_model = DocsSettings
+    capabilities = Capabilities(multi_query=True, content=True)
+
+    def load_settings(self) -> DocsSettings:
+        return DocsSettings()
+
+    def availability(self) -> str | None:
+        reason = super().availability()
+        return reason or corpus_problem(self.load_settings().corpus)
+
+    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+        settings = ctx.settings if isinstance(ctx.settings, DocsSettings) else self.load_settings()
+        return await asyncio.to_thread(self._search, settings.corpus, params)
+
+    def _search(self, path: Path | None, params: SearchParams) -> list[list[Hit]]:
+        from fanfuse.retrieval.bm25 import Bm25Index
+
+        corpus = open_corpus(self.name, path)
+        index = Bm25Index.load_or_build(corpus)
+        return to_hits(corpus, index.search(params.queries, params.limit), params)

