@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from fanfuse.corpus import Corpus, load_corpus
+from fanfuse.corpus import Corpus, CorpusError, load_corpus
 from fanfuse.retrieval import index_dir
 from fanfuse.retrieval.bm25 import Bm25Index
 
@@ -56,6 +56,12 @@ def test_empty_stopword_and_unknown_queries_return_nothing(tmp_path: Path) -> No
     assert index.search([], k=5) == []
     assert index.search(["microwave"], k=0) == [[]]
     assert len(index.search(["data coding digital"], k=100)[0]) == 2  # k > matches is fine
+
+
+def test_corpus_without_a_searchable_word_is_a_clear_error(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path, [("a", ""), ("b", "the of and")])
+    with pytest.raises(CorpusError, match="no document has a searchable word"):
+        Bm25Index.load_or_build(corpus, cache_root=tmp_path / "cache")
 
 
 def test_index_is_cached_on_disk_and_not_rebuilt(

@@ -93,5 +93,8 @@ class DocsPlatform(Platform):
         from fanfuse.retrieval.bm25 import Bm25Index
 
         corpus = open_corpus(self.name, path)
-        index = Bm25Index.load_or_build(corpus)
+        try:
+            index = Bm25Index.load_or_build(corpus)
+        except CorpusError as exc:
+            raise ProviderError(self.name, str(exc)) from exc
         return to_hits(corpus, index.search(params.queries, params.limit), params)

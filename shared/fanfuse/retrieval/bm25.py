@@ -17,7 +17,7 @@ import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-from fanfuse.corpus import Corpus, indexable_text
+from fanfuse.corpus import Corpus, CorpusError, indexable_text
 from fanfuse.retrieval import Ranked, index_dir, publish, read_meta, top_k
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,8 @@ class Bm25Index:
         """Tokenize and index every document (seconds for Vaswani); called once per fingerprint."""
         analyzer = Analyzer()
         tokens = [analyzer(indexable_text(doc)) for doc in corpus.docs]
+        if not any(tokens):
+            raise CorpusError(f"{corpus.source}: no document has a searchable word")
         retriever = bm25s.BM25(k1=K1, b=B, method=METHOD)
         retriever.index(tokens, show_progress=False)
         return retriever
