@@ -39,6 +39,7 @@ locals {
     bucket = google_storage_bucket.function_source.name
     object = var.function_source_object
   }
+  status_url_env = var.status_url_base == null ? {} : { FANFUSE_STATUS_URL_BASE = var.status_url_base }
 }
 
 resource "google_cloudfunctions2_function" "aggregate" {
@@ -221,7 +222,7 @@ resource "google_cloudfunctions2_function" "start_search" {
     timeout_seconds                  = 60
     max_instance_count               = var.max_instances["start_search"]
     max_instance_request_concurrency = 20
-    environment_variables = merge(local.common_env, {
+    environment_variables = merge(local.common_env, local.status_url_env, {
       FANFUSE_FUNCTION_URLS = jsonencode({
         search_status = google_cloudfunctions2_function.search_status.service_config[0].uri
         run_platform  = google_cloudfunctions2_function.run_platform.service_config[0].uri

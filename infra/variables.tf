@@ -84,6 +84,12 @@ variable "api_invokers" {
   default     = []
 }
 
+variable "status_url_base" {
+  description = "Public base of the status_url that start_search returns (e.g. the API Gateway's /status); the search_status function's own URL when null."
+  type        = string
+  default     = null
+}
+
 variable "ttl_minutes" {
   description = "How long a search (and its sub-documents) lives before the TTL policy deletes it."
   type        = number
