@@ -161,8 +161,8 @@ def render_report(report: EvalReport) -> Table:
     """A table with one row per run; the best value of each metric is bold."""
     table = Table(
         title=(
-            f"Retrieval quality: {report.corpus} ({report.documents} documents, "
-            f"{report.queries} judged queries, top {report.depth})"
+            f"{report.corpus}: {report.documents} docs, {report.queries} queries, "
+            f"top {report.depth}"
         ),
         caption="\n".join(report.notes) or None,
     )
