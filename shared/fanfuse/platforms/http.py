@@ -125,6 +125,10 @@ class HttpPlatform(Platform):
     ) -> Page:  # fmt: skip
         """Hits and the next page's token from a successful answer to the request for `page`."""
 
+    def settings_for(self, params: SearchParams, settings: Any) -> Any:
+        """The settings one search uses (e.g. with its language); both pure functions see it."""
+        return settings
+
     def check_response(
         self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
     ) -> None:
@@ -155,7 +159,7 @@ class HttpPlatform(Platform):
     async def _page(
         self, ctx: PlatformContext, queries: list[str], params: SearchParams, page: PageToken
     ) -> Page:
-        settings = ctx.settings
+        settings = self.settings_for(params, ctx.settings)
         spec = self.build_request(queries, params, page, settings)
         response = await self.fetch(ctx, spec, settings)
         self.check_response(response.status, response.headers, response.body, settings)
@@ -176,6 +180,8 @@ class HttpPlatform(Platform):
             self.collect_info(ctx, result)
             added = 0
             for hit in result.hits:
+                if hit.content is not None and not params.include_content:
+                    hit = hit.model_copy(update={"content": None})  # keep documents small
                 qi = hit.query_index if 0 <= hit.query_index < len(queries) else 0
                 if hit.url in seen[qi] or len(lists[qi]) >= params.limit:
                     continue
@@ -246,3 +252,19 @@ def parse_date(value: Any) -> datetime | None:
         except (TypeError, ValueError):
             return None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def strip_html(fragment: Any) -> str:
+    """Text of an HTML fragment (search highlights like `<strong>` or `<span class=...>`)."""
+    text = as_str(fragment)
+    if "<" not in text and "&" not in text:
+        return text.strip()
+    from selectolax.lexbor import LexborHTMLParser
+
+    node = LexborHTMLParser(f"<div>{text}</div>").css_first("div")
+    plain = node.text(separator="") if node is not None else text
+    return " ".join(plain.split())
+
+
+def bearer(key: SecretStr | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret(key)}"}

@@ -1,0 +1,127 @@
+"""`arxiv`: arXiv's search API (Atom 1.0), parsed with an XML parser.
+
+Written from the "arXiv API User's Manual" (info.arxiv.org/help/api/user-manual.html):
+`GET http://export.arxiv.org/api/query?search_query&start&max_results&sortBy&sortOrder` answers
+an Atom feed whose `entry` elements carry `id`, `title`, `summary`, `published`, `updated`,
+`author/name`, `link` (rel alternate, title pdf) and `arxiv:primary_category`, with
+`opensearch:totalResults` for paging. The manual asks for no more than one call every 3 seconds,
+hence the default `min_interval`. A bad query comes back as a feed with one `Error` entry.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import field_validator
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, parse_date
+from fanfuse.platforms.runner import RequestSpec
+
+NS = {
+    "atom": "http://www.w3.org/2005/Atom",
+    "opensearch": "http://a9.com/-/spec/opensearch/1.1/",
+    "arxiv": "http://arxiv.org/schemas/atom",
+}
+PAGE_SIZE = 50
+
+
+class ArxivSettings(HttpSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_ARXIV_", extra="ignore", env_file=None)
+
+    enabled: bool
+    """Keyless public API: it joins `all` only when a deployment opts in (`..._ENABLED=true`),
+    so a default install never sends queries to a third party unasked."""
+    base_url: str = "http://export.arxiv.org/api/query"
+    field: str = "all"
+    """The search field prefix (`all`, `ti`, `abs`, `au`, `cat`...)."""
+    sort_by: str = "relevance"
+    min_interval: float = 3.0
+    max_concurrency: int = 1
+
+    @field_validator("enabled")
+    @classmethod
+    def _opted_in(cls, value: bool) -> bool:
+        if not value:
+            raise ValueError("arxiv is disabled")
+        return value
+
+
+def _text(node: ET.Element | None) -> str:
+    return " ".join((node.text or "").split()) if node is not None else ""
+
+
+class ArxivPlatform(HttpPlatform):
+    name = "arxiv"
+    description = "arXiv papers (Atom search API)"
+    settings_model = ArxivSettings
+    capabilities = Capabilities(max_results_per_call=PAGE_SIZE)
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        start = int(page or 0)
+        terms = " AND ".join(f"{settings.field}:{word}" for word in queries[0].split())
+        return RequestSpec(
+            url=settings.base_url,
+            params=[
+                ("search_query", terms),
+                ("start", start),
+                ("max_results", max(1, min(params.limit - start, PAGE_SIZE))),
+                ("sortBy", settings.sort_by),
+                ("sortOrder", "descending"),
+            ],
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        try:
+            feed = ET.fromstring(body)
+        except ET.ParseError as exc:
+            raise ProviderError(self.name, f"malformed response: not an Atom feed ({exc})") from exc
+        if feed.tag != f"{{{NS['atom']}}}feed":
+            raise ProviderError(self.name, f"malformed response: root element is {feed.tag!r}")
+        entries = feed.findall("atom:entry", NS)
+        hits: list[Hit] = []
+        for entry in entries:
+            title = _text(entry.find("atom:title", NS))
+            entry_id = _text(entry.find("atom:id", NS))
+            if title == "Error" and "api/errors" in entry_id:
+                raise ProviderError(
+                    self.name, f"query rejected: {_text(entry.find('atom:summary', NS))}"
+                )
+            url = entry_id
+            pdf = None
+            for link in entry.findall("atom:link", NS):
+                if link.get("rel") == "alternate" and link.get("href"):
+                    url = link.get("href", url)
+                if link.get("title") == "pdf":
+                    pdf = link.get("href")
+            if not url:
+                continue
+            category = entry.find("arxiv:primary_category", NS)
+            authors = [_text(a.find("atom:name", NS)) for a in entry.findall("atom:author", NS)]
+            hits.append(
+                Hit(
+                    title=title,
+                    url=url,
+                    snippet=_text(entry.find("atom:summary", NS)),
+                    published_at=parse_date(_text(entry.find("atom:published", NS))),
+                    metadata={
+                        "authors": authors,
+                        "pdf": pdf,
+                        "primary_category": category.get("term") if category is not None else None,
+                        "updated": _text(entry.find("atom:updated", NS)) or None,
+                    },
+                )
+            )
+        total = _text(feed.find("opensearch:totalResults", NS))
+        following = int(page or 0) + len(entries)
+        more = total.isdigit() and following < int(total) and len(entries) > 0
+        return Page(hits=hits, next_page=following if more else None)

@@ -1,0 +1,117 @@
+"""`brave`: the Brave Search API (web search).
+
+Written from Brave's "Web Search API" documentation (api-dashboard.search.brave.com,
+"Documentation > Web search > Query parameters / Response objects"):
+`GET https://api.search.brave.com/res/v1/web/search?q&count(<=20)&offset(<=9)&search_lang&
+country&safesearch&freshness`, header `X-Subscription-Token`; results in `web.results[]` with
+`title, url, description, age, page_age, extra_snippets, meta_url`; `query.more_results_available`
+says whether another page exists. `offset` counts pages of `count` results, not results. A bad
+token answers 401 or 422 (`SUBSCRIPTION_TOKEN_INVALID`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
+from fanfuse.platforms.http import (
+    HttpPlatform,
+    HttpSettings,
+    Page,
+    PageToken,
+    error_detail,
+    load_json,
+    parse_date,
+    require,
+    secret,
+    strip_html,
+)
+from fanfuse.platforms.runner import RequestSpec
+
+PAGE_SIZE = 20
+MAX_OFFSET = 9
+
+
+class BraveSettings(HttpSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_BRAVE_", extra="ignore", env_file=None)
+
+    api_key: SecretStr
+    base_url: str = "https://api.search.brave.com/res/v1/web/search"
+    country: str | None = None
+    safesearch: str | None = None
+    freshness: str | None = None
+
+
+class BravePlatform(HttpPlatform):
+    name = "brave"
+    description = "Brave Search API (independent web index)"
+    settings_model = BraveSettings
+    capabilities = Capabilities(max_results_per_call=PAGE_SIZE)
+    key_fields = ("api_key",)
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        query: list[tuple[str, str | int | float]] = [
+            ("q", queries[0]),
+            ("count", max(1, min(params.limit, PAGE_SIZE))),
+            ("offset", int(page or 0)),
+        ]
+        if params.language:
+            query.append(("search_lang", params.language[:2].lower()))
+        for key in ("country", "safesearch", "freshness"):
+            if getattr(settings, key):
+                query.append((key, getattr(settings, key)))
+        return RequestSpec(
+            url=settings.base_url,
+            params=query,
+            headers={
+                "Accept": "application/json",
+                "X-Subscription-Token": secret(settings.api_key),
+            },
+        )
+
+    def check_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
+    ) -> None:
+        if status == 422 and b"TOKEN" in body.upper():
+            raise ProviderError(
+                self.name,
+                f"HTTP 422: credentials rejected (check {self.settings_env_name('api_key')}): "
+                f"{error_detail(body)}",
+            )
+        super().check_response(status, headers, body, settings)
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        data = require(self.name, load_json(self.name, body), dict, "the body")
+        web = require(self.name, data.get("web", {}), dict, "`web`")
+        results = require(self.name, web.get("results", []), list, "`web.results`")
+        hits = []
+        for item in results:
+            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+                continue
+            meta = {k: item[k] for k in ("age", "page_age", "language") if item.get(k)}
+            extra = item.get("extra_snippets")
+            if isinstance(extra, list) and extra:
+                meta["extra_snippets"] = [strip_html(s) for s in extra]
+            hits.append(
+                Hit(
+                    title=strip_html(item.get("title")),
+                    url=item["url"],
+                    snippet=strip_html(item.get("description")),
+                    published_at=parse_date(item.get("page_age")),
+                    metadata=meta,
+                )
+            )
+        offset = int(page or 0)
+        query = data.get("query") if isinstance(data.get("query"), dict) else {}
+        more = bool(query.get("more_results_available")) and offset < MAX_OFFSET
+        return Page(hits=hits, next_page=offset + 1 if hits and more else None)

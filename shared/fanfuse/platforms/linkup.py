@@ -1,0 +1,93 @@
+"""`linkup`: the Linkup search API, `searchResults` output.
+
+Written from Linkup's documentation (docs.linkup.so, "Concepts" and the `/search` endpoint
+reference): `POST https://api.linkup.so/v1/search` with a bearer key and body
+`{q, depth: "fast"|"standard"|"deep", outputType: "searchResults", maxResults, includeDomains,
+excludeDomains, fromDate, toDate}`; answer `results[]` of `{type: "text", name, url, content}`.
+The `content` is text from the page, so it serves as the snippet and, when asked, the content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Capabilities, SearchParams
+from fanfuse.platforms.http import (
+    HttpPlatform,
+    HttpSettings,
+    Page,
+    PageToken,
+    as_str,
+    bearer,
+    load_json,
+    require,
+)
+from fanfuse.platforms.runner import RequestSpec
+
+SNIPPET_CHARS = 400
+
+
+class LinkupSettings(HttpSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_LINKUP_", extra="ignore", env_file=None)
+
+    api_key: SecretStr
+    base_url: str = "https://api.linkup.so/v1"
+    depth: str = "standard"
+    include_domains: list[str] | None = None
+    exclude_domains: list[str] | None = None
+
+
+class LinkupPlatform(HttpPlatform):
+    name = "linkup"
+    description = "Linkup search API (searchResults output)"
+    settings_model = LinkupSettings
+    capabilities = Capabilities(max_results_per_call=50)
+    key_fields = ("api_key",)
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        body: dict[str, Any] = {
+            "q": queries[0],
+            "depth": settings.depth,
+            "outputType": "searchResults",
+            "maxResults": params.limit,
+        }
+        if settings.include_domains:
+            body["includeDomains"] = settings.include_domains
+        if settings.exclude_domains:
+            body["excludeDomains"] = settings.exclude_domains
+        return RequestSpec(
+            url=f"{settings.base_url.rstrip('/')}/search",
+            method="POST",
+            json=body,
+            headers=bearer(settings.api_key),
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        data = require(self.name, load_json(self.name, body), dict, "the body")
+        results = require(self.name, data.get("results", []), list, "`results`")
+        hits = []
+        for item in results:
+            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+                continue
+            text = as_str(item.get("content")).strip()
+            snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0]
+            hits.append(
+                Hit(
+                    title=as_str(item.get("name")),
+                    url=item["url"],
+                    snippet=snippet,
+                    content=text or None,
+                    metadata={"type": item["type"]} if item.get("type") else {},
+                )
+            )
+        return Page(hits=hits)

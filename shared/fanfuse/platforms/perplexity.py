@@ -1,0 +1,120 @@
+"""`perplexity`: the Perplexity Search API, up to 5 queries in one call.
+
+Written from Perplexity's "Search API" quickstart and reference (docs.perplexity.ai, "Search
+quickstart", `POST /search`): body `{query: string | string[<=5], max_results (1-20),
+max_tokens_per_page, country, search_domain_filter, search_recency_filter,
+search_language_filter}`, bearer key; answer `results[]` of `{title, url, snippet, date,
+last_updated}`. With several queries the docs are ambiguous (the SDK types show one flat list, a
+guide shows one list per query), so both shapes are accepted: grouped results are attributed to
+their query; a flat list answers the batch as a whole and is given to every query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
+from fanfuse.platforms.http import (
+    HttpPlatform,
+    HttpSettings,
+    Page,
+    PageToken,
+    as_str,
+    bearer,
+    load_json,
+    parse_date,
+    require,
+)
+from fanfuse.platforms.runner import RequestSpec
+
+MAX_QUERIES = 5
+MAX_RESULTS = 20
+
+
+class PerplexitySettings(HttpSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="FANFUSE_PERPLEXITY_", extra="ignore", env_file=None
+    )
+
+    api_key: SecretStr
+    base_url: str = "https://api.perplexity.ai"
+    max_tokens_per_page: int | None = None
+    country: str | None = None
+    search_recency_filter: str | None = None
+    search_domain_filter: list[str] | None = None
+
+
+class PerplexityPlatform(HttpPlatform):
+    name = "perplexity"
+    description = "Perplexity Search API (ranked web results, several queries per call)"
+    settings_model = PerplexitySettings
+    capabilities = Capabilities(multi_query=True, max_results_per_call=MAX_RESULTS)
+    key_fields = ("api_key",)
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        if len(queries) > MAX_QUERIES:
+            raise ProviderError(self.name, f"at most {MAX_QUERIES} queries per call")
+        body: dict[str, Any] = {
+            "query": queries[0] if len(queries) == 1 else list(queries),
+            "max_results": max(1, min(params.limit, MAX_RESULTS)),
+        }
+        if params.language:
+            body["search_language_filter"] = [params.language[:2].lower()]
+        for key in ("max_tokens_per_page", "country", "search_recency_filter"):
+            if getattr(settings, key) is not None:
+                body[key] = getattr(settings, key)
+        if settings.search_domain_filter:
+            body["search_domain_filter"] = settings.search_domain_filter
+        return RequestSpec(
+            url=f"{settings.base_url.rstrip('/')}/search",
+            method="POST",
+            json=body,
+            headers=bearer(settings.api_key),
+        )
+
+    def _hit(self, item: Any, query_index: int, **meta: Any) -> Hit | None:
+        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+            return None
+        metadata = {k: item[k] for k in ("date", "last_updated") if item.get(k)}
+        return Hit(
+            title=as_str(item.get("title")),
+            url=item["url"],
+            snippet=as_str(item.get("snippet")),
+            published_at=parse_date(item.get("date")),
+            query_index=query_index,
+            metadata={**metadata, **meta},
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        data = require(self.name, load_json(self.name, body), dict, "the body")
+        results = require(self.name, data.get("results", []), list, "`results`")
+        grouped = [self._group(entry, i, queries) for i, entry in enumerate(results)]
+        hits: list[Hit] = []
+        if results and all(g is not None for g in grouped):
+            for qi, items in (g for g in grouped if g is not None):
+                hits.extend(h for item in items if (h := self._hit(item, qi)) is not None)
+            return Page(hits=hits)
+        for qi in range(len(queries)):
+            extra = {"attribution": "batch"} if len(queries) > 1 else {}
+            hits.extend(h for item in results if (h := self._hit(item, qi, **extra)) is not None)
+        return Page(hits=hits)
+
+    def _group(self, entry: Any, position: int, queries: list[str]) -> tuple[int, list[Any]] | None:
+        """(query index, items) when `entry` is one query's group, else None (a flat item)."""
+        if isinstance(entry, list):
+            return position, entry
+        if isinstance(entry, dict) and isinstance(entry.get("results"), list):
+            query = entry.get("query")
+            index = queries.index(query) if query in queries else position
+            return index, entry["results"]
+        return None

@@ -1,0 +1,129 @@
+"""`sec_edgar`: SEC EDGAR full-text search over filings since 2001.
+
+Written from SEC's "EDGAR Full Text Search" help (efts.sec.gov/LATEST/search-index, used by
+www.sec.gov/edgar/search; the JSON API is not formally documented, so the parser is strict about
+what it needs and lenient about the rest) and SEC's "Accessing EDGAR Data" fair-access policy
+(www.sec.gov/os/accessing-edgar-data): every request must carry a User-Agent naming the
+organisation and a contact e-mail, and no client may exceed 10 requests per second.
+`GET .../search-index?q&forms&startdt&enddt&from` answers Elasticsearch-style `hits.hits[]` with
+`_id` (`{adsh}:{file name}`) and `_source.{ciks, display_names, form, file_date, adsh,
+file_description}`; pages are 100 hits (`from` is a hit offset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import field_validator
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Capabilities, SearchParams
+from fanfuse.platforms.http import (
+    HttpPlatform,
+    HttpSettings,
+    Page,
+    PageToken,
+    as_str,
+    load_json,
+    parse_date,
+    require,
+)
+from fanfuse.platforms.runner import RequestSpec
+
+PAGE_SIZE = 100
+ARCHIVES = "https://www.sec.gov/Archives/edgar/data"
+
+
+class SecEdgarSettings(HttpSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="FANFUSE_SEC_EDGAR_", extra="ignore", env_file=None
+    )
+
+    user_agent: str
+    """SEC requires `Organisation contact@example.com`; requests without it are refused."""
+    base_url: str = "https://efts.sec.gov/LATEST/search-index"
+    forms: str | None = None
+    """Comma-separated form types, e.g. `10-K,10-Q`."""
+    startdt: str | None = None
+    enddt: str | None = None
+    min_interval: float = 0.1  # 10 requests per second, SEC's fair-access limit
+    max_concurrency: int = 2
+
+    @field_validator("user_agent")
+    @classmethod
+    def _contact(cls, value: str) -> str:
+        if "@" not in value:
+            raise ValueError("SEC requires a User-Agent with a contact e-mail address")
+        return value
+
+
+class SecEdgarPlatform(HttpPlatform):
+    name = "sec_edgar"
+    description = "SEC EDGAR full-text search of company filings"
+    settings_model = SecEdgarSettings
+    capabilities = Capabilities(max_results_per_call=PAGE_SIZE)
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        query: list[tuple[str, str | int | float]] = [("q", queries[0])]
+        if settings.forms:
+            query.append(("forms", settings.forms))
+        if settings.startdt and settings.enddt:
+            query += [("dateRange", "custom"), ("startdt", settings.startdt)]
+            query.append(("enddt", settings.enddt))
+        if page:
+            query.append(("from", int(page)))
+        return RequestSpec(
+            url=settings.base_url,
+            params=query,
+            headers={"User-Agent": settings.user_agent, "Accept": "application/json"},
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        data = require(self.name, load_json(self.name, body), dict, "the body")
+        outer = require(self.name, data.get("hits"), dict, "`hits`")
+        items = require(self.name, outer.get("hits", []), list, "`hits.hits`")
+        hits = [h for item in items if (h := filing_hit(item)) is not None]
+        total = outer.get("total", {})
+        total_n = total.get("value") if isinstance(total, dict) else total
+        following = int(page or 0) + len(items)
+        more = isinstance(total_n, int) and following < total_n and len(items) > 0
+        return Page(hits=hits, next_page=following if more else None)
+
+
+def filing_hit(item: Any) -> Hit | None:
+    """One filing document as a hit; its URL is the document in EDGAR's archives."""
+    if not isinstance(item, dict) or not isinstance(item.get("_source"), dict):
+        return None
+    src = item["_source"]
+    adsh = as_str(src.get("adsh")) or as_str(item.get("_id")).split(":")[0]
+    ciks = src.get("ciks") or []
+    if not adsh or not ciks:
+        return None
+    cik = str(ciks[0]).lstrip("0") or "0"
+    folder = f"{ARCHIVES}/{cik}/{adsh.replace('-', '')}"
+    _, _, filename = as_str(item.get("_id")).partition(":")
+    url = f"{folder}/{filename}" if filename else f"{folder}/{adsh}-index.htm"
+    names = src.get("display_names") or []
+    company = as_str(names[0]) if names else f"CIK {cik}"
+    form = as_str(src.get("form") or src.get("root_form"))
+    date = as_str(src.get("file_date"))
+    description = as_str(src.get("file_description"))
+    return Hit(
+        title=f"{company}: {form} ({date})" if form else company,
+        url=url,
+        snippet=" - ".join(p for p in (description, as_str(src.get("file_type"))) if p),
+        published_at=parse_date(date),
+        metadata={
+            "cik": cik,
+            "adsh": adsh,
+            "form": form,
+            "filing_index": f"{folder}/{adsh}-index.htm",
+        },
+    )
