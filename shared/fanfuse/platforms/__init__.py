@@ -16,6 +16,15 @@ BUILTIN: dict[str, str] = {
     "docs": "fanfuse.platforms.docs:DocsPlatform",
     "vectors": "fanfuse.platforms.vectors:VectorsPlatform",
     "searxng": "fanfuse.platforms.searxng:SearxngPlatform",
+    "google": "fanfuse.platforms.google:GooglePlatform",
+    "perplexity": "fanfuse.platforms.perplexity:PerplexityPlatform",
+    "tavily": "fanfuse.platforms.tavily:TavilyPlatform",
+    "brave": "fanfuse.platforms.brave:BravePlatform",
+    "linkup": "fanfuse.platforms.linkup:LinkupPlatform",
+    "exa": "fanfuse.platforms.exa:ExaPlatform",
+    "sec_edgar": "fanfuse.platforms.sec_edgar:SecEdgarPlatform",
+    "arxiv": "fanfuse.platforms.arxiv:ArxivPlatform",
+    "wikipedia": "fanfuse.platforms.wikipedia:WikipediaPlatform",
 }
 
 
