@@ -236,8 +236,11 @@ def test_cloud_tasks_emulator_on_loopback_dispatches_json_intact(
 ) -> None:
     url, received = recorder
     queues = [queue_id("docs"), queue_id("sec_edgar"), queue_id("aggregate")]
-    emulator = CloudTasksEmulator(queues=queues, project="demo-devstack", log_dir=tmp_path)
+    emulator = CloudTasksEmulator(
+        queues=queues, project="demo-devstack", poll_interval=0.02, log_dir=tmp_path
+    )
     with emulator:
+        assert "(poll every 0.02 s, 5 retries)" in emulator.process.log_path.read_text()
         print(f"cloud tasks emulator ready in {emulator.startup_seconds:.1f} s")
         assert listening_addresses(emulator.port) == {"127.0.0.1"}
         assert emulator.list_queues() == sorted(emulator.queue_path(q) for q in queues)
