@@ -395,6 +395,17 @@ def test_local_stack_wires_everything_and_leaves_nothing(tmp_path: Path) -> None
     assert time.monotonic() - stopped < 5
 
 
+def test_local_stack_that_fails_to_start_leaves_nothing(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise ImportError('functions cannot load')\n")
+    stack = LocalStack(["docs"], source=broken, log_dir=tmp_path / "logs")
+    with pytest.raises(RuntimeError, match="functions cannot load"):
+        stack.start()
+    groups = {p.pid for p in stack.processes()}
+    assert len(groups) == 7
+    assert processes_in_groups(groups) == []
+
+
 STACK_SCRIPT = """
 import json, sys, time
 from pathlib import Path
