@@ -37,7 +37,7 @@ resource "google_firestore_field" "unindexed" {
     "searches/results_by_query" = { collection = "searches", field = "results_by_query" }
     "platforms/results"         = { collection = "platforms", field = "results" }
     "platforms/calls"           = { collection = "platforms", field = "calls" }
-    "contents/content"          = { collection = "contents", field = "content" }
+    "contents/text"             = { collection = "contents", field = "text" }
   }
 
   database   = google_firestore_database.main.name
