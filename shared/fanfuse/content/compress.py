@@ -1,0 +1,135 @@
+"""The compressing stage: keep each result's content within a token budget.
+
+Apps feed results to LLMs, so a 40-page article must not arrive whole. Tokens are estimated
+(about 4 characters per token for alphabetic scripts, one per CJK character: no tokenizer to
+download). Content over the budget (default 3000) is compressed by an OpenAI-compatible LLM when
+one is configured (`FANFUSE_CONTENT_LLM_*`), and otherwise, or when that call fails, truncated
+at the last sentence boundary within the budget and marked `truncated` in its metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from fanfuse.content.settings import ContentSettings
+from fanfuse.models import Hit, Stage
+from fanfuse.platforms.base import ProviderError
+from fanfuse.platforms.runner import CallPolicy, RequestSpec, Runner, default_runner
+from fanfuse.stages import StageRun
+
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f\uff1b;])[\"'\u201d\u2019)\]]*\s*|\n+")
+SYSTEM_PROMPT = (
+    "You compress web page text for a search engine. Keep every fact, number, name and date "
+    "that matters; drop boilerplate and repetition. Write in the language of the text. "
+    "Answer with the compressed text only, at most {budget} tokens."
+)
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate: CJK characters count one each, other text 4 chars a token."""
+    cjk = len(CJK.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+def truncate_at_sentence(text: str, budget: int) -> str:
+    """The longest prefix of whole sentences within `budget` tokens (a word cut if none fits)."""
+    if estimate_tokens(text) <= budget:
+        return text
+    cut = 0
+    for match in SENTENCE_END.finditer(text):
+        if estimate_tokens(text[: match.start()]) > budget:
+            break
+        cut = match.start()
+    if cut == 0:
+        words = text.split()
+        kept: list[str] = []
+        for word in words:
+            if estimate_tokens(" ".join([*kept, word])) > budget:
+                break
+            kept.append(word)
+        return " ".join(kept) if kept else text[:budget]
+    return text[:cut].rstrip()
+
+
+def chat_request(settings: ContentSettings, text: str) -> RequestSpec:
+    """The OpenAI-compatible chat completion that compresses `text` (pure)."""
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else ""
+    return RequestSpec(
+        url=f"{(settings.llm_base_url or '').rstrip('/')}/chat/completions",
+        method="POST",
+        headers={"Authorization": f"Bearer {key}"} if key else {},
+        json={
+            "model": settings.llm_model,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT.format(budget=settings.token_budget)},
+                {"role": "user", "content": text[: settings.llm_max_input_chars]},
+            ],
+            "temperature": 0.1,
+        },
+    )
+
+
+def chat_answer(body: bytes) -> str:
+    """The assistant's text from a chat completion body, or ValueError."""
+    data = json.loads(body)
+    content = data["choices"][0]["message"]["content"]
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError("empty completion")
+    return content.strip()
+
+
+async def llm_compress(
+    runner: Runner, settings: ContentSettings, text: str, calls: list[dict[str, Any]]
+) -> str:
+    policy = CallPolicy(timeout=max(settings.timeout, 60.0), max_concurrency=2, max_attempts=2)
+    response = await runner.request("compressor", chat_request(settings, text), policy, calls)
+    if response.status >= 400:
+        raise ProviderError("compressor", f"HTTP {response.status}")
+    try:
+        answer = chat_answer(response.body)
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ProviderError("compressor", f"malformed response: {exc}") from exc
+    return truncate_at_sentence(answer, settings.token_budget)
+
+
+async def compress(run: StageRun, hits: list[Hit]) -> list[Hit]:
+    settings = ContentSettings()
+    runner = run.ctx.runner or default_runner()
+    calls: list[dict[str, Any]] = run.info.setdefault("calls", [])
+    budget = settings.token_budget
+    with_content = [i for i, h in enumerate(hits) if h.content]
+    over = [i for i in with_content if estimate_tokens(hits[i].content or "") > budget]
+    total = len(over)
+    run.reporter.enter(Stage.COMPRESSING, f"0/{total} pages over {budget} tokens", total)
+    out = list(hits)
+    by_llm = truncated = 0
+    for done, index in enumerate(over, 1):
+        hit = hits[index]
+        text = hit.content or ""
+        meta: dict[str, Any] = {**hit.metadata, "original_tokens": estimate_tokens(text)}
+        new_text = None
+        if settings.llm_base_url:
+            try:
+                new_text = await llm_compress(runner, settings, text, calls)
+                meta["compressed"] = "llm"
+                by_llm += 1
+            except ProviderError as exc:
+                meta["compress_error"] = str(exc)[:300]
+        if new_text is None:
+            new_text = truncate_at_sentence(text, budget)
+            meta["truncated"] = True
+            truncated += 1
+        meta["tokens"] = estimate_tokens(new_text)
+        out[index] = hit.model_copy(update={"content": new_text, "metadata": meta})
+        run.reporter.step(done, total, f"{done}/{total} pages over {budget} tokens")
+    run.reporter.step(
+        total,
+        total,
+        f"{len(with_content)} pages within {budget} tokens "
+        f"({by_llm} compressed by LLM, {truncated} truncated)",
+    )
+    return out

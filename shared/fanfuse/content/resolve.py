@@ -1,0 +1,80 @@
+"""The resolving stage: turn redirect links into the URLs of the pages themselves.
+
+Results of some platforms are redirects (Sogou's `/link?url=...`, tracking links): fusion must
+see the real page, or the same article found twice would not be merged. Each URL is followed
+through at most `max_redirects` hops (every hop checked by the network guard); a platform whose
+redirect page assembles the target in a script says how to read it (`resolve_target`); the
+result is the canonical URL. Failures keep the original URL and are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from fanfuse.content import net
+from fanfuse.content.settings import ContentSettings
+from fanfuse.fusion import canonical_url
+from fanfuse.models import Hit, Stage
+from fanfuse.platforms.base import ProviderError
+from fanfuse.platforms.runner import default_runner
+from fanfuse.stages import StageRun
+
+RESOLVE_MAX_BYTES = 512_000
+META_REFRESH = re.compile(
+    rb"""<meta[^>]+http-equiv=["']?refresh["']?[^>]+content=["']?\s*\d+\s*;\s*url=([^"'>\s]+)""",
+    re.IGNORECASE,
+)
+
+
+def meta_refresh_target(body: bytes) -> str | None:
+    """The target of an HTML `<meta http-equiv="refresh" content="0;url=...">` page."""
+    match = META_REFRESH.search(body[:RESOLVE_MAX_BYTES])
+    return match.group(1).decode("utf-8", errors="replace") if match else None
+
+
+def resolved_message(ok: int, total: int) -> str:
+    return f"{ok}/{total} successful ({total - ok} failed)"
+
+
+async def resolve(run: StageRun, hits: list[Hit]) -> list[Hit]:
+    settings = ContentSettings()
+    runner = run.ctx.runner or default_runner()
+    calls: list[dict[str, Any]] = run.info.setdefault("calls", [])
+    platform = run.platform
+    reader = getattr(platform, "resolve_target", None)
+    total = len(hits)
+    run.reporter.enter(Stage.RESOLVING, f"0/{total}", total)
+    gate = asyncio.Semaphore(max(settings.concurrency, 1))
+    done = ok = 0
+    out = list(hits)
+
+    async def one(index: int, hit: Hit) -> None:
+        nonlocal done, ok
+        async with gate:
+            try:
+                response, final = await net.get(
+                    runner, f"{platform.name}/resolve", hit.url, settings, calls,
+                    max_bytes=RESOLVE_MAX_BYTES,
+                )  # fmt: skip
+                target = reader(final, response.body) if reader is not None else None
+                target = target or meta_refresh_target(response.body)
+                if target:
+                    await net.check_url(target, settings)
+                    final = target
+                url = canonical_url(final)
+                meta = {**hit.metadata}
+                if url != hit.url:
+                    meta["redirected_from"] = hit.url
+                out[index] = hit.model_copy(update={"url": url, "metadata": meta})
+                ok += 1
+            except (net.Refused, ProviderError, ValueError) as exc:
+                meta = {**hit.metadata, "resolve_error": str(exc)[:300]}
+                out[index] = hit.model_copy(update={"metadata": meta})
+            done += 1
+            run.reporter.step(done, total, f"{done}/{total}")
+
+    await asyncio.gather(*(one(i, h) for i, h in enumerate(hits)))
+    run.reporter.step(total, total, resolved_message(ok, total))
+    return out
