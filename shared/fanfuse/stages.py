@@ -86,7 +86,11 @@ StageFn = Callable[[StageRun, list[Hit]], Awaitable[list[Hit]]]
 
 # Later stages live in their own modules, imported only by runs that plan them, so a worker
 # for a local corpus never imports an HTML extractor.
-STAGE_MODULES: dict[Stage, str] = {}
+STAGE_MODULES: dict[Stage, str] = {
+    Stage.RESOLVING: "fanfuse.content.resolve:resolve",
+    Stage.FETCHING_CONTENT: "fanfuse.content.fetch:fetch_content",
+    Stage.COMPRESSING: "fanfuse.content.compress:compress",
+}
 
 
 def plan(platform: Platform, params: SearchParams) -> list[Stage]:
