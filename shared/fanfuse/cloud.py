@@ -2,9 +2,8 @@
 
 `functions/main.py` only names the five targets; everything they share lives here: one
 SearchService per process (Firestore store, Cloud Tasks queue, the platform registry), built on
-the first request so a cold start imports only what its target uses; one event loop per process
-for `run_platform` (the shared HTTP runner keeps one connection pool per loop); and the mapping
-of errors to JSON answers.
+the first request so a cold start imports only what its target uses; a persistent event loop per
+request thread for `run_platform` (see `_Loops`); and the mapping of errors to JSON answers.
 
 Status codes. The three public targets answer 400 (every problem listed, by field), 404, 405,
 409 or 413 for bad input, never 500; 5xx means infrastructure (Firestore, Cloud Tasks).
@@ -111,32 +110,27 @@ def service() -> SearchService:
         return _service
 
 
-class _Loop:
-    """One event loop per process, in a daemon thread, for the async `run_platform`.
+class _Loops:
+    """A persistent event loop per request thread, for the async `run_platform`.
 
-    Not `asyncio.run` per request: that would give every request a new loop (and so a new HTTP
-    connection pool), and its exit waits for every worker thread, including one stuck in a
-    platform that ignored its timeout, which would hold the HTTP answer forever.
+    Per thread, so that concurrent deliveries (one per platform queue) do not queue up behind
+    each other's blocking Firestore calls on one shared loop; persistent, so the shared HTTP
+    runner keeps its connection pool (one per loop) across requests, and never closed, because
+    closing a loop (as `asyncio.run` does) waits for its worker threads, and one stuck in a
+    platform that ignored its timeout would then hold the HTTP answer forever.
     """
 
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def _get(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(target=loop.run_forever, name="fanfuse-loop", daemon=True)
-                thread.start()
-                self._loop = loop
-            return self._loop
+        self._local = threading.local()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._get()).result()
+        loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
+        if loop is None:
+            loop = self._local.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(coro)
 
 
-loop = _Loop()
+loops = _Loops()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +322,7 @@ def run_platform(request: flask.Request) -> flask.Response:
     except FanfuseError as exc:
         return _permanent(request, "run_platform", exc)
     try:
-        outcome = loop.run(service().run_platform(message))
+        outcome = loops.run(service().run_platform(message))
     except FanfuseError as exc:
         if exc.status_code >= 500:
             return error_response(exc)

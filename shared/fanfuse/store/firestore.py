@@ -295,6 +295,10 @@ class FirestoreStore(TaskStore):
             return
         self.writes.record("patch", [ref.path])
 
+    def _read(self, refs: list[DocumentReference], transaction: Transaction) -> dict[str, Any]:
+        """Snapshots by document path (get_all answers in no particular order)."""
+        return {d.reference.path: d for d in self.client.get_all(refs, transaction=transaction)}
+
     def transact(self, task_id: str, names: Sequence[str] | None, mutate: Mutator) -> Writes | None:
         """Read the task and the runs, apply `mutate`, write what it returns: one transaction."""
         from google.cloud import firestore
@@ -305,18 +309,22 @@ class FirestoreStore(TaskStore):
         @firestore.transactional
         def run(transaction: Transaction) -> Writes | None:
             written.clear()
-            snap = task_ref.get(transaction=transaction)
+            # Named runs are read with the task in one round trip; "all" needs the task first.
+            refs = [task_ref] + [self._run_ref(task_id, n) for n in names or ()]
+            docs = self._read(refs, transaction)
+            snap = docs.pop(task_ref.path)
             if not snap.exists:
                 raise TaskNotFound(task_id)
             task = Task.model_validate(decode(snap.to_dict()))
-            wanted = task.platforms if names is None else list(names)
-            refs = [self._run_ref(task_id, name) for name in wanted]
-            found = {}
-            for doc in self.client.get_all(refs, transaction=transaction):
-                if doc.exists:
-                    run = PlatformRun.model_validate(decode(doc.to_dict()))
-                    found[run.name] = run
-            runs = {r.name: r for r in sorted(found.values(), key=lambda r: r.index)}
+            if names is None:
+                refs = [self._run_ref(task_id, n) for n in task.platforms]
+                docs = {
+                    d.reference.path: d for d in self.client.get_all(refs, transaction=transaction)
+                }
+            found = [
+                PlatformRun.model_validate(decode(d.to_dict())) for d in docs.values() if d.exists
+            ]
+            runs = {r.name: r for r in sorted(found, key=lambda r: r.index)}
             writes = mutate(Snapshot(task=task, runs=runs))
             if writes is None:
                 return None
