@@ -1,0 +1,400 @@
+"""`fanfuse bench latency`: how close a fan-out search gets to its physical limit.
+
+A local stub SearXNG server answers each platform after a fixed delay (0.2, 0.5 and 1.0 s by
+default), so the best any runtime can do is the slowest delay: platforms run in parallel and the
+search is done when the slowest one is. Measured, over several runs each, from the request to
+the moment a poller sees a terminal status:
+
+- `embedded`: the embedded runtime (SQLite, in-process queue), polled in process;
+- `emulator`: the local cloud stack (Firestore and Cloud Tasks emulators, functions-framework
+  processes), driven over HTTP like an app would, polling `status_url`;
+- `sequential`: the baseline of the original design, platforms searched one after another in
+  one process and then fused (no store at all, so it is the best case of that design).
+
+The first run of each runtime warms it up (imports, connection pools, a function's cold start)
+and is reported apart, not in the medians. The poll interval bounds how late a poller sees the
+end: it is part of what is measured, and printed.
+
+The stub server also serves the end-to-end tests: besides `/delay/{s}`, it answers with an HTTP
+status (`/status/{code}`), a malformed body (`/malformed`), or only once a named gate is
+released (`/gate/{name}`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs, urlsplit
+
+import typer
+from pydantic import BaseModel
+
+from fanfuse.settings import ExtraPlatform, Settings
+
+DEFAULT_DELAYS = (0.2, 0.5, 1.0)
+DEFAULT_RUNS = 5
+DEFAULT_POLL = 0.05
+RESULTS_PER_PAGE = 10
+GATE_TIMEOUT = 60.0
+"""A gated request answers anyway after this long, so a forgotten gate cannot hang a test run."""
+EMBEDDED_TARGET = 1.15
+STACK_TARGET = 1.5
+
+# ---------------------------------------------------------------------------------------------
+# The stub platform server
+
+
+class StubSearxServer:
+    """SearXNG-shaped JSON answers on 127.0.0.1, behaviour chosen by the base URL's path.
+
+    Point a `searxng` platform's `base_url` at `url("delay/0.5")`, `url("status/500")`,
+    `url("malformed")` or `url("gate/NAME")`; the adapter appends `/search`. Page 1 carries
+    RESULTS_PER_PAGE hits (half of them URLs every platform shares, so fusion has work to do);
+    later pages are empty and immediate, so one search is one delayed call.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.requests: Counter[str] = Counter()
+        self._gates: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer((host, port), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def url(self, behaviour: str) -> str:
+        return f"{self.base}/{behaviour.strip('/')}"
+
+    def gate(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(name, threading.Event())
+
+    def release(self, name: str) -> None:
+        self.gate(name).set()
+
+    def reset(self) -> None:
+        """Release every waiting request, then start over with closed gates and no counts."""
+        with self._lock:
+            gates, self._gates = list(self._gates.values()), {}
+            self.requests.clear()
+        for event in gates:
+            event.set()
+
+    def waiting(self, name: str) -> int:
+        """Requests that reached gate `name` so far."""
+        return self.requests[f"gate/{name}"]
+
+    def start(self) -> StubSearxServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.reset()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> StubSearxServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
+        parts = [p for p in path.split("/") if p]
+        if parts and parts[-1] == "search":
+            parts = parts[:-1]
+        kind = parts[0] if parts else ""
+        key = "/".join(parts)
+        page = int((query.get("pageno") or ["1"])[0])
+        if page == 1:
+            with self._lock:
+                self.requests[key] += 1
+        q = (query.get("q") or [""])[0]
+        if kind == "delay" and len(parts) == 2:
+            if page == 1:
+                time.sleep(float(parts[1]))
+            return 200, _results(key, q, page)
+        if kind == "status" and len(parts) == 2:
+            return int(parts[1]), json.dumps({"error": f"stub status {parts[1]}"}).encode()
+        if kind == "malformed":
+            return 200, b"<html>this is not JSON</html>"
+        if kind == "gate" and len(parts) == 2:
+            if page == 1:
+                self.gate(parts[1]).wait(GATE_TIMEOUT)
+            return 200, _results(key, q, page)
+        return 404, b'{"error": "unknown stub path"}'
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                parts = urlsplit(self.path)
+                status, body = stub._answer(parts.path, parse_qs(parts.query))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        return Handler
+
+
+def _results(key: str, query: str, page: int) -> bytes:
+    label = key.replace("/", "-")
+    results = []
+    if page == 1:
+        for i in range(1, RESULTS_PER_PAGE + 1):
+            url = f"https://stub.test/shared/{i}" if i % 2 else f"https://stub.test/{label}/{i}"
+            results.append(
+                {
+                    "url": url,
+                    "title": f"{query} result {i} ({label})",
+                    "content": f"Stub answer {i} for {query!r} from {label}.",
+                    "engine": "stub",
+                    "score": 1.0 / i,
+                }
+            )
+    data = {"query": query, "number_of_results": len(results), "results": results}
+    return json.dumps(data).encode()
+
+
+def stub_platforms(
+    stub: StubSearxServer, delays: Sequence[float], prefix: str = "stub"
+) -> dict[str, ExtraPlatform]:
+    """One `searxng` platform per delay (`stub_0_2` answers after 0.2 s); no retries."""
+    out: dict[str, ExtraPlatform] = {}
+    for delay in delays:
+        name = f"{prefix}_{delay:g}".replace(".", "_")
+        out[name] = ExtraPlatform(
+            engine="searxng",
+            settings={"base_url": stub.url(f"delay/{delay:g}"), "max_attempts": 1},
+        )
+    return out
+
+
+def extra_platforms_env(platforms: dict[str, ExtraPlatform]) -> str:
+    """The `FANFUSE_EXTRA_PLATFORMS` value that declares `platforms` in another process."""
+    return json.dumps({name: spec.model_dump() for name, spec in platforms.items()})
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurements
+
+
+class Series(BaseModel):
+    """One runtime's timings: the warm-up run, then the measured runs."""
+
+    runtime: str
+    warmup: float
+    samples: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+class LatencyReport(BaseModel):
+    delays: list[float]
+    runs: int
+    poll: float
+    series: list[Series]
+
+    @property
+    def limit(self) -> float:
+        return max(self.delays)
+
+    def get(self, runtime: str) -> Series | None:
+        return next((s for s in self.series if s.runtime == runtime), None)
+
+    def ratios(self) -> dict[str, tuple[float, float | None]]:
+        """runtime -> (median / physical limit, median / sequential median)."""
+        sequential = self.get("sequential")
+        return {
+            s.runtime: (
+                s.median / self.limit,
+                s.median / sequential.median if sequential is not None else None,
+            )
+            for s in self.series
+        }
+
+    def render(self) -> str:
+        delays = ", ".join(f"{d:g}" for d in self.delays)
+        lines = [
+            f"fanfuse bench latency: {len(self.delays)} platforms answering after {delays} s; "
+            f"{self.runs} runs each after one warm-up run; poll every {self.poll:g} s",
+            f"{'runtime':<11}{'median':>9}{'min':>9}{'max':>9}{'warm-up':>10}"
+            f"{'x limit':>10}{'x sequential':>14}",
+        ]
+        for s in self.series:
+            to_limit, to_seq = self.ratios()[s.runtime]
+            seq = f"{to_seq:.2f}x" if to_seq is not None else "-"
+            lines.append(
+                f"{s.runtime:<11}{s.median:>8.3f}s{min(s.samples):>8.3f}s{max(s.samples):>8.3f}s"
+                f"{s.warmup:>9.3f}s{to_limit:>9.2f}x{seq:>14}"
+            )
+        lines.append(
+            f"physical limit (slowest platform): {self.limit:g} s; "
+            f"sum of the delays: {sum(self.delays):g} s"
+        )
+        for runtime, target in (("embedded", EMBEDDED_TARGET), ("emulator", STACK_TARGET)):
+            found = self.get(runtime)
+            if found is not None:
+                ratio = found.median / self.limit
+                verdict = "met" if ratio <= target else "MISSED"
+                lines.append(f"target {runtime} <= {target:g}x the limit: {verdict} ({ratio:.2f}x)")
+        return "\n".join(lines)
+
+
+def _payload(names: Sequence[str]) -> dict[str, Any]:
+    return {"query": "fan-out latency", "platform": list(names), "max_results": RESULTS_PER_PAGE}
+
+
+async def measure_embedded(
+    platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path
+) -> Series:
+    """Start -> terminal status seen by an in-process poller, on the embedded runtime."""
+    from fanfuse.platforms import Registry
+    from fanfuse.runtime import EmbeddedRuntime
+
+    settings = Settings(db_path=workdir / "bench.db", extra_platforms=platforms)
+    registry = Registry(extra=platforms)
+    timings: list[float] = []
+    async with EmbeddedRuntime(settings, registry=registry) as runtime:
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            accepted = runtime.service.start(_payload(list(platforms)))
+            view = await runtime.wait(accepted.task_id, poll=poll)
+            timings.append(time.perf_counter() - started)
+            _check(view.status.value, "embedded")
+    return Series(runtime="embedded", warmup=timings[0], samples=timings[1:])
+
+
+async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> Series:
+    """The original design: each platform searched after the previous one, then fused."""
+    from fanfuse import fusers, fusion
+    from fanfuse.platforms import Registry
+    from fanfuse.platforms.base import PlatformContext, SearchParams
+
+    registry = Registry(extra=platforms)
+    params = SearchParams(queries=["fan-out latency"], limit=RESULTS_PER_PAGE)
+    timings: list[float] = []
+    for _ in range(runs + 1):
+        started = time.perf_counter()
+        lists = {}
+        for name in platforms:
+            platform = registry.get(name)
+            ctx = PlatformContext(settings=platform.load_settings())
+            found = await platform.search(ctx, params)
+            lists[name] = [
+                hit.model_copy(update={"query_index": qi, "rank": rank})
+                for qi, hits in enumerate(found)
+                for rank, hit in enumerate(hits[: params.limit], 1)
+            ]
+        fusion.fuse_queries(params.queries, lists, fusers.DEFAULT_FUSION, params.limit)
+        timings.append(time.perf_counter() - started)
+    return Series(runtime="sequential", warmup=timings[0], samples=timings[1:])
+
+
+def measure_stack(
+    platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path
+) -> Series:
+    """POST start_search -> terminal status seen polling `status_url`, on the local stack."""
+    import httpx
+
+    from fanfuse.devstack import LocalStack
+
+    env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
+    payload = _payload(list(platforms))
+    timings: list[float] = []
+    with (
+        LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs") as addresses,
+        httpx.Client(timeout=30) as http,
+    ):
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            response = http.post(addresses.functions["start_search"], json=payload)
+            response.raise_for_status()
+            status_url = response.json()["status_url"]
+            while True:
+                status = http.get(status_url).json()["status"]
+                if status in ("completed", "partial", "failed", "cancelled"):
+                    break
+                time.sleep(poll)
+            timings.append(time.perf_counter() - started)
+            _check(status, "emulator")
+    return Series(runtime="emulator", warmup=timings[0], samples=timings[1:])
+
+
+def _check(status: str, runtime: str) -> None:
+    if status != "completed":
+        raise RuntimeError(f"{runtime}: a benchmark search ended {status}, not completed")
+
+
+def run_latency(
+    delays: Sequence[float] = DEFAULT_DELAYS,
+    runs: int = DEFAULT_RUNS,
+    poll: float = DEFAULT_POLL,
+    *,
+    stack: bool = True,
+) -> LatencyReport:
+    """Run the three measurements against one stub server; see the module docstring."""
+    with (
+        StubSearxServer() as stub,
+        tempfile.TemporaryDirectory(prefix="fanfuse-bench-") as tmp,
+    ):
+        workdir = Path(tmp)
+        platforms = stub_platforms(stub, delays)
+        series = [asyncio.run(measure_embedded(platforms, runs, poll, workdir))]
+        if stack:
+            series.append(measure_stack(platforms, runs, poll, workdir))
+        series.append(asyncio.run(measure_sequential(platforms, runs)))
+    return LatencyReport(delays=list(delays), runs=runs, poll=poll, series=series)
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI: `app.add_typer(bench_app, name="bench")`
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.")
+
+
+@bench_app.command("latency")
+def latency(
+    runs: Annotated[int, typer.Option(min=1, help="measured runs per runtime")] = DEFAULT_RUNS,
+    delays: Annotated[
+        str, typer.Option(help="the stub platforms' delays in seconds, comma-separated")
+    ] = ",".join(f"{d:g}" for d in DEFAULT_DELAYS),
+    poll: Annotated[float, typer.Option(min=0.001, help="poll interval, seconds")] = DEFAULT_POLL,
+    stack: Annotated[bool, typer.Option(help="also measure the emulator stack")] = True,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Time fan-out searches against stub platforms: embedded, emulator stack, sequential."""
+    try:
+        parsed = [float(d) for d in delays.split(",") if d.strip()]
+    except ValueError:
+        raise typer.BadParameter(
+            f"not a list of numbers: {delays!r}", param_hint="--delays"
+        ) from None
+    if not parsed or any(d < 0 for d in parsed):
+        raise typer.BadParameter("give at least one delay, none negative", param_hint="--delays")
+    report = run_latency(parsed, runs, poll, stack=stack)
+    typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
