@@ -85,7 +85,7 @@ def search(
     platform: Annotated[str, typer.Option("--platform", "-p", help="all | name | a, b")] = "all",
     max_results: Annotated[int, typer.Option("--max-results", "-n")] = 10,
     content: Annotated[bool, typer.Option("--content", help="fetch page content")] = False,
-    fusion: Annotated[str | None, typer.Option(help="rrf | weighted_rrf | score | concat")] = None,
+    fusion: Annotated[str | None, typer.Option(help="rrf | score | concat")] = None,
     language: Annotated[str | None, typer.Option()] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final task as JSON")] = False,
     endpoint: Annotated[
@@ -181,8 +181,10 @@ def evaluate(
         report = run_evaluation(corpus, queries, qrels, show_progress=not as_json)
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False)
     if as_json:
-        sys.stdout.write(report.model_dump_json(indent=2) + "\n")
+        sys.stdout.write(report.model_dump_json(include={"runs"}, indent=2) + "\n")
     else:
         out.print(render_report(report))
 

@@ -20,6 +20,8 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
+from fanfuse.settings import default_cache_dir
+
 # Bump when parsing changes what a source yields, so cached indexes of the old parse are ignored.
 _PARSER_VERSION = b"fanfuse-corpus-1"
 
@@ -69,8 +71,7 @@ class Corpus:
 
 def cache_dir() -> Path:
     """Root of fanfuse's on-disk caches: `$FANFUSE_CACHE_DIR`, else `~/.cache/fanfuse`."""
-    configured = os.environ.get("FANFUSE_CACHE_DIR")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "fanfuse"
+    return default_cache_dir().expanduser()
 
 
 def default_corpus_path() -> Path:

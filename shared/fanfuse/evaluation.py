@@ -133,7 +133,6 @@ def run_evaluation(
         notes.append(f"vectors not evaluated: {reason}")
     if len(platform_runs) < 2:
         notes.append("only one platform ran, so every fuser just reproduces its ranking")
-    notes.append("weighted_rrf runs with equal weights (none are given here), so it equals rrf")
 
     runs = [
         EvalRun(name=name, kind="platform", metrics=_score(run, query_ids, qrels))

@@ -96,17 +96,6 @@ def rrf(
     return _combine(runs, lambda name, rank, _id: w[name] / (k + rank))
 
 
-def weighted_rrf(
-    runs: Mapping[str, Run], weights: Mapping[str, float] | None = None, k: float = RRF_K
-) -> Fused:
-    """RRF with the request's per-platform weights (a platform not named weighs 1).
-
-    The formula is `rrf`'s, which takes weights too; it is its own method so a request can ask
-    for it by name and evaluation reports it. Without weights it equals plain RRF.
-    """
-    return rrf(runs, k=k, weights=weights)
-
-
 def normalized_scores(run: Run, how: Normalization = "minmax") -> list[tuple[str, float]]:
     """A run's scores mapped to a common scale.
 
@@ -161,10 +150,6 @@ def _rrf(runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None)
     return rrf(runs, weights=weights)
 
 
-def _weighted_rrf(runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None) -> Fused:
-    return weighted_rrf(runs, weights=weights)
-
-
 def _score_minmax(runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None) -> Fused:
     return score_fusion(runs, weights=weights, how="minmax")
 
@@ -182,7 +167,6 @@ def _score_ranks_only(
 
 FUSERS: dict[FusionMethod, Fuser] = {
     FusionMethod.RRF: _rrf,
-    FusionMethod.WEIGHTED_RRF: _weighted_rrf,
     FusionMethod.SCORE: _score_minmax,
 }
 """The fusers a request can name (every FusionMethod but the quota-based concat)."""

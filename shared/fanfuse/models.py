@@ -32,7 +32,6 @@ class FusionMethod(StrEnum):
     """How per-platform ranked lists become one list (see fusion.py and fusers.py)."""
 
     RRF = "rrf"
-    WEIGHTED_RRF = "weighted_rrf"
     SCORE = "score"
     CONCAT = "concat"
 

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
         default=None, description="append one JSON line per Firestore document write (tests)"
     )
     extra_platforms: dict[str, ExtraPlatform] = Field(default_factory=dict)
+    deployed_platforms: list[str] | None = Field(
+        default=None,
+        description="set where platforms run elsewhere (start_search holds no provider keys): "
+        "these are the available ones",
+    )
 
 
 @lru_cache(maxsize=1)

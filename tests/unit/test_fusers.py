@@ -13,7 +13,6 @@ from fanfuse.fusers import (
     normalized_scores,
     rrf,
     score_fusion,
-    weighted_rrf,
 )
 from fanfuse.models import FusionMethod
 
@@ -40,8 +39,7 @@ def test_rrf_weights() -> None:
     assert fused == approx(
         [("a", 3 / 61 + 1 / 63), ("b", 3 / 62 + 1 / 61), ("c", 3 / 63), ("d", 1 / 62)]
     )
-    assert weighted_rrf(RUNS, weights={"docs": 3.0}) == fused  # unnamed platforms weigh 1
-    assert weighted_rrf(RUNS) == rrf(RUNS)
+    assert rrf(RUNS, weights={"docs": 3.0}) == fused  # unnamed platforms weigh 1
     zero = rrf(RUNS, weights={"vectors": 0})
     assert [d for d, _ in zero] == ["a", "b", "c", "d"] and zero[-1][1] == 0.0
     with pytest.raises(ValueError, match="weight for 'docs'"):

@@ -44,8 +44,10 @@ class Registry:
         self._specs: dict[str, str | Platform] = dict(BUILTIN if specs is None else specs)
         self._loaded: dict[str, Platform] = {}
         self._extra: dict[str, ExtraPlatform] = {}
+        self._deployed: list[str] | None = None
         if extra is None and specs is None:
             extra = get_settings().extra_platforms
+            self._deployed = get_settings().deployed_platforms
         for name, spec in (extra or {}).items():
             engine = BUILTIN.get(spec.engine)
             if engine is None:
@@ -75,6 +77,8 @@ class Registry:
         return self._loaded[name]
 
     def unavailable_reason(self, name: str) -> str | None:
+        if self._deployed is not None:
+            return None if name in self._deployed else "not deployed"
         try:
             return self.get(name).availability()
         except ImportError as exc:
