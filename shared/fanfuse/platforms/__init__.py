@@ -40,14 +40,17 @@ class Registry:
         self,
         specs: Mapping[str, str | Platform] | None = None,
         extra: Mapping[str, ExtraPlatform] | None = None,
+        deployed: list[str] | None = None,
     ) -> None:
+        """`specs=None` is the deployment's registry: the built-ins plus what settings add."""
         self._specs: dict[str, str | Platform] = dict(BUILTIN if specs is None else specs)
         self._loaded: dict[str, Platform] = {}
         self._extra: dict[str, ExtraPlatform] = {}
-        self._deployed: list[str] | None = None
-        if extra is None and specs is None:
-            extra = get_settings().extra_platforms
-            self._deployed = get_settings().deployed_platforms
+        if specs is None:
+            settings = get_settings()
+            extra = settings.extra_platforms if extra is None else extra
+            deployed = settings.deployed_platforms if deployed is None else deployed
+        self._deployed = deployed
         for name, spec in (extra or {}).items():
             engine = BUILTIN.get(spec.engine)
             if engine is None:
