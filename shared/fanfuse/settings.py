@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from functools import lru_cache
 from pathlib import Path
 
 from typing import Any
@@ -54,8 +53,3 @@ class Settings(BaseSettings):
         description="set where platforms run elsewhere (start_search holds no provider keys): "
         "these are the available ones",
     )
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return Settings()

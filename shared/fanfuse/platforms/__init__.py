@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 
 from fanfuse.platforms.base import Platform
-from fanfuse.settings import ExtraPlatform, get_settings
+from fanfuse.settings import ExtraPlatform, Settings
 
 # name -> "module:Class"; order is the order of `all`.
 BUILTIN: dict[str, str] = {
@@ -47,7 +47,7 @@ class Registry:
         self._loaded: dict[str, Platform] = {}
         self._extra: dict[str, ExtraPlatform] = {}
         if specs is None:
-            settings = get_settings()
+            settings = Settings()
             extra = settings.extra_platforms if extra is None else extra
             deployed = settings.deployed_platforms if deployed is None else deployed
         self._deployed = deployed
