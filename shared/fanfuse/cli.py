@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
@@ -119,10 +119,10 @@ async def _run_search(
     payload: dict[str, Any], endpoint: str | None, show_progress: bool
 ) -> TaskView:
     columns = (
-        TextColumn("{task.description:>12}"),
-        BarColumn(),
+        TextColumn("{task.description}", table_column=Column(width=12, no_wrap=True)),
+        BarColumn(bar_width=20),
         TextColumn("{task.percentage:>5.1f}%"),
-        TextColumn("{task.fields[note]}"),
+        TextColumn("{task.fields[note]}", table_column=Column(no_wrap=True, ratio=1)),
     )
     with Progress(*columns, console=console, disable=not show_progress) as bars:
         on_update = ProgressView(bars)
