@@ -78,6 +78,20 @@ def _wikipedia(base: str, **over: Any) -> Platform:
     return WikipediaPlatform(overrides={**settings, **over})
 
 
+def _weixin(base: str, **over: Any) -> Platform:
+    from fanfuse.platforms.weixin import WeixinPlatform
+
+    settings = {"enabled": True, "base_url": f"{base}/weixin", "min_interval": 0.0}
+    return WeixinPlatform(overrides={**settings, **over})
+
+
+def _builtin(base: str, **over: Any) -> Platform:
+    from fanfuse.platforms.builtin import BuiltinPlatform
+
+    settings = {"api_key": "sk-test", "base_url": f"{base}/compatible-mode/v1", "fallback": None}
+    return BuiltinPlatform(overrides={**settings, **over})
+
+
 CASES: list[AdapterCase] = [
     AdapterCase(
         id="searxng",
@@ -179,5 +193,26 @@ CASES: list[AdapterCase] = [
         empty=fixture("wikipedia/empty.json"),
         first_url="{base}/wiki/Tokio_(software)",
         n_ok=3,
+    ),
+    AdapterCase(
+        id="weixin",
+        make=_weixin,
+        path="/weixin",
+        ok=fixture("weixin/results.html"),
+        empty=fixture("weixin/empty.html"),
+        content_type="text/html; charset=utf-8",
+        first_url="{base}/link?url=dn9a_-gY295K0Rci_xozVXfdMkSQTLW6cwJThYulHEtVjXrGTiVgS2gtVe1CqgTuJlS0&type=2&query=%E6%B3%A8%E6%84%8F%E5%8A%9B&token=A1B2C3",
+        n_ok=2,
+    ),
+    AdapterCase(
+        id="builtin",
+        make=_builtin,
+        path="/compatible-mode/v1/chat/completions",
+        method="POST",
+        ok=fixture("builtin/qwen.json"),
+        empty=fixture("builtin/empty.json"),
+        first_url="https://tokio.rs/",
+        n_ok=3,
+        key_env="FANFUSE_BUILTIN_API_KEY",
     ),
 ]

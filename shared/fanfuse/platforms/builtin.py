@@ -1,0 +1,247 @@
+"""`builtin`: an LLM's own web search (Qwen on DashScope, GLM) through an OpenAI-compatible chat.
+
+Written from Alibaba Cloud Model Studio's "Web search" guide for Qwen (help.aliyun.com,
+model-studio "web-search": OpenAI-compatible `POST {base}/chat/completions` with
+`enable_search: true` and `search_options: {enable_source: true, ...}`; the sources come back in
+`search_info.search_results[]` as `{index, title, url, site_name}` and the answer cites them as
+`[ref_N]` / `[N]`) and Zhipu's GLM "Web Search tool" docs (open.bigmodel.cn: `tools: [{type:
+"web_search", web_search: {enable: true, search_result: true}}]`, sources in `web_search[]` as
+`{title, link, content, media, refer, publish_date}`). Providers that return only `citations`
+(a list of URLs) or Markdown links in the answer are read too.
+
+The answer is kept as the summary (on each hit, `metadata.answer`); the sources become the hits.
+When this platform is not configured, or its call fails, it falls back to `perplexity` (if that
+is configured) and says so: `provider` on every hit's metadata and on the platform document.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Literal
+
+from pydantic import SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import (
+    Capabilities,
+    PlatformContext,
+    ProviderError,
+    SearchParams,
+)
+from fanfuse.platforms.http import (
+    HttpPlatform,
+    HttpSettings,
+    Page,
+    PageToken,
+    as_str,
+    bearer,
+    load_json,
+    parse_date,
+    require,
+)
+from fanfuse.platforms.runner import RequestSpec
+
+ANSWER_CHARS = 2000
+MD_LINK = re.compile(r"\[([^\]]{1,300})\]\((https?://[^)\s]+)\)")
+BARE_URL = re.compile(r"https?://[^\s)\]>\"'\uff0c\u3002]+")
+SYSTEM_PROMPT = "Search the web and answer with the sources you used, citing them."
+
+
+class BuiltinSettings(HttpSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_BUILTIN_", extra="ignore", env_file=None)
+
+    api_key: SecretStr | None = None
+    base_url: str = "https://dashscope.aliyuncs.com/compatible-mode/v1"
+    model: str = "qwen-plus"
+    flavor: Literal["auto", "qwen", "glm"] = "auto"
+    """How search is switched on: `qwen` (enable_search), `glm` (web_search tool), `auto` by URL."""
+    fallback: str | None = "perplexity"
+    """The platform used when this one is not configured or fails; None disables it."""
+    timeout: float = 60.0
+    max_pages: int = 1
+
+
+def flavor_of(settings: Any) -> str:
+    if settings.flavor != "auto":
+        return str(settings.flavor)
+    where = f"{settings.base_url} {settings.model}".lower()
+    return "glm" if ("bigmodel" in where or "glm" in where) else "qwen"
+
+
+class BuiltinPlatform(HttpPlatform):
+    name = "builtin"
+    description = "an LLM's built-in web search (Qwen/DashScope or GLM), falling back to perplexity"
+    settings_model = BuiltinSettings
+    capabilities = Capabilities(max_results_per_call=20)
+    key_fields = ("api_key",)
+
+    # -- availability: configured itself, or through its fallback --------------------------
+
+    def _fallback(self) -> HttpPlatform | None:
+        settings = self.load_settings()
+        name = getattr(settings, "fallback", None)
+        if not name:
+            return None
+        from fanfuse.platforms import BUILTIN, Registry
+
+        if name not in BUILTIN or name == self.name:
+            return None
+        platform = Registry({name: BUILTIN[name]}, extra={}).get(name)
+        return platform if isinstance(platform, HttpPlatform) else None
+
+    def availability(self) -> str | None:
+        own = super().availability()
+        settings = self.load_settings() if own is None else None
+        if settings is not None and getattr(settings, "api_key", None) is not None:
+            return None
+        why = own or f"missing settings: {self.settings_env_name('api_key')}"
+        fallback = self._fallback()
+        if fallback is None:
+            return f"{why} (no fallback)"
+        fallback_why = fallback.availability()
+        if fallback_why is None:
+            return None
+        return f"{why}; fallback {fallback.name}: {fallback_why}"
+
+    # -- the chat call ------------------------------------------------------------------------
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        body: dict[str, Any] = {
+            "model": settings.model,
+            "messages": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": queries[0]},
+            ],
+        }
+        if flavor_of(settings) == "glm":
+            body["tools"] = [
+                {"type": "web_search", "web_search": {"enable": True, "search_result": True}}
+            ]
+        else:
+            body["enable_search"] = True
+            body["search_options"] = {"enable_source": True, "forced_search": True}
+        return RequestSpec(
+            url=f"{settings.base_url.rstrip('/')}/chat/completions",
+            method="POST",
+            json=body,
+            headers=bearer(settings.api_key),
+        )
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        data = require(self.name, load_json(self.name, body), dict, "the body")
+        choices = require(self.name, data.get("choices"), list, "`choices`")
+        if not choices or not isinstance(choices[0], dict):
+            raise ProviderError(self.name, "malformed response: no choice in the completion")
+        message = require(self.name, choices[0].get("message"), dict, "`choices[0].message`")
+        answer = as_str(message.get("content")).strip()
+        provider = flavor_of(settings)
+        sources = citations(data, message, answer)
+        meta = {"provider": provider, "answer": answer[:ANSWER_CHARS], "model": data.get("model")}
+        hits = [
+            Hit(
+                title=title or url,
+                url=url,
+                snippet=snippet or cited_sentence(answer, index),
+                published_at=parse_date(date),
+                metadata={**meta, "citation": index},
+            )
+            for index, title, url, snippet, date in sources
+        ]
+        return Page(hits=hits, info={"answer": answer[:ANSWER_CHARS]} if answer else {})
+
+    # -- search with the fallback -------------------------------------------------------------
+
+    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+        settings = ctx.settings
+        reason = None
+        if getattr(settings, "api_key", None) is not None:
+            try:
+                lists = await super().search(ctx, params)
+                ctx.extras["provider"] = flavor_of(settings)
+                return lists
+            except ProviderError as exc:
+                reason = f"{self.name} failed: {exc.message}"
+        else:
+            reason = f"{self.name} not configured ({self.settings_env_name('api_key')} unset)"
+        fallback = self._fallback()
+        if fallback is None or fallback.availability() is not None:
+            why = "no fallback configured" if fallback is None else fallback.availability()
+            raise ProviderError(self.name, f"{reason}; {why}")
+        sub_ctx = replace(ctx, settings=fallback.load_settings())
+        lists = await fallback.search(sub_ctx, params)
+        ctx.extras["provider"] = fallback.name
+        ctx.extras["fallback_reason"] = reason
+        return [
+            [
+                h.model_copy(
+                    update={
+                        "metadata": {
+                            **h.metadata,
+                            "provider": fallback.name,
+                            "fallback_reason": reason,
+                        }
+                    }
+                )
+                for h in hits
+            ]
+            for hits in lists
+        ]
+
+
+Source = tuple[int, str, str, str, Any]
+
+
+def citations(data: Mapping[str, Any], message: Mapping[str, Any], answer: str) -> list[Source]:
+    """(index, title, url, snippet, date) of every source, in citation order, URLs unique."""
+    found: list[Source] = []
+    search_info = data.get("search_info")
+    if isinstance(search_info, dict):  # Qwen / DashScope
+        for i, item in enumerate(search_info.get("search_results") or [], 1):
+            if isinstance(item, dict) and isinstance(item.get("url"), str):
+                given = item.get("index")
+                index = given if isinstance(given, int) else i
+                title = as_str(item.get("title"))
+                found.append((index, title, item["url"], "", None))
+    for key in ("web_search",):  # GLM
+        for i, item in enumerate(data.get(key) or [], 1):
+            if isinstance(item, dict) and isinstance(item.get("link"), str):
+                found.append(
+                    (
+                        i,
+                        as_str(item.get("title")),
+                        item["link"],
+                        as_str(item.get("content")),
+                        item.get("publish_date"),
+                    )
+                )
+    for where in (data, message):  # Perplexity-style `citations: [url, ...]`
+        for i, url in enumerate(where.get("citations") or [], 1):
+            if isinstance(url, str):
+                found.append((i, "", url, "", None))
+    for i, match in enumerate(MD_LINK.finditer(answer), 1):  # Markdown links in the answer
+        found.append((i, match.group(1), match.group(2), "", None))
+    if not found:
+        for i, url in enumerate(BARE_URL.findall(answer), 1):
+            found.append((i, "", url.rstrip(".,;"), "", None))
+    unique: dict[str, Source] = {}
+    for source in found:
+        unique.setdefault(source[2], source)
+    return list(unique.values())
+
+
+def cited_sentence(answer: str, index: int) -> str:
+    """The sentence of the answer that cites source `index` (`[ref_3]`, `[3]`), if any."""
+    for marker in (f"[ref_{index}]", f"[{index}]"):
+        at = answer.find(marker)
+        if at >= 0:
+            start = max(answer.rfind(c, 0, at) for c in ".!?\n\u3002\uff01\uff1f") + 1
+            return answer[start:at].strip()[:300]
+    return ""

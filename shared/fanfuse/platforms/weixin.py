@@ -1,0 +1,181 @@
+"""`weixin`: WeChat public-account articles through Sogou's weixin search pages.
+
+There is no API: `GET https://weixin.sogou.com/weixin?type=2&query&ie=utf8&page=N` answers
+server-rendered HTML (10 articles a page, `ul.news-list > li`, title link in `.txt-box h3 a`,
+summary in `p.txt-info`, account in `.all-time-y2` or `a.account`, the Unix time in `.s-p[t]`),
+parsed with selectolax. Written from the structure those pages have (as documented by the
+open-source clients that read them, e.g. wechatsogou) and PROVIDERS.md's notes.
+
+Result links are Sogou redirects (`/link?url=...`) whose page assembles the real
+`mp.weixin.qq.com` address in an inline script (`url += '...'` pieces); `resolve_target` reads it
+during the resolving stage. Sogou guards itself: a redirect to its `antispider` page or a captcha
+form means this client is blocked for a while, reported as its own error, and the platform is
+suspended for `cooldown` seconds (as SearXNG suspends an engine) instead of hammering Sogou.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from pydantic import field_validator
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import Capabilities, PlatformContext, ProviderError, SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken
+from fanfuse.platforms.runner import RequestSpec
+
+PAGE_SIZE = 10
+URL_PIECE = re.compile(r"url\s*\+=\s*'([^']*)'")
+TIME_CONVERT = re.compile(r"timeConvert\('(\d{9,11})'\)")
+NO_RESULTS = ("noresult_part1_container", "no-sosuo", "没有找到相关的微信公众号文章")
+BLOCKED = ("antispider", "seccodeForm", "seccodeImage")
+
+_suspended_until: dict[str, float] = {}
+"""platform name -> monotonic time until which it is suspended (per process)."""
+
+
+class Blocked(ProviderError):
+    """Sogou answered with its anti-spider or captcha page."""
+
+
+class WeixinSettings(HttpSettings):
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_WEIXIN_", extra="ignore", env_file=None)
+
+    enabled: bool
+    """Scrapes a public site: joins `all` only when a deployment opts in."""
+    base_url: str = "https://weixin.sogou.com/weixin"
+    user_agent: str = (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Chrome/124.0 Safari/537.36"
+    )
+    cooldown: float = 600.0
+    """Seconds to leave Sogou alone after it showed its anti-spider page."""
+    min_interval: float = 1.0
+    max_concurrency: int = 1
+    max_pages: int = 3
+
+    @field_validator("enabled")
+    @classmethod
+    def _opted_in(cls, value: bool) -> bool:
+        if not value:
+            raise ValueError("weixin is disabled")
+        return value
+
+
+class WeixinPlatform(HttpPlatform):
+    name = "weixin"
+    description = "WeChat public-account articles (Sogou weixin search)"
+    settings_model = WeixinSettings
+    capabilities = Capabilities(resolves_urls=True, languages=["zh"], max_results_per_call=10)
+
+    def build_request(
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+    ) -> RequestSpec:
+        return RequestSpec(
+            url=settings.base_url,
+            params=[("type", 2), ("query", queries[0]), ("ie", "utf8"), ("page", int(page or 1))],
+            headers={"User-Agent": settings.user_agent, "Accept": "text/html"},
+            follow_redirects=False,  # a redirect is how Sogou says "blocked"
+        )
+
+    def check_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
+    ) -> None:
+        location = headers.get("location", "")
+        head = body[:20_000].decode("utf-8", errors="replace")
+        if (300 <= status < 400 and "antispider" in location) or (
+            status == 200 and any(mark in head for mark in BLOCKED)
+        ):
+            raise Blocked(
+                self.name,
+                f"blocked by Sogou's anti-spider check (captcha); suspended for "
+                f"{settings.cooldown:g}s",
+            )
+        super().check_response(status, headers, body, settings)
+
+    def parse_response(
+        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
+        page: PageToken, settings: Any,
+    ) -> Page:  # fmt: skip
+        from selectolax.lexbor import LexborHTMLParser
+
+        html = body.decode("utf-8", errors="replace")
+        tree = LexborHTMLParser(html)
+        items = tree.css("ul.news-list > li")
+        if not items:
+            if any(mark in html for mark in NO_RESULTS):
+                return Page(hits=[])
+            raise ProviderError(
+                self.name, "malformed response: no result list (ul.news-list) in the page"
+            )
+        hits: list[Hit] = []
+        for item in items:
+            link = item.css_first(".txt-box h3 a")
+            href = link.attributes.get("href") if link is not None else None
+            if link is None or not href:
+                continue
+            summary = item.css_first("p.txt-info")
+            account = item.css_first(".all-time-y2") or item.css_first("a.account")
+            meta: dict[str, Any] = {"sogou_url": urljoin(settings.base_url, href)}
+            if account is not None:
+                meta["account"] = " ".join(account.text().split())
+            hits.append(
+                Hit(
+                    title=" ".join(link.text().split()),
+                    url=urljoin(settings.base_url, href),
+                    snippet=" ".join(summary.text().split()) if summary is not None else "",
+                    published_at=_published(item),
+                    language="zh",
+                    metadata=meta,
+                )
+            )
+        current = int(page or 1)
+        has_next = tree.css_first("#sogou_next") is not None or len(items) >= PAGE_SIZE
+        return Page(hits=hits, next_page=current + 1 if hits and has_next else None)
+
+    def resolve_target(self, url: str, body: bytes) -> str | None:
+        """The `mp.weixin.qq.com` URL a Sogou `/link` page assembles in its script."""
+        pieces = URL_PIECE.findall(body.decode("utf-8", errors="replace"))
+        if not pieces:
+            return None
+        target = "".join(pieces).replace("@", "")
+        host = urlsplit(target).hostname or ""
+        return target if host == "weixin.qq.com" or host.endswith(".weixin.qq.com") else None
+
+    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+        until = _suspended_until.get(self.name, 0.0)
+        left = until - time.monotonic()
+        if left > 0:
+            raise ProviderError(
+                self.name,
+                f"suspended for {left:.0f}s more after Sogou's anti-spider check blocked it",
+            )
+        try:
+            return await super().search(ctx, params)
+        except Blocked:
+            _suspended_until[self.name] = time.monotonic() + float(
+                getattr(ctx.settings, "cooldown", 600.0)
+            )
+            raise
+
+
+def _published(item: Any) -> datetime | None:
+    stamp = None
+    box = item.css_first(".s-p")
+    if box is not None and (box.attributes.get("t") or "").isdigit():
+        stamp = box.attributes.get("t")
+    if stamp is None:
+        found = TIME_CONVERT.search(item.html or "")
+        stamp = found.group(1) if found else None
+    return datetime.fromtimestamp(int(stamp), UTC) if stamp else None
+
+
+def lift_suspension(name: str = "weixin") -> None:
+    """End a suspension early (operators, tests)."""
+    _suspended_until.pop(name, None)
