@@ -25,6 +25,8 @@ BUILTIN: dict[str, str] = {
     "sec_edgar": "fanfuse.platforms.sec_edgar:SecEdgarPlatform",
     "arxiv": "fanfuse.platforms.arxiv:ArxivPlatform",
     "wikipedia": "fanfuse.platforms.wikipedia:WikipediaPlatform",
+    "weixin": "fanfuse.platforms.weixin:WeixinPlatform",
+    "builtin": "fanfuse.platforms.builtin:BuiltinPlatform",
 }
 
 
