@@ -40,7 +40,7 @@ class ProgressView:
             for run in view.platform_runs:
                 self.bars[run.name] = self.progress.add_task(run.name, total=100, note="")
         for run in view.platform_runs:
-            note = f"{run.state.value}: {run.message}"
+            note = run.message.removeprefix(f"Platform {run.index}/{run.of} ({run.name}): ")
             self.progress.update(self.bars[run.name], completed=_percent(run), note=note)
         self.progress.update(
             self.overall, completed=view.progress.percent, note=view.progress.message
@@ -120,9 +120,9 @@ async def _run_search(
 ) -> TaskView:
     columns = (
         TextColumn("{task.description}", table_column=Column(width=12, no_wrap=True)),
-        BarColumn(bar_width=20),
+        BarColumn(bar_width=16),
         TextColumn("{task.percentage:>5.1f}%"),
-        TextColumn("{task.fields[note]}", table_column=Column(no_wrap=True, ratio=1)),
+        TextColumn("{task.fields[note]}", table_column=Column(no_wrap=True, max_width=36)),
     )
     with Progress(*columns, console=console, disable=not show_progress) as bars:
         on_update = ProgressView(bars)
