@@ -60,9 +60,8 @@ async def resolve(run: StageRun, hits: list[Hit]) -> list[Hit]:
                 )  # fmt: skip
                 target = reader(final, response.body) if reader is not None else None
                 target = target or meta_refresh_target(response.body)
-                if target:
-                    await net.check_url(target, settings)
-                    final = target
+                if target and target.startswith(("http://", "https://")):
+                    final = target  # not fetched here; the fetching stage checks it first
                 url = canonical_url(final)
                 meta = {**hit.metadata}
                 if url != hit.url:
