@@ -1,0 +1,230 @@
+"""`web_search_mcp`: a web-search MCP server as a platform, through the `mcp` SDK.
+
+Written from the Model Context Protocol specification's "Tools" section
+(modelcontextprotocol.io/specification, `tools/call` answering `content[]` items of type `text`,
+`structuredContent`, `isError`) and the `mcp` Python SDK (client sessions over stdio or streamable
+HTTP), for servers such as the open-source `web-search-mcp`, whose tools are `full-web-search`
+(query, limit, includeContent), `get-web-search-summaries` (query, limit) and
+`get-single-web-page-content` (url, maxContentLength). Their answers are parsed whether they are
+JSON (`{"results": [{title, url, description, fullContent}]}`) or the numbered text blocks those
+servers print (`**1. Title**`, `URL: ...`, `Description: ...`, `**Full Content:**`).
+
+Not one HTTP call, so it implements `search` itself. When content is wanted it asks for full
+content and then fetches up to `targeted_fetches` results that still lack it with
+`get-single-web-page-content` (the query strategy's targeted fetches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic_settings import SettingsConfigDict
+
+from fanfuse.models import Hit
+from fanfuse.platforms.base import (
+    Capabilities,
+    Platform,
+    PlatformContext,
+    PlatformSettings,
+    ProviderError,
+    SearchParams,
+)
+
+BLOCK = re.compile(r"^\*\*(\d+)\.\s*(.+?)\*\*\s*$", re.MULTILINE)
+FIELD = re.compile(r"^(URL|Description|Snippet):\s*(.*)$", re.MULTILINE)
+CONTENT_MARK = "**Full Content:**"
+
+
+class WebSearchMcpSettings(PlatformSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="FANFUSE_WEB_SEARCH_MCP_", extra="ignore", env_file=None
+    )
+
+    url: str | None = None
+    """A streamable-HTTP MCP endpoint (`http://host:port/mcp`)."""
+    command: str | None = None
+    """Or a command line that starts the server on stdio (`npx web-search-mcp`)."""
+    search_tool: str = "full-web-search"
+    summary_tool: str = "get-web-search-summaries"
+    page_tool: str = "get-single-web-page-content"
+    timeout: float = 60.0
+    targeted_fetches: int = 3
+    max_content_chars: int = 20_000
+
+
+def parse_results(payload: str) -> list[dict[str, str]]:
+    """Results from one text content item: JSON, or the servers' numbered text blocks."""
+    text = payload.strip()
+    if text.startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            data = None
+        if data is not None:
+            return _from_json(data)
+    marks = list(BLOCK.finditer(text))
+    found: list[dict[str, str]] = []
+    for i, mark in enumerate(marks):
+        block = text[mark.end() : marks[i + 1].start() if i + 1 < len(marks) else len(text)]
+        head, _, content = block.partition(CONTENT_MARK)
+        fields = {name.lower(): value.strip() for name, value in FIELD.findall(head)}
+        if not fields.get("url"):
+            continue
+        body = content.strip().removesuffix("---").strip()
+        found.append(
+            {
+                "title": mark.group(2).strip(),
+                "url": fields["url"],
+                "snippet": fields.get("description") or fields.get("snippet", ""),
+                "content": body,
+            }
+        )
+    return found
+
+
+def _from_json(data: Any) -> list[dict[str, str]]:
+    items = data.get("results", []) if isinstance(data, dict) else data
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("url"), str):
+            out.append(
+                {
+                    "title": str(item.get("title") or ""),
+                    "url": item["url"],
+                    "snippet": str(item.get("description") or item.get("snippet") or ""),
+                    "content": str(item.get("fullContent") or item.get("content") or ""),
+                }
+            )
+    return out
+
+
+class WebSearchMcpPlatform(Platform):
+    name = "web_search_mcp"
+    description = "a web-search MCP server (full-web-search and friends) over stdio or HTTP"
+    settings_model = WebSearchMcpSettings
+    capabilities = Capabilities(max_results_per_call=20)
+
+    def availability(self) -> str | None:
+        own = super().availability()
+        if own is not None:
+            return own
+        settings = self.load_settings()
+        if not getattr(settings, "url", None) and not getattr(settings, "command", None):
+            url, command = self.settings_env_name("url"), self.settings_env_name("command")
+            return f"missing settings: {url} or {command}"
+        return None
+
+    @asynccontextmanager
+    async def session(self, settings: Any) -> AsyncIterator[Any]:
+        """An initialized MCP client session to the configured server."""
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
+        if settings.url:
+            transport: Any = streamable_http_client(settings.url)
+        elif settings.command:
+            argv = shlex.split(settings.command)
+            transport = stdio_client(StdioServerParameters(command=argv[0], args=argv[1:]))
+        else:
+            raise ProviderError(self.name, self.availability() or "not configured")
+        async with transport as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            yield session
+
+    async def call(
+        self, session: Any, ctx: PlatformContext, tool: str, arguments: dict[str, Any]
+    ) -> list[dict[str, str]]:
+        """Call one tool, record it, and parse its results."""
+        started = time.monotonic()
+        record: dict[str, Any] = {"platform": self.name, "tool": tool, "attempts": 1}
+        try:
+            result = await session.call_tool(tool, arguments)
+        except Exception as exc:
+            record["error"] = str(exc)[:200]
+            raise ProviderError(self.name, f"tool {tool} failed: {exc}") from exc
+        finally:
+            record["seconds"] = round(time.monotonic() - started, 4)
+            ctx.extras.setdefault("calls", []).append(record)
+        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+        if result.is_error:
+            record["error"] = " ".join(texts)[:200]
+            raise ProviderError(self.name, f"tool {tool} reported an error: {' '.join(texts)}")
+        found = _from_json(result.structured_content) if result.structured_content else []
+        for text in texts if not found else []:
+            found.extend(parse_results(text))
+        return found
+
+    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+        settings: Any = ctx.settings
+        try:
+            async with asyncio.timeout(settings.timeout), self.session(settings) as session:
+                lists = []
+                for i, query in enumerate(params.queries, 1):
+                    lists.append(await self._one(session, ctx, settings, query, params))
+                    ctx.report(i, len(params.queries), f"{i}/{len(params.queries)} queries")
+                return lists
+        except TimeoutError as exc:
+            raise ProviderError(self.name, f"timed out after {settings.timeout:g}s") from exc
+        except ProviderError:
+            raise
+        except (OSError, RuntimeError, ExceptionGroup) as exc:
+            raise ProviderError(self.name, f"could not talk to the MCP server: {exc!r}") from exc
+
+    async def _one(
+        self, session: Any, ctx: PlatformContext, settings: Any, query: str, params: SearchParams
+    ) -> list[Hit]:
+        if params.include_content:
+            args = {"query": query, "limit": params.limit, "includeContent": True}
+            found = await self.call(session, ctx, settings.search_tool, args)
+        else:
+            args = {"query": query, "limit": params.limit}
+            found = await self.call(session, ctx, settings.summary_tool, args)
+        hits = [
+            Hit(
+                title=item["title"],
+                url=item["url"],
+                snippet=item["snippet"],
+                content=(item["content"] or None) if params.include_content else None,
+                metadata={
+                    "tool": settings.search_tool
+                    if params.include_content
+                    else settings.summary_tool
+                },
+            )
+            for item in found[: params.limit]
+        ]
+        if params.include_content:
+            hits = await self._targeted_fetches(session, ctx, settings, hits)
+        return hits
+
+    async def _targeted_fetches(
+        self, session: Any, ctx: PlatformContext, settings: Any, hits: list[Hit]
+    ) -> list[Hit]:
+        """Fetch up to `targeted_fetches` pages that came back without content."""
+        lacking = [i for i, h in enumerate(hits) if not h.content][: settings.targeted_fetches]
+        for i in lacking:
+            args = {"url": hits[i].url, "maxContentLength": settings.max_content_chars}
+            try:
+                result = await session.call_tool(settings.page_tool, args)
+            except Exception as exc:  # one page failing does not fail the search
+                hits[i].metadata["fetch_error"] = str(exc)[:200]
+                continue
+            text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+            if result.is_error or not text.strip():
+                hits[i].metadata["fetch_error"] = text[:200] or "empty page"
+                continue
+            hits[i] = hits[i].model_copy(
+                update={
+                    "content": text.strip(),
+                    "metadata": {**hits[i].metadata, "fetched_by": settings.page_tool},
+                }
+            )
+        return hits
