@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "wikipedia": "fanfuse.platforms.wikipedia:WikipediaPlatform",
     "weixin": "fanfuse.platforms.weixin:WeixinPlatform",
     "builtin": "fanfuse.platforms.builtin:BuiltinPlatform",
+    "web_search_mcp": "fanfuse.platforms.web_search_mcp:WebSearchMcpPlatform",
 }
 
 
