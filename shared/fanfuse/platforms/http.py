@@ -109,6 +109,8 @@ class HttpPlatform(Platform):
     """Base of the platforms that are an HTTP search API (see the module docstring)."""
 
     settings_model: ClassVar[type[PlatformSettings]] = HttpSettings
+    uses_strategy: ClassVar[bool] = False
+    """Shape queries for their language and top up short result lists (content/strategy.py)."""
     key_fields: ClassVar[tuple[str, ...]] = ()
     """Settings that hold credentials: named in the message of a 401/403."""
 
@@ -195,6 +197,27 @@ class HttpPlatform(Platform):
             page = result.next_page
         return lists
 
+    async def _with_strategy(
+        self, ctx: PlatformContext, query: str, params: SearchParams
+    ) -> list[Hit]:
+        """One query's hits; with `uses_strategy`, shaped and topped up by broader queries."""
+        if not self.uses_strategy:
+            return (await self._collect(ctx, [query], params))[0]
+        from fanfuse.content.strategy import shape_query, supplemental_queries
+
+        shaped = shape_query(query, params.language)
+        found = (await self._collect(ctx, [shaped], params))[0]
+        seen = {h.url for h in found}
+        for extra in supplemental_queries(shaped):
+            if len(found) >= params.limit:
+                break
+            for hit in (await self._collect(ctx, [extra], params))[0]:
+                if hit.url not in seen and len(found) < params.limit:
+                    seen.add(hit.url)
+                    meta = {**hit.metadata, "supplemental_query": extra}
+                    found.append(hit.model_copy(update={"metadata": meta}))
+        return found
+
     def collect_info(self, ctx: PlatformContext, page: Page) -> None:
         """Keep what a page says besides hits (answers, suggestions) for the run's record."""
         if page.info:
@@ -208,7 +231,7 @@ class HttpPlatform(Platform):
 
         async def one(query: str) -> list[Hit]:
             nonlocal done
-            found = (await self._collect(ctx, [query], params))[0]
+            found = await self._with_strategy(ctx, query, params)
             done += 1
             ctx.report(done, len(queries), f"{done}/{len(queries)} queries")
             return found

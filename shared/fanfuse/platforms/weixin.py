@@ -73,6 +73,7 @@ class WeixinPlatform(HttpPlatform):
     description = "WeChat public-account articles (Sogou weixin search)"
     settings_model = WeixinSettings
     capabilities = Capabilities(resolves_urls=True, languages=["zh"], max_results_per_call=10)
+    uses_strategy = True
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
