@@ -46,6 +46,10 @@ class Reporter:
         self.stage = stage
         self._write(0, total, detail, force=True)
 
+    def done(self, detail: str, total: int) -> None:
+        """The current stage is complete: always written (a stage end is worth a write)."""
+        self._write(total, total, detail, force=True)
+
     def step(self, current: int, total: int, detail: str) -> None:
         self._write(current, total, detail, force=False)
 
@@ -123,7 +127,10 @@ async def execute(
         if stage is Stage.SEARCHING:  # always first; the claim already reported it
             lists = await run.platform.search(run.ctx, run.params)
             hits = _ranked(lists, run.params.limit)
-            run.reporter.message = progress.found_message(len(hits))
+            if stage is stages[-1]:  # the fan-in writes it with the run's end
+                run.reporter.message = progress.found_message(len(hits))
+            else:
+                run.reporter.done(f"Found {len(hits)} results", len(hits))
         else:
             hits = await _handler(stage)(run, hits)
         timings[stage.value] = round(time.monotonic() - started, 4)
