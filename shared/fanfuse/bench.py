@@ -147,11 +147,14 @@ class StubSearxServer:
             def do_GET(self) -> None:
                 parts = urlsplit(self.path)
                 status, body = stub._answer(parts.path, parse_qs(parts.query))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout, a cancelled search): nothing to do
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None
