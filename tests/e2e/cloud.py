@@ -1,0 +1,180 @@
+"""What the end-to-end tests share: the platforms, the corpus, and `Cloud`, the running stack.
+
+The cloud path end to end: the official Firestore emulator, the Cloud Tasks emulator driven by
+the official client, and the five functions as real functions-framework processes.
+
+One stack per session (starting it costs seconds, the vectors model load in the worker a few
+more); Firestore is wiped and every queue resumed before each test. Nothing here skips: without
+Java, gcloud's Firestore emulator or functions-framework the session fixture fails, saying what
+is missing (devstack checks the prerequisites).
+
+Platforms: `docs` and `vectors` over a tiny corpus written to a temp dir, and `searxng` instances
+(FANFUSE_EXTRA_PLATFORMS) pointed at a stub server in this process that answers at once
+(`web_ok`), with HTTP 500 (`web_fail`), with a malformed body (`web_bad`), or only when the test
+releases a gate (`web_gate`). A second start_search process gives its searches a 3 s deadline.
+Every function process appends its Firestore writes to one log, so tests count writes per document.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import httpx
+from fanfuse.bench import StubSearxServer
+from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
+from fanfuse.models import TERMINAL_TASK
+from fanfuse.store.firestore import FirestoreStore, WriteLog
+from google.cloud import firestore
+
+SHORT_DEADLINE = 3.0
+TERMINAL = {s.value for s in TERMINAL_TASK}
+
+CORPUS = [
+    ("q1", "Quantum tunnelling", "Electrons tunnel through a potential barrier in a junction."),
+    ("s1", "Superconductivity", "Superconductors carry current without resistance when cold."),
+    ("p1", "Plasma physics", "A plasma is an ionised gas of electrons and ions in a field."),
+    ("c1", "Semiconductors", "Doped silicon conducts through electrons and holes."),
+    ("o1", "Optics", "Lenses refract light and lasers emit coherent light."),
+    ("m1", "Magnetism", "Ferromagnets align electron spins into domains."),
+    ("t1", "Thermodynamics", "Entropy of an isolated system never decreases."),
+    ("a1", "Acoustics", "Sound waves propagate through air as pressure oscillations."),
+]
+
+WEB = {
+    "web_ok": "delay/0",
+    "web_fail": "status/500",
+    "web_bad": "malformed",
+    "web_gate": "gate/web_gate",
+}
+PLATFORMS = ["docs", "vectors", *WEB]
+
+
+@dataclass
+class Cloud:
+    """The running stack and what the tests do with it."""
+
+    stack: LocalStack
+    addresses: StackAddresses
+    short_start: FunctionProcess
+    stub: StubSearxServer
+    http: httpx.Client
+    write_log: Path
+    db: firestore.Client = field(init=False)
+    store: FirestoreStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.db = self.firestore_client()
+        self.store = FirestoreStore(self.db)
+
+    def url(self, target: str) -> str:
+        return self.addresses.functions[target]
+
+    # -- the public API ------------------------------------------------------------------------
+
+    def start(
+        self,
+        payload: dict[str, Any],
+        *,
+        short_deadline: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        url = self.short_start.url if short_deadline else self.url("start_search")
+        response = self.http.post(url, json=payload, headers=headers)
+        assert response.status_code == 202, response.text
+        accepted: dict[str, Any] = response.json()
+        assert response.headers["Location"] == accepted["status_url"]
+        return accepted
+
+    def status(self, task_id: str, headers: dict[str, str] | None = None) -> httpx.Response:
+        return self.http.get(f"{self.url('search_status')}/{task_id}", headers=headers)
+
+    def wait(self, accepted: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """Poll `status_url` as an app would until the search is terminal."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = self.http.get(accepted["status_url"])
+            assert response.status_code == 200, response.text
+            view: dict[str, Any] = response.json()
+            if view["status"] in TERMINAL:
+                return view
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not terminal after {timeout} s: {json.dumps(view)[:2000]}")
+            time.sleep(0.05)
+
+    def wait_until(self, check: Any, timeout: float = 30.0, what: str = "condition") -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} not reached after {timeout} s")
+            time.sleep(0.02)
+
+    def run_of(self, view: dict[str, Any], name: str) -> dict[str, Any]:
+        run: dict[str, Any] = next(r for r in view["platform_runs"] if r["name"] == name)
+        return run
+
+    # -- as Cloud Tasks would ------------------------------------------------------------------
+
+    def deliver(self, target: str, body: Any, *, from_cloud_tasks: bool = True) -> httpx.Response:
+        """POST a task body to run_platform / aggregate, with Cloud Tasks' header if asked."""
+        headers = {"X-CloudTasks-TaskName": f"manual-{time.monotonic_ns()}"}
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return self.http.post(
+            self.url(target),
+            content=content,
+            headers={"Content-Type": "application/json", **(headers if from_cloud_tasks else {})},
+        )
+
+    def queue(self, platform: str) -> str:
+        return self.stack.tasks.queue_path(self.addresses.queues[platform])
+
+    def pause(self, platform: str) -> None:
+        """Hold a platform's queue: its tasks wait there (the emulator honours pause)."""
+        self.stack.tasks.client().pause_queue(name=self.queue(platform), timeout=5)
+
+    # -- Firestore, read straight --------------------------------------------------------------
+
+    def firestore_client(self) -> firestore.Client:
+        """Another client on the emulator (as another function instance would have)."""
+        with mock.patch.dict(os.environ, {"FIRESTORE_EMULATOR_HOST": self.addresses.firestore}):
+            return firestore.Client(project=self.addresses.project)
+
+    def doc(self, path: str) -> firestore.DocumentSnapshot:
+        return self.db.document(path).get()
+
+    def task_doc(self, task_id: str) -> dict[str, Any]:
+        snap = self.doc(f"searches/{task_id}")
+        assert snap.exists, f"no task document {task_id}"
+        data: dict[str, Any] = snap.to_dict()
+        return data
+
+    def platform_doc(self, task_id: str, name: str) -> dict[str, Any]:
+        snap = self.doc(f"searches/{task_id}/platforms/{name}")
+        assert snap.exists
+        data: dict[str, Any] = snap.to_dict()
+        return data
+
+    def writes(self, task_id: str) -> Counter[str]:
+        """Writes per document of one search, by every function process so far."""
+        return WriteLog.read(self.write_log, prefix=f"searches/{task_id}")
+
+    def write_ops(self, task_id: str) -> Counter[tuple[str, str]]:
+        """Writes per (document, operation), the document named "task" or by its platform."""
+        ops: Counter[tuple[str, str]] = Counter()
+        prefix = f"searches/{task_id}"
+        for (doc, op), n in WriteLog.read_ops(self.write_log, prefix).items():
+            ops[doc.removeprefix(prefix).rpartition("/")[2] or "task", op] += n
+        return ops
+
+
+def write_corpus(path: Path) -> Path:
+    with path.open("w") as out:
+        for doc_id, title, text in CORPUS:
+            out.write(json.dumps({"id": doc_id, "title": title, "text": text}) + "\n")
+    return path

@@ -1,0 +1,88 @@
+"""Session fixtures: one local cloud stack per session, a clean slate per test (see cloud.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fanfuse.bench import StubSearxServer
+from fanfuse.devstack import FunctionProcess, LocalStack
+
+from tests.e2e.cloud import PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
+
+
+@pytest.fixture(scope="session")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    tmp = tmp_path_factory.mktemp("e2e")
+    corpus = write_corpus(tmp / "physics.jsonl")
+    write_log = tmp / "firestore-writes.jsonl"
+    stub = StubSearxServer().start()
+    extra = {
+        name: {
+            "engine": "searxng",
+            "settings": {"base_url": stub.url(path), "max_attempts": 1, "timeout": 60},
+        }
+        for name, path in WEB.items()
+    }
+    env = {
+        "FANFUSE_DOCS_CORPUS": str(corpus),
+        "FANFUSE_VECTORS_CORPUS": str(corpus),
+        "FANFUSE_CACHE_DIR": str(tmp / "cache"),
+        "FANFUSE_EXTRA_PLATFORMS": json.dumps(extra),
+        "FANFUSE_FIRESTORE_WRITE_LOG": str(write_log),
+    }
+    stack = LocalStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", tasks_max_retries=3)
+    # Fails (never skips) when Java, gcloud's Firestore emulator or functions-framework is
+    # missing: devstack checks the prerequisites and says what to install.
+    try:
+        addresses = stack.start()
+        short = FunctionProcess(
+            "start_search",
+            env={**addresses.env(), **env, "FANFUSE_DEADLINE_SECONDS": str(SHORT_DEADLINE)},
+            log_dir=tmp / "logs" / "short",
+        ).start()
+    except BaseException:
+        stub.stop()
+        stack.stop()
+        raise
+    try:
+        with httpx.Client(timeout=60) as http:
+            yield Cloud(
+                stack=stack,
+                addresses=addresses,
+                short_start=short,
+                stub=stub,
+                http=http,
+                write_log=write_log,
+            )
+    finally:
+        stub.stop()  # releases gated requests first, so no worker waits on them
+        short.stop()
+        stack.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.emulators)
+
+
+@pytest.fixture
+def e2e(cloud: Cloud) -> Iterator[Cloud]:
+    """A clean slate: no documents, every queue running, stub gates closed.
+
+    Queues are resumed, not purged: the emulator's dispatcher thread for a queue dies when a
+    task it is about to dispatch vanishes. Leftover tasks of earlier tests are harmless: their
+    search is gone, so the functions acknowledge and drop them.
+    """
+    cloud.stack.firestore.reset()
+    client = cloud.stack.tasks.client()
+    for name in cloud.addresses.queues.values():
+        client.resume_queue(name=cloud.stack.tasks.queue_path(name), timeout=5)
+    cloud.stub.reset()
+    yield cloud
+    cloud.stub.reset()

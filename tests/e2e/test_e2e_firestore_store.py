@@ -1,0 +1,204 @@
+"""FirestoreStore on the Firestore emulator: the TaskStore contract the SQLite store also keeps."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from fanfuse import lifecycle
+from fanfuse.errors import TaskConflict, TaskNotFound
+from fanfuse.models import (
+    FusionMethod,
+    Hit,
+    PlatformRun,
+    PlatformState,
+    SearchRequest,
+    Task,
+    TaskStatus,
+    utcnow,
+)
+from fanfuse.store.base import Snapshot, Writes
+from fanfuse.store.firestore import DocumentTooLarge, FirestoreStore
+from google.cloud import firestore
+from pydantic import ValidationError
+
+from tests.e2e.cloud import Cloud
+
+
+def make(
+    task_id: str, names: list[str], *, expires_in: timedelta = timedelta(minutes=30)
+) -> tuple[Task, list[PlatformRun]]:
+    now = utcnow()
+    request = SearchRequest.model_validate({"query": ["q one", "q two"], "platform": names})
+    task = Task(
+        task_id=task_id,
+        request=request,
+        queries=request.queries,
+        platforms=names,
+        fusion=FusionMethod.RRF,
+        created_at=now,
+        updated_at=now,
+        deadline_at=now + timedelta(minutes=2),
+        expires_at=now + expires_in,
+    )
+    runs = [
+        PlatformRun(task_id=task_id, name=n, index=i, of=len(names)) for i, n in enumerate(names, 1)
+    ]
+    return task, runs
+
+
+def raw(db: firestore.Client, path: str) -> dict[str, Any]:
+    data: dict[str, Any] = db.document(path).get().to_dict()
+    return data
+
+
+def test_documents_round_trip_with_native_timestamps(e2e: Cloud) -> None:
+    store = e2e.store
+    task, runs = make("rt1", ["alpha", "beta_two"])
+    store.create(task, runs)
+    assert store.get_task("rt1") == task
+    assert store.get_runs("rt1") == runs
+    assert store.get_task("nope") is None and store.get_runs("nope") == []
+
+    doc = raw(e2e.db, "searches/rt1")
+    assert isinstance(doc["expires_at"], datetime) and doc["expires_at"] == task.expires_at
+    assert doc["status"] == "pending" and doc["fusion"] == "rrf"  # enums as their values
+    platform = raw(e2e.db, "searches/rt1/platforms/beta_two")
+    assert platform["state"] == "queued" and platform["expires_at"] == task.expires_at
+
+
+def test_transact_reads_writes_declines_and_aborts(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make("tx1", ["alpha", "beta"]))
+    with pytest.raises(TaskNotFound):
+        store.transact("missing", None, lifecycle.cancel(utcnow()))
+
+    seen: list[Snapshot] = []
+
+    def look(snap: Snapshot) -> Writes | None:
+        seen.append(snap)
+        return None
+
+    before = e2e.db.document("searches/tx1").get().update_time
+    assert store.transact("tx1", ["beta"], look) is None
+    assert store.transact("tx1", None, look) is None
+    assert list(seen[0].runs) == ["beta"] and list(seen[1].runs) == ["alpha", "beta"]
+    assert e2e.db.document("searches/tx1").get().update_time == before  # nothing written
+
+    claimed = store.transact("tx1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    assert claimed is not None and claimed.runs[0].attempt == 1
+    assert store.get_runs("tx1")[0].state is PlatformState.RUNNING
+
+    store.transact("tx1", None, lifecycle.cancel(utcnow()))
+    with pytest.raises(TaskConflict):  # a mutator's exception aborts and propagates
+        store.transact("tx1", None, lifecycle.cancel(utcnow()))
+    assert store.get_task("tx1").status is TaskStatus.CANCELLED  # type: ignore[union-attr]
+
+
+def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) -> None:
+    # Two clients stand for two function instances: Firestore's transactions alone decide.
+    other = FirestoreStore(e2e.firestore_client())
+    store = e2e.store
+    store.create(*make("fin1", ["alpha", "beta"]))
+    store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    outcome = lifecycle.Outcome(
+        state=PlatformState.SUCCEEDED, results=[Hit(url="https://e.test/1", title="one")]
+    )
+    results: list[Writes | None] = []
+    barrier = threading.Barrier(2)
+
+    def finish(s: FirestoreStore) -> None:
+        barrier.wait()
+        results.append(s.transact("fin1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow())))
+
+    threads = [threading.Thread(target=finish, args=(s,)) for s in (store, other)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(r is None for r in results) == [False, True]
+    task = store.get_task("fin1")
+    assert task is not None and task.counters.done == 1 and task.counters.failed == 0
+    assert len(store.get_runs("fin1")[0].results) == 1
+
+
+def test_patch_run_updates_top_level_fields_only(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make("pr1", ["alpha"]))
+    when = utcnow()
+    store.patch_run(
+        "pr1",
+        "alpha",
+        {
+            "message": "Searching: 1/2 queries",
+            "progress": {"current": 1, "total": 2},
+            "updated_at": when.isoformat(),
+            "not_a_field": 1,
+        },
+    )
+    run = store.get_runs("pr1")[0]
+    assert run.message == "Searching: 1/2 queries" and run.progress.current == 1
+    assert run.state is PlatformState.QUEUED and run.updated_at == when
+    doc = raw(e2e.db, "searches/pr1/platforms/alpha")
+    assert isinstance(doc["updated_at"], datetime) and "not_a_field" not in doc
+    with pytest.raises(ValidationError):
+        store.patch_run("pr1", "alpha", {"percent": "lots"})
+    store.patch_run("pr1", "nobody", {"message": "x"})  # a missing document stays missing
+    assert not e2e.db.document("searches/pr1/platforms/nobody").get().exists
+
+
+def test_content_goes_to_its_own_documents(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make("ct1", ["alpha"]))
+    store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    page = "A long page. " * 2000
+    outcome = lifecycle.Outcome(
+        state=PlatformState.SUCCEEDED,
+        results=[Hit(url="https://e.test/page", title="page", content=page)],
+    )
+    written = store.transact("ct1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    assert written is not None
+    (content_id,) = written.contents
+    hit = store.get_runs("ct1")[0].results[0]
+    assert hit.content is None and hit.content_id == content_id
+    assert store.get_contents("ct1", [content_id, "unknown"]) == {content_id: page}
+    doc = raw(e2e.db, f"searches/ct1/contents/{content_id}")
+    assert set(doc) == {"text", "expires_at"}
+
+
+def test_free_form_metadata_survives_firestore(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make("md1", ["alpha"]))
+    store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    metadata = {"bbox": [[1, 2], [3, [4, 5]]], "tags": ("a", "b"), "n": None, "x.y": 1.5}
+    outcome = lifecycle.Outcome(
+        state=PlatformState.SUCCEEDED,
+        results=[Hit(url="https://e.test/m", metadata=metadata)],
+    )
+    store.transact("md1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    stored = store.get_runs("md1")[0].results[0].metadata
+    assert stored == {"bbox": [[1, 2], [3, [4, 5]]], "tags": ["a", "b"], "n": None, "x.y": 1.5}
+
+
+def test_purge_expired_deletes_tasks_with_their_documents(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make("old1", ["alpha"], expires_in=timedelta(seconds=-1)))
+    store.create(*make("new1", ["alpha"]))
+    assert store.purge_expired(utcnow()) == 1
+    assert store.get_task("old1") is None and store.get_runs("old1") == []
+    assert store.get_task("new1") is not None
+    assert store.purge_expired(utcnow()) == 0
+
+
+def test_a_document_over_one_mib_is_refused_before_anything_is_written(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make("big1", ["alpha"]))
+    store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    huge = [Hit(url=f"https://e.test/{i}", snippet="x" * 20_000) for i in range(60)]
+    outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=huge)
+    with pytest.raises(DocumentTooLarge, match="searches/big1/platforms/alpha"):
+        store.transact("big1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    assert store.get_task("big1").counters.done == 0  # type: ignore[union-attr]
+    assert store.get_runs("big1")[0].state is PlatformState.RUNNING
