@@ -22,6 +22,7 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -29,7 +30,7 @@ from unittest import mock
 import httpx
 from fanfuse.bench import StubSearxServer
 from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
-from fanfuse.models import TERMINAL_TASK
+from fanfuse.models import TERMINAL_TASK, FusionMethod, PlatformRun, SearchRequest, Task, utcnow
 from fanfuse.store.firestore import FirestoreStore, WriteLog
 from google.cloud import firestore
 
@@ -66,6 +67,8 @@ class Cloud:
     stub: StubSearxServer
     http: httpx.Client
     write_log: Path
+    env: dict[str, str]
+    """What every function process was given (besides the stack's addresses)."""
     db: firestore.Client = field(init=False)
     store: FirestoreStore = field(init=False)
 
@@ -178,3 +181,26 @@ def write_corpus(path: Path) -> Path:
         for doc_id, title, text in CORPUS:
             out.write(json.dumps({"id": doc_id, "title": title, "text": text}) + "\n")
     return path
+
+
+def make_task(
+    task_id: str, names: list[str], *, expires_in: timedelta = timedelta(minutes=30)
+) -> tuple[Task, list[PlatformRun]]:
+    """A task and its queued platform runs, as start_search would write them."""
+    now = utcnow()
+    request = SearchRequest.model_validate({"query": ["q one", "q two"], "platform": names})
+    task = Task(
+        task_id=task_id,
+        request=request,
+        queries=request.queries,
+        platforms=names,
+        fusion=FusionMethod.RRF,
+        created_at=now,
+        updated_at=now,
+        deadline_at=now + timedelta(minutes=2),
+        expires_at=now + expires_in,
+    )
+    runs = [
+        PlatformRun(task_id=task_id, name=n, index=i, of=len(names)) for i, n in enumerate(names, 1)
+    ]
+    return task, runs

@@ -57,6 +57,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
                 stub=stub,
                 http=http,
                 write_log=write_log,
+                env=env,
             )
     finally:
         stub.stop()  # releases gated requests first, so no worker waits on them

@@ -10,12 +10,8 @@ import pytest
 from fanfuse import lifecycle
 from fanfuse.errors import TaskConflict, TaskNotFound
 from fanfuse.models import (
-    FusionMethod,
     Hit,
-    PlatformRun,
     PlatformState,
-    SearchRequest,
-    Task,
     TaskStatus,
     utcnow,
 )
@@ -24,29 +20,7 @@ from fanfuse.store.firestore import DocumentTooLarge, FirestoreStore
 from google.cloud import firestore
 from pydantic import ValidationError
 
-from tests.e2e.cloud import Cloud
-
-
-def make(
-    task_id: str, names: list[str], *, expires_in: timedelta = timedelta(minutes=30)
-) -> tuple[Task, list[PlatformRun]]:
-    now = utcnow()
-    request = SearchRequest.model_validate({"query": ["q one", "q two"], "platform": names})
-    task = Task(
-        task_id=task_id,
-        request=request,
-        queries=request.queries,
-        platforms=names,
-        fusion=FusionMethod.RRF,
-        created_at=now,
-        updated_at=now,
-        deadline_at=now + timedelta(minutes=2),
-        expires_at=now + expires_in,
-    )
-    runs = [
-        PlatformRun(task_id=task_id, name=n, index=i, of=len(names)) for i, n in enumerate(names, 1)
-    ]
-    return task, runs
+from tests.e2e.cloud import Cloud, make_task
 
 
 def raw(db: firestore.Client, path: str) -> dict[str, Any]:
@@ -56,7 +30,7 @@ def raw(db: firestore.Client, path: str) -> dict[str, Any]:
 
 def test_documents_round_trip_with_native_timestamps(e2e: Cloud) -> None:
     store = e2e.store
-    task, runs = make("rt1", ["alpha", "beta_two"])
+    task, runs = make_task("rt1", ["alpha", "beta_two"])
     store.create(task, runs)
     assert store.get_task("rt1") == task
     assert store.get_runs("rt1") == runs
@@ -71,7 +45,7 @@ def test_documents_round_trip_with_native_timestamps(e2e: Cloud) -> None:
 
 def test_transact_reads_writes_declines_and_aborts(e2e: Cloud) -> None:
     store = e2e.store
-    store.create(*make("tx1", ["alpha", "beta"]))
+    store.create(*make_task("tx1", ["alpha", "beta"]))
     with pytest.raises(TaskNotFound):
         store.transact("missing", None, lifecycle.cancel(utcnow()))
 
@@ -101,7 +75,7 @@ def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) ->
     # Two clients stand for two function instances: Firestore's transactions alone decide.
     other = FirestoreStore(e2e.firestore_client())
     store = e2e.store
-    store.create(*make("fin1", ["alpha", "beta"]))
+    store.create(*make_task("fin1", ["alpha", "beta"]))
     store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow()))
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED, results=[Hit(url="https://e.test/1", title="one")]
@@ -126,7 +100,7 @@ def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) ->
 
 def test_patch_run_updates_top_level_fields_only(e2e: Cloud) -> None:
     store = e2e.store
-    store.create(*make("pr1", ["alpha"]))
+    store.create(*make_task("pr1", ["alpha"]))
     when = utcnow()
     store.patch_run(
         "pr1",
@@ -151,7 +125,7 @@ def test_patch_run_updates_top_level_fields_only(e2e: Cloud) -> None:
 
 def test_content_goes_to_its_own_documents(e2e: Cloud) -> None:
     store = e2e.store
-    store.create(*make("ct1", ["alpha"]))
+    store.create(*make_task("ct1", ["alpha"]))
     store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow()))
     page = "A long page. " * 2000
     outcome = lifecycle.Outcome(
@@ -170,7 +144,7 @@ def test_content_goes_to_its_own_documents(e2e: Cloud) -> None:
 
 def test_free_form_metadata_survives_firestore(e2e: Cloud) -> None:
     store = e2e.store
-    store.create(*make("md1", ["alpha"]))
+    store.create(*make_task("md1", ["alpha"]))
     store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow()))
     metadata = {"bbox": [[1, 2], [3, [4, 5]]], "tags": ("a", "b"), "n": None, "x.y": 1.5}
     outcome = lifecycle.Outcome(
@@ -184,8 +158,8 @@ def test_free_form_metadata_survives_firestore(e2e: Cloud) -> None:
 
 def test_purge_expired_deletes_tasks_with_their_documents(e2e: Cloud) -> None:
     store = e2e.store
-    store.create(*make("old1", ["alpha"], expires_in=timedelta(seconds=-1)))
-    store.create(*make("new1", ["alpha"]))
+    store.create(*make_task("old1", ["alpha"], expires_in=timedelta(seconds=-1)))
+    store.create(*make_task("new1", ["alpha"]))
     assert store.purge_expired(utcnow()) == 1
     assert store.get_task("old1") is None and store.get_runs("old1") == []
     assert store.get_task("new1") is not None
@@ -194,7 +168,7 @@ def test_purge_expired_deletes_tasks_with_their_documents(e2e: Cloud) -> None:
 
 def test_a_document_over_one_mib_is_refused_before_anything_is_written(e2e: Cloud) -> None:
     store = e2e.store
-    store.create(*make("big1", ["alpha"]))
+    store.create(*make_task("big1", ["alpha"]))
     store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow()))
     huge = [Hit(url=f"https://e.test/{i}", snippet="x" * 20_000) for i in range(60)]
     outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=huge)

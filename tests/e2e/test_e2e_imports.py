@@ -1,0 +1,72 @@
+"""Each function imports what its target uses: a worker for one platform loads no other one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fanfuse.devstack import DEFAULT_FUNCTIONS_SOURCE
+
+from tests.e2e.cloud import Cloud, make_task
+
+PROBE = """
+import importlib.util, json, sys
+import flask
+spec = importlib.util.spec_from_file_location("main", sys.argv[1])
+main = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(main)
+target, method, body = sys.argv[2], sys.argv[3], sys.argv[4]
+app = flask.Flask("probe")
+path = "/" + (json.loads(body).get("task_id", "") if method == "GET" else "")
+with app.test_request_context(path, method=method, data=body if method == "POST" else None):
+    response = getattr(main, target)(flask.request)
+print(json.dumps({
+    "status": response.status_code,
+    "body": response.get_json(),
+    "platforms": sorted(m for m in sys.modules if m.startswith("fanfuse.platforms.")),
+    "tasks_client": "google.cloud.tasks_v2" in sys.modules,
+    "torch": "torch" in sys.modules,
+}))
+"""
+
+
+def probe(e2e: Cloud, target: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Import functions/main.py in a fresh process, serve one request, list what got imported."""
+    env = {**e2e.addresses.env(), **e2e.env, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            str(DEFAULT_FUNCTIONS_SOURCE),
+            target,
+            method,
+            json.dumps(body),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parent,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_a_platform_worker_imports_only_its_platform(e2e: Cloud) -> None:
+    e2e.store.create(*make_task("imp1", ["docs", "vectors"]))
+    worker = probe(e2e, "run_platform", "POST", {"task_id": "imp1", "platform": "docs"})
+    assert worker["status"] == 200 and worker["body"]["outcome"] == "succeeded", worker
+    assert worker["platforms"] == ["fanfuse.platforms.base", "fanfuse.platforms.docs"]
+    assert not worker["torch"]  # the vectors model stays out of a docs worker
+    assert not worker["tasks_client"]  # not the last platform: nothing to enqueue
+
+    status = probe(e2e, "search_status", "GET", {"task_id": "imp1"})
+    assert status["status"] == 200 and status["body"]["task_id"] == "imp1"
+    assert status["platforms"] == ["fanfuse.platforms.base"]
+    assert not status["tasks_client"] and not status["torch"]

@@ -1,0 +1,85 @@
+"""The latency benchmark's parts: the stub SearXNG server and the report (no emulators)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+from fanfuse.bench import (
+    RESULTS_PER_PAGE,
+    LatencyReport,
+    Series,
+    StubSearxServer,
+    extra_platforms_env,
+    run_latency,
+    stub_platforms,
+)
+
+
+def test_stub_answers_like_searxng_after_its_delay() -> None:
+    with StubSearxServer() as stub, httpx.Client() as http:
+        answer = http.get(stub.url("delay/0.05") + "/search", params={"q": "x", "format": "json"})
+        assert answer.status_code == 200
+        results = answer.json()["results"]
+        assert len(results) == RESULTS_PER_PAGE
+        assert {"url", "title", "content", "engine", "score"} <= set(results[0])
+        assert results[0]["url"] == "https://stub.test/shared/1"  # shared by every platform
+        page2 = http.get(stub.url("delay/5") + "/search", params={"q": "x", "pageno": 2})
+        assert page2.json()["results"] == []  # later pages: empty and immediate
+        assert http.get(stub.url("status/503") + "/search").status_code == 503
+        assert http.get(stub.url("malformed") + "/search").text.startswith("<html>")
+        assert stub.requests == {"delay/0.05": 1, "status/503": 1, "malformed": 1}
+
+
+def test_stub_gate_holds_requests_until_released() -> None:
+    with StubSearxServer() as stub, httpx.Client(timeout=10) as http:
+        answers: list[int] = []
+        worker = threading.Thread(
+            target=lambda: answers.append(http.get(stub.url("gate/g") + "/search").status_code)
+        )
+        worker.start()
+        deadline = time.monotonic() + 10
+        while stub.waiting("g") < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert answers == []
+        stub.release("g")
+        worker.join(10)
+        assert answers == [200]
+
+
+def test_stub_platforms_are_searxng_instances_for_another_process() -> None:
+    with StubSearxServer() as stub:
+        platforms = stub_platforms(stub, [0.2, 1.0])
+        assert list(platforms) == ["stub_0_2", "stub_1"]
+        assert platforms["stub_1"].engine == "searxng"
+        assert platforms["stub_1"].settings["base_url"] == stub.url("delay/1")
+        assert '"stub_0_2": {"engine": "searxng"' in extra_platforms_env(platforms)
+
+
+def test_report_ratios_and_targets() -> None:
+    report = LatencyReport(
+        delays=[0.2, 0.5, 1.0],
+        runs=3,
+        poll=0.05,
+        series=[
+            Series(runtime="embedded", warmup=1.5, samples=[1.05, 1.10, 1.07]),
+            Series(runtime="emulator", warmup=6.0, samples=[1.6, 1.4, 1.55]),
+            Series(runtime="sequential", warmup=1.8, samples=[1.8, 1.75, 1.85]),
+        ],
+    )
+    ratios = report.ratios()
+    assert round(ratios["embedded"][0], 2) == 1.07
+    assert round(ratios["sequential"][1] or 0, 2) == 1.0
+    text = report.render()
+    assert "target embedded <= 1.15x the limit: met (1.07x)" in text
+    assert "target emulator <= 1.5x the limit: MISSED (1.55x)" in text
+
+
+def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
+    report = run_latency([0.05, 0.2], runs=2, poll=0.01, stack=False)
+    assert [s.runtime for s in report.series] == ["embedded", "sequential"]
+    embedded, sequential = report.series
+    assert len(embedded.samples) == 2
+    assert 0.2 <= embedded.median < sequential.median  # parallel beats one after another
+    assert sequential.median >= 0.25
