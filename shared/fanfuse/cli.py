@@ -22,7 +22,8 @@ out = Console()
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    # soft_wrap: one line whatever the width (rich hard-wraps at 80 columns when piped).
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

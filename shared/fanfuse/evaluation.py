@@ -20,6 +20,7 @@ from fanfuse.corpus import (
     Corpus,
     CorpusError,
     default_qrels_path,
+    default_queries_path,
     load_corpus,
     load_trec_queries,
 )
@@ -113,8 +114,17 @@ def run_evaluation(
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
     corpus = load_corpus(corpus_path)
-    queries = load_trec_queries(queries_path)
-    qrels = _Qrels(qrels_path or default_qrels_path())
+    queries_file = queries_path or default_queries_path()
+    qrels_file = qrels_path or default_qrels_path()
+    queries = load_trec_queries(queries_file)
+    qrels = _Qrels(qrels_file)
+    unknown = sorted(qrels.query_ids - queries.keys())
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (", ..." if len(unknown) > 5 else "")
+        raise CorpusError(
+            f"{qrels_file}: judgements for {len(unknown)} queries that are not in "
+            f"{queries_file}: {shown} (a qrels file for other topics?)"
+        )
     query_ids = list(queries)
     texts = [queries[qid] for qid in query_ids]
     notes: list[str] = []

@@ -214,3 +214,8 @@ def test_eval_with_a_missing_corpus_is_one_error_line(
     args = ["--corpus", "missing.trec", "--queries", "topics.trec", "--qrels", "qrels"]
     line = error_line(invoke("eval", "--json", *args))
     assert line == "error: missing.trec: no such file or folder"
+
+
+def test_a_long_error_message_stays_on_one_line(tmp_path: Path) -> None:
+    missing = tmp_path / ("deeply-nested-folder-" * 6) / "corpus.trec"
+    assert error_line(invoke("index", str(missing))) == f"error: {missing}: no such file or folder"

@@ -210,3 +210,13 @@ def test_a_malformed_qrels_file_is_a_clear_error_naming_it(tmp_path: Path, cache
     qrels.write_text("1 0 D01\n", encoding="utf-8")  # three columns: no relevance
     with pytest.raises(ValueError, match=re.escape(f"{qrels}: not a TREC qrels file")):
         run_evaluation(corpus, queries, qrels, show_progress=False)
+
+
+def test_qrels_naming_unknown_queries_is_a_clear_error_naming_it(
+    tmp_path: Path, cache: Path
+) -> None:
+    judged = [(qid, doc) for qid, topic in TOPICS.items() for doc in topic.relevant]
+    corpus, queries, qrels = write_collection(tmp_path, TOPICS, [*judged, ("99", "D01")])
+    expected = f"{qrels}: judgements for 1 queries that are not in {queries}: 99"
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        run_evaluation(corpus, queries, qrels, show_progress=False)
