@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from fanfuse.settings import Settings
 
 

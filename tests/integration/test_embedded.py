@@ -12,6 +12,7 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+
 from tests.fakes import FakePlatform, hits
 
 
@@ -147,7 +148,6 @@ async def test_cancel_while_running(settings: Settings) -> None:
 
 async def test_cancel_twice_is_a_conflict(settings: Settings) -> None:
     import pytest
-
     from fanfuse.errors import TaskConflict, TaskNotFound
 
     async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a"))) as rt:
@@ -183,9 +183,7 @@ async def test_restart_keeps_a_finished_task(settings: Settings) -> None:
         store.close()
     async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a"))) as rt:
         again = rt.service.status(view.task_id)
-    assert again.model_dump(exclude={"platform_runs"}) == view.model_dump(
-        exclude={"platform_runs"}
-    )
+    assert again.model_dump(exclude={"platform_runs"}) == view.model_dump(exclude={"platform_runs"})
 
 
 async def test_restart_resumes_an_unfinished_task(settings: Settings) -> None:

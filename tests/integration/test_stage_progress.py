@@ -9,6 +9,7 @@ from fanfuse.platforms import Registry
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+
 from tests.fakes import FakePlatform, hits
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fanfuse import progress
 from fanfuse.models import PlatformRun, PlatformState, Stage
 

@@ -76,7 +76,7 @@ class Platform(ABC):
         return self.settings_model(**self.overrides)
 
     def availability(self) -> str | None:
-        """None when the platform can run here, else why it cannot (shown by `fanfuse platforms`)."""
+        """None when the platform can run here, else why not (shown by `fanfuse platforms`)."""
         try:
             self.load_settings()
         except ValidationError as exc:

@@ -149,7 +149,8 @@ class SqliteStore(TaskStore):
         marks = ",".join("?" * len(ids))
         with self._lock:
             rows = self._db.execute(
-                f"SELECT content_id, text FROM contents WHERE task_id = ? AND content_id IN ({marks})",
+                "SELECT content_id, text FROM contents"
+                f" WHERE task_id = ? AND content_id IN ({marks})",
                 (task_id, *ids),
             ).fetchall()
         return dict(rows)
