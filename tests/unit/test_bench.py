@@ -6,15 +6,18 @@ import threading
 import time
 
 import httpx
+import typer
 from fanfuse.bench import (
     RESULTS_PER_PAGE,
     LatencyReport,
     Series,
     StubSearxServer,
+    bench_app,
     extra_platforms_env,
     run_latency,
     stub_platforms,
 )
+from typer.testing import CliRunner
 
 
 def test_stub_answers_like_searxng_after_its_delay() -> None:
@@ -83,3 +86,23 @@ def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
     assert len(embedded.samples) == 2
     assert 0.2 <= embedded.median < sequential.median  # parallel beats one after another
     assert sequential.median >= 0.25
+
+
+def test_the_cli_is_a_bench_group_with_a_latency_command() -> None:
+    app = typer.Typer()
+    app.add_typer(bench_app, name="bench")
+
+    @app.command()
+    def other() -> None: ...
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["bench", "latency", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--runs" in result.output and "--delays" in result.output
+    result = runner.invoke(app, ["bench", "latency", "--delays", "a,b"])
+    assert result.exit_code == 2 and "not a list of numbers" in result.output
+    result = runner.invoke(
+        app, ["bench", "latency", "--delays", "0.01,0.05", "--runs", "1", "--no-stack"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "target embedded <= 1.15x the limit" in result.output
