@@ -338,10 +338,7 @@ class FirestoreStore(TaskStore):
                 raise TaskNotFound(task_id)
             task = Task.model_validate(decode(snap.to_dict()))
             if names is None:
-                refs = [self._run_ref(task_id, n) for n in task.platforms]
-                docs = {
-                    d.reference.path: d for d in self.client.get_all(refs, transaction=transaction)
-                }
+                docs = self._read([self._run_ref(task_id, n) for n in task.platforms], transaction)
             found = [
                 PlatformRun.model_validate(decode(d.to_dict())) for d in docs.values() if d.exists
             ]
