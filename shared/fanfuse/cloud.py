@@ -96,7 +96,7 @@ def build_service() -> SearchService:
     return SearchService(
         store_from_settings(settings),
         CloudTasksQueue(settings),
-        Registry(extra=settings.extra_platforms),
+        Registry(extra=settings.extra_platforms, deployed=settings.deployed_platforms),
         settings,
     )
 
