@@ -227,5 +227,13 @@ def dev(
         raise fail(str(exc), 1) from None
 
 
+def _register_bench() -> None:
+    from fanfuse.bench import bench_app
+
+    app.add_typer(bench_app, name="bench")
+
+
+_register_bench()
+
 if __name__ == "__main__":
     app()

@@ -134,6 +134,7 @@ class SearchService:
         task_id, name = message.task_id, message.platform
         claimed = self.store.transact(task_id, [name], lifecycle.claim(name, self.clock()))
         if claimed is None:
+            self._resume_fan_in(task_id)
             return "skipped"
         run = claimed.runs[0]
         task = self.store.get_task(task_id)
@@ -196,6 +197,18 @@ class SearchService:
             calls=info.get("calls", []),
         )
 
+    def _resume_fan_in(self, task_id: str) -> None:
+        """A redelivery after the fan-in committed but its aggregate enqueue failed: enqueue it
+        again (the task name makes a second enqueue harmless) instead of waiting for the deadline.
+        """
+        task = self.store.get_task(task_id)
+        if (
+            task is not None
+            and not task.status.terminal
+            and all(r.state.terminal for r in self.store.get_runs(task_id))
+        ):
+            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+
     def _cancelled(self, task_id: str) -> bool:
         task = self.store.get_task(task_id)
         return task is None or task.status is TaskStatus.CANCELLED
@@ -213,7 +226,8 @@ class SearchService:
             message.task_id, None, lifecycle.finalize(self.clock(), force=message.deadline)
         )
         if written is None:
-            return "waiting"
+            latest = self.store.get_task(message.task_id)
+            return "already_final" if latest and latest.status.terminal else "waiting"
         return written.task.status.value if written.task else "finalized"
 
     def status(self, task_id: str) -> TaskView:

@@ -79,7 +79,7 @@ class DocsPlatform(Platform):
     capabilities = Capabilities(multi_query=True, content=True)
 
     def load_settings(self) -> DocsSettings:
-        return DocsSettings()
+        return DocsSettings(**self.overrides)
 
     def availability(self) -> str | None:
         reason = super().availability()

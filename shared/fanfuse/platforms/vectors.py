@@ -44,7 +44,7 @@ class VectorsPlatform(Platform):
     capabilities = Capabilities(multi_query=True, content=True)
 
     def load_settings(self) -> VectorsSettings:
-        return VectorsSettings()
+        return VectorsSettings(**self.overrides)
 
     def availability(self) -> str | None:
         reason = dense_unavailable_reason() or super().availability()
