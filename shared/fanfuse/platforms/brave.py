@@ -25,6 +25,7 @@ from fanfuse.platforms.http import (
     Page,
     PageToken,
     error_detail,
+    json_items,
     load_json,
     parse_date,
     require,
@@ -92,12 +93,8 @@ class BravePlatform(HttpPlatform):
         page: PageToken, settings: Any,
     ) -> Page:  # fmt: skip
         data = require(self.name, load_json(self.name, body), dict, "the body")
-        web = require(self.name, data.get("web", {}), dict, "`web`")
-        results = require(self.name, web.get("results", []), list, "`web.results`")
         hits = []
-        for item in results:
-            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
-                continue
+        for item in json_items(self.name, data, "web", "results"):
             meta = {k: item[k] for k in ("age", "page_age", "language") if item.get(k)}
             extra = item.get("extra_snippets")
             if isinstance(extra, list) and extra:

@@ -24,6 +24,7 @@ from fanfuse.platforms.http import (
     PageToken,
     as_float,
     as_str,
+    json_items,
     load_json,
     parse_date,
     require,
@@ -79,11 +80,8 @@ class ExaPlatform(HttpPlatform):
         page: PageToken, settings: Any,
     ) -> Page:  # fmt: skip
         data = require(self.name, load_json(self.name, body), dict, "the body")
-        results = require(self.name, data.get("results", []), list, "`results`")
         hits = []
-        for item in results:
-            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
-                continue
+        for item in json_items(self.name, data, "results"):
             highlights = item.get("highlights")
             snippet = (
                 " ... ".join(h for h in highlights if isinstance(h, str))

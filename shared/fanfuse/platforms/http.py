@@ -80,6 +80,21 @@ def require(platform: str, value: Any, kind: type, where: str) -> Any:
     return value
 
 
+def json_items(platform: str, data: Mapping[str, Any], *path: str) -> list[dict[str, Any]]:
+    """The result items at `path` in a decoded body that carry a string `url`, in order.
+
+    Each step of `path` must be an object and the last a list (a missing one counts as empty);
+    anything else is a `ProviderError` naming the dotted path. Items that are not objects or
+    have no string `url` are skipped.
+    """
+    value: Any = data
+    for depth, key in enumerate(path, 1):
+        last = depth == len(path)
+        where = "`" + ".".join(path[:depth]) + "`"
+        value = require(platform, value.get(key, [] if last else {}), list if last else dict, where)
+    return [item for item in value if isinstance(item, dict) and isinstance(item.get("url"), str)]
+
+
 def error_detail(body: bytes, limit: int = 200) -> str:
     """A short human-readable reason from an error body (JSON `message`/`error` or text)."""
     try:

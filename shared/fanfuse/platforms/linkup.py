@@ -24,6 +24,7 @@ from fanfuse.platforms.http import (
     PageToken,
     as_str,
     bearer,
+    json_items,
     load_json,
     require,
 )
@@ -74,11 +75,8 @@ class LinkupPlatform(HttpPlatform):
         page: PageToken, settings: Any,
     ) -> Page:  # fmt: skip
         data = require(self.name, load_json(self.name, body), dict, "the body")
-        results = require(self.name, data.get("results", []), list, "`results`")
         hits = []
-        for item in results:
-            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
-                continue
+        for item in json_items(self.name, data, "results"):
             text = as_str(item.get("content")).strip()
             snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rsplit(" ", 1)[0]
             hits.append(

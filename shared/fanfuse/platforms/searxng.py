@@ -22,6 +22,7 @@ from fanfuse.platforms.http import (
     PageToken,
     as_float,
     as_str,
+    json_items,
     load_json,
     parse_date,
     require,
@@ -81,11 +82,8 @@ class SearxngPlatform(HttpPlatform):
         page: PageToken, settings: Any,
     ) -> Page:  # fmt: skip
         data = require(self.name, load_json(self.name, body), dict, "the body")
-        results = require(self.name, data.get("results", []), list, "`results`")
         hits: list[Hit] = []
-        for item in results:
-            if not isinstance(item, dict) or not isinstance(item.get("url"), str):
-                continue
+        for item in json_items(self.name, data, "results"):
             hits.append(
                 Hit(
                     title=as_str(item.get("title")),

@@ -26,6 +26,7 @@ from fanfuse.platforms.http import (
     as_float,
     as_str,
     bearer,
+    json_items,
     load_json,
     parse_date,
     require,
@@ -81,7 +82,6 @@ class TavilyPlatform(HttpPlatform):
         page: PageToken, settings: Any,
     ) -> Page:  # fmt: skip
         data = require(self.name, load_json(self.name, body), dict, "the body")
-        results = require(self.name, data.get("results", []), list, "`results`")
         hits = [
             Hit(
                 title=as_str(item.get("title")),
@@ -91,8 +91,7 @@ class TavilyPlatform(HttpPlatform):
                 score=as_float(item.get("score")),
                 published_at=parse_date(item.get("published_date")),
             )
-            for item in results
-            if isinstance(item, dict) and isinstance(item.get("url"), str)
+            for item in json_items(self.name, data, "results")
         ]
         info = {k: data[k] for k in ("answer", "response_time") if data.get(k)}
         return Page(hits=hits, info=info)
