@@ -1,10 +1,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from fanfuse.platforms.runner import Runner
 from fanfuse.settings import Settings
+from pytest_httpserver import HTTPServer
+
+from tests.unit.platforms.harness import Sleeps, loopback_server, make_runner
 
 
 @pytest.fixture(autouse=True)
@@ -17,3 +22,27 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(db_path=tmp_path / "fanfuse.db", progress_interval=0.0, deadline_seconds=30)
+
+
+# The web platform tests (tests/unit/platforms, tests/integration/test_web_*): a 127.0.0.1
+# server for the providers' answers and a runner that records its sleeps instead of sleeping.
+
+
+@pytest.fixture
+def server() -> Iterator[HTTPServer]:
+    srv = loopback_server()
+    yield srv
+    srv.clear()
+    srv.stop()
+
+
+@pytest.fixture
+def sleeps() -> Sleeps:
+    return Sleeps()
+
+
+@pytest.fixture
+async def runner(sleeps: Sleeps) -> AsyncIterator[Runner]:
+    r = make_runner(sleeps)
+    yield r
+    await r.aclose()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
 import pytest
 from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.platforms import Registry
@@ -14,24 +12,9 @@ from fanfuse.settings import Settings
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
-from tests.unit.platforms.harness import Sleeps, fixture, loopback_server, make_runner
+from tests.unit.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def server() -> Iterator[HTTPServer]:
-    srv = loopback_server()
-    yield srv
-    srv.clear()
-    srv.stop()
-
-
-@pytest.fixture
-async def runner() -> AsyncIterator[Runner]:
-    r = make_runner(Sleeps())
-    yield r
-    await r.aclose()
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ the design.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -26,8 +25,6 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
-
-from tests.unit.platforms.harness import Sleeps, loopback_server, make_runner
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,21 +62,6 @@ class RecordingStore(SqliteStore):
         if "message" in fields:
             self.messages.append(fields["message"])
         super().patch_run(task_id, name, fields)
-
-
-@pytest.fixture
-def server() -> Iterator[HTTPServer]:
-    srv = loopback_server()
-    yield srv
-    srv.clear()
-    srv.stop()
-
-
-@pytest.fixture
-async def runner() -> AsyncIterator[Runner]:
-    r = make_runner(Sleeps())
-    yield r
-    await r.aclose()
 
 
 def serve_web(server: HTTPServer) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from fanfuse.platforms.base import ProviderError
@@ -12,35 +11,9 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from tests.unit.platforms.cases import CASES
-from tests.unit.platforms.harness import (
-    AdapterCase,
-    Sleeps,
-    loopback_server,
-    make_runner,
-    run_search,
-)
+from tests.unit.platforms.harness import AdapterCase, Sleeps, run_search
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def server() -> Iterator[HTTPServer]:
-    srv = loopback_server()
-    yield srv
-    srv.clear()
-    srv.stop()
-
-
-@pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
-
-
-@pytest.fixture
-async def runner(sleeps: Sleeps) -> AsyncIterator[Runner]:
-    r = make_runner(sleeps)
-    yield r
-    await r.aclose()
 
 
 def base(server: HTTPServer) -> str:

@@ -2,31 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-
-import pytest
 from fanfuse.content.strategy import shape_query, supplemental_queries
 from fanfuse.platforms.runner import Runner
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from tests.unit.platforms import cases
-from tests.unit.platforms.harness import Sleeps, fixture, loopback_server, make_runner, run_search
-
-
-@pytest.fixture
-def server() -> Iterator[HTTPServer]:
-    srv = loopback_server()
-    yield srv
-    srv.clear()
-    srv.stop()
-
-
-@pytest.fixture
-async def runner() -> AsyncIterator[Runner]:
-    r = make_runner(Sleeps())
-    yield r
-    await r.aclose()
+from tests.unit.platforms.harness import fixture, run_search
 
 
 def test_cjk_queries_lose_spaces_and_question_marks() -> None:
