@@ -11,10 +11,11 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,12 +23,39 @@ from numpy.typing import NDArray
 from fanfuse.corpus import Corpus, cache_dir
 
 Ranked = list[tuple[int, float]]
+T = TypeVar("T")
 
 
 def index_dir(corpus: Corpus, kind: str, cache_root: Path | None = None) -> Path:
     """Where the `kind` index of this corpus lives: `{cache root}/indexes/{fingerprint}/{kind}`."""
     root = cache_root if cache_root is not None else cache_dir()
     return root.expanduser().resolve() / "indexes" / corpus.fingerprint / kind
+
+
+class IndexMemo(Generic[T]):
+    """The indexes this process holds, by (index folder, corpus fingerprint); thread-safe.
+
+    An index is loaded or built under the memo's lock, so threads that ask for the same index
+    at once get one index, made once.
+    """
+
+    def __init__(self) -> None:
+        self._indexes: dict[tuple[Path, str], T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, corpus: Corpus, make: Callable[[], T]) -> T:
+        """The memoized index at `path` for this corpus, else `make()`, memoized."""
+        key = (path, corpus.fingerprint)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None:
+                index = make()
+                self._indexes[key] = index
+            return index
+
+    def clear(self) -> None:
+        with self._lock:
+            self._indexes.clear()
 
 
 def read_meta(directory: Path) -> dict[str, Any] | None:

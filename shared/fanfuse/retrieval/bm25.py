@@ -10,7 +10,7 @@ import logging
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import bm25s
 import numpy as np
@@ -18,7 +18,7 @@ import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
 from fanfuse.corpus import Corpus, CorpusError, indexable_text
-from fanfuse.retrieval import Ranked, index_dir, publish, read_meta, top_k
+from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,7 @@ def _meta(corpus: Corpus) -> dict[str, Any]:
 class Bm25Index:
     """A BM25 index of one corpus; `search` is safe to call from several threads at once."""
 
-    _memo: dict[tuple[Path, str], Bm25Index] = {}
-    _memo_lock = threading.Lock()
+    _memo: ClassVar[IndexMemo[Bm25Index]] = IndexMemo()
 
     def __init__(self, corpus: Corpus, retriever: bm25s.BM25, path: Path) -> None:
         self.corpus = corpus
@@ -88,19 +87,16 @@ class Bm25Index:
     def load_or_build(cls, corpus: Corpus, cache_root: Path | None = None) -> Bm25Index:
         """The index from this process's memo, else from disk, else built once and saved."""
         path = index_dir(corpus, KIND, cache_root)
-        key = (path, corpus.fingerprint)
-        with cls._memo_lock:
-            index = cls._memo.get(key)
-            if index is None:
-                index = cls(corpus, cls._load_or_build_retriever(corpus, path), path)
-                cls._memo[key] = index
-            return index
+
+        def make() -> Bm25Index:
+            return cls(corpus, cls._load_or_build_retriever(corpus, path), path)
+
+        return cls._memo.get(path, corpus, make)
 
     @classmethod
     def clear_memo(cls) -> None:
         """Forget the in-process indexes (tests; the disk cache is untouched)."""
-        with cls._memo_lock:
-            cls._memo.clear()
+        cls._memo.clear()
 
     @classmethod
     def _load_or_build_retriever(cls, corpus: Corpus, path: Path) -> bm25s.BM25:

@@ -15,13 +15,13 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fanfuse.corpus import Corpus, indexable_text
-from fanfuse.retrieval import Ranked, index_dir, publish, read_meta, top_k
+from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -198,8 +198,7 @@ def _meta(corpus: Corpus) -> dict[str, Any]:
 class DenseIndex:
     """Cosine search over cached, normalized document embeddings; thread-safe."""
 
-    _memo: dict[tuple[Path, str], DenseIndex] = {}
-    _memo_lock = threading.Lock()
+    _memo: ClassVar[IndexMemo[DenseIndex]] = IndexMemo()
 
     def __init__(self, corpus: Corpus, embeddings: NDArray[np.float32], path: Path) -> None:
         self.corpus = corpus
@@ -220,20 +219,16 @@ class DenseIndex:
         `on_progress(done, total)` is called only when the corpus is actually encoded.
         """
         path = index_dir(corpus, KIND, cache_root)
-        key = (path, corpus.fingerprint)
-        with cls._memo_lock:
-            index = cls._memo.get(key)
-            if index is None:
-                embeddings = cls._load_or_encode(corpus, path, show_progress, on_progress)
-                index = cls(corpus, embeddings, path)
-                cls._memo[key] = index
-            return index
+
+        def make() -> DenseIndex:
+            return cls(corpus, cls._load_or_encode(corpus, path, show_progress, on_progress), path)
+
+        return cls._memo.get(path, corpus, make)
 
     @classmethod
     def clear_memo(cls) -> None:
         """Forget the in-process indexes (tests; the disk cache is untouched)."""
-        with cls._memo_lock:
-            cls._memo.clear()
+        cls._memo.clear()
 
     @classmethod
     def _load_or_encode(
