@@ -8,9 +8,10 @@ per `progress_interval` except at stage changes.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,48 @@ class StageRun:
     params: SearchParams
     reporter: Reporter
     info: dict[str, Any] = field(default_factory=dict)
+
+    async def each_hit(
+        self,
+        stage: Stage,
+        hits: list[Hit],
+        indices: Sequence[int],
+        work: Callable[[Hit], Awaitable[Hit]],
+        *,
+        concurrency: int,
+        errors: tuple[type[Exception], ...],
+        error_key: str,
+        unit: str,
+        summary: Callable[[int, int], str],
+    ) -> list[Hit]:
+        """`hits`, each one at `indices` replaced by `work(hit)`, at most `concurrency` at once.
+
+        Enters `stage` and reports `{done}/{total}{unit}` after each hit and `summary(ok, total)`
+        at the end. A hit whose work raises one of `errors` stays, with the reason in
+        `metadata[error_key]`.
+        """
+        total = len(indices)
+        self.reporter.enter(stage, f"0/{total}{unit}", total)
+        gate = asyncio.Semaphore(max(concurrency, 1))
+        out = list(hits)
+        done = ok = 0
+
+        async def one(index: int) -> None:
+            nonlocal done, ok
+            hit = hits[index]
+            async with gate:
+                try:
+                    out[index] = await work(hit)
+                    ok += 1
+                except errors as exc:
+                    meta = {**hit.metadata, error_key: str(exc)[:300]}
+                    out[index] = hit.model_copy(update={"metadata": meta})
+                done += 1
+                self.reporter.step(done, total, f"{done}/{total}{unit}")
+
+        await asyncio.gather(*(one(i) for i in indices))
+        self.reporter.step(total, total, summary(ok, total))
+        return out
 
 
 StageFn = Callable[[StageRun, list[Hit]], Awaitable[list[Hit]]]

@@ -89,31 +89,21 @@ async def fetch_content(run: StageRun, hits: list[Hit]) -> list[Hit]:
     settings = ContentSettings()
     runner = run.ctx.runner or default_runner()
     calls: list[dict[str, Any]] = run.info.setdefault("calls", [])
-    wanted = [i for i, h in enumerate(hits) if not h.content]
-    total = len(wanted)
-    run.reporter.enter(Stage.FETCHING_CONTENT, f"0/{total} pages", total)
-    gate = asyncio.Semaphore(max(settings.concurrency, 1))
-    out = list(hits)
-    done = ok = 0
 
-    async def one(index: int) -> None:
-        nonlocal done, ok
-        hit = hits[index]
-        async with gate:
-            try:
-                text, facts = await fetch_page(
-                    runner, f"{run.platform.name}/fetch", hit.url, settings, calls
-                )
-                out[index] = hit.model_copy(
-                    update={"content": text, "metadata": {**hit.metadata, **facts}}
-                )
-                ok += 1
-            except (net.Refused, NotExtracted, ProviderError) as exc:
-                meta = {**hit.metadata, "fetch_error": str(exc)[:300]}
-                out[index] = hit.model_copy(update={"metadata": meta})
-            done += 1
-            run.reporter.step(done, total, f"{done}/{total} pages")
+    async def fetch(hit: Hit) -> Hit:
+        text, facts = await fetch_page(
+            runner, f"{run.platform.name}/fetch", hit.url, settings, calls
+        )
+        return hit.model_copy(update={"content": text, "metadata": {**hit.metadata, **facts}})
 
-    await asyncio.gather(*(one(i) for i in wanted))
-    run.reporter.step(total, total, fetched_message(ok, total))
-    return out
+    return await run.each_hit(
+        Stage.FETCHING_CONTENT,
+        hits,
+        [i for i, h in enumerate(hits) if not h.content],
+        fetch,
+        concurrency=settings.concurrency,
+        errors=(net.Refused, NotExtracted, ProviderError),
+        error_key="fetch_error",
+        unit=" pages",
+        summary=fetched_message,
+    )

@@ -9,7 +9,6 @@ result is the canonical URL. Failures keep the original URL and are counted.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -44,36 +43,30 @@ async def resolve(run: StageRun, hits: list[Hit]) -> list[Hit]:
     calls: list[dict[str, Any]] = run.info.setdefault("calls", [])
     platform = run.platform
     reader = getattr(platform, "resolve_target", None)
-    total = len(hits)
-    run.reporter.enter(Stage.RESOLVING, f"0/{total}", total)
-    gate = asyncio.Semaphore(max(settings.concurrency, 1))
-    done = ok = 0
-    out = list(hits)
 
-    async def one(index: int, hit: Hit) -> None:
-        nonlocal done, ok
-        async with gate:
-            try:
-                response, final = await net.get(
-                    runner, f"{platform.name}/resolve", hit.url, settings, calls,
-                    max_bytes=RESOLVE_MAX_BYTES,
-                )  # fmt: skip
-                target = reader(final, response.body) if reader is not None else None
-                target = target or meta_refresh_target(response.body)
-                if target and target.startswith(("http://", "https://")):
-                    final = target  # not fetched here; the fetching stage checks it first
-                url = canonical_url(final)
-                meta = {**hit.metadata}
-                if url != hit.url:
-                    meta["redirected_from"] = hit.url
-                out[index] = hit.model_copy(update={"url": url, "metadata": meta})
-                ok += 1
-            except (net.Refused, ProviderError, ValueError) as exc:
-                meta = {**hit.metadata, "resolve_error": str(exc)[:300]}
-                out[index] = hit.model_copy(update={"metadata": meta})
-            done += 1
-            run.reporter.step(done, total, f"{done}/{total}")
+    async def follow(hit: Hit) -> Hit:
+        response, final = await net.get(
+            runner, f"{platform.name}/resolve", hit.url, settings, calls,
+            max_bytes=RESOLVE_MAX_BYTES,
+        )  # fmt: skip
+        target = reader(final, response.body) if reader is not None else None
+        target = target or meta_refresh_target(response.body)
+        if target and target.startswith(("http://", "https://")):
+            final = target  # not fetched here; the fetching stage checks it first
+        url = canonical_url(final)
+        meta = {**hit.metadata}
+        if url != hit.url:
+            meta["redirected_from"] = hit.url
+        return hit.model_copy(update={"url": url, "metadata": meta})
 
-    await asyncio.gather(*(one(i, h) for i, h in enumerate(hits)))
-    run.reporter.step(total, total, resolved_message(ok, total))
-    return out
+    return await run.each_hit(
+        Stage.RESOLVING,
+        hits,
+        range(len(hits)),
+        follow,
+        concurrency=settings.concurrency,
+        errors=(net.Refused, ProviderError, ValueError),
+        error_key="resolve_error",
+        unit="",
+        summary=resolved_message,
+    )
