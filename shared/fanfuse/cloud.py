@@ -258,6 +258,13 @@ def _permanent(request: flask.Request, target: str, exc: FanfuseError) -> flask.
     return json_response({"outcome": "dropped", "error": exc.body().model_dump()})
 
 
+def _task_failed(request: flask.Request, target: str, exc: FanfuseError) -> flask.Response:
+    """A task that failed while running: a 5xx is answered (Cloud Tasks retries), else permanent."""
+    if exc.status_code >= 500:
+        return error_response(exc)
+    return _permanent(request, target, exc)
+
+
 # ---------------------------------------------------------------------------------------------
 # The five targets
 
@@ -324,9 +331,7 @@ def run_platform(request: flask.Request) -> flask.Response:
     try:
         outcome = loops.run(service().run_platform(message))
     except FanfuseError as exc:
-        if exc.status_code >= 500:
-            return error_response(exc)
-        return _permanent(request, "run_platform", exc)
+        return _task_failed(request, "run_platform", exc)
     except KeyError as exc:
         if exc.args != (message.platform,):
             return _infrastructure(exc, "run_platform")
@@ -352,9 +357,7 @@ def aggregate(request: flask.Request) -> flask.Response:
     try:
         outcome = service().aggregate(message)
     except FanfuseError as exc:
-        if exc.status_code >= 500:
-            return error_response(exc)
-        return _permanent(request, "aggregate", exc)
+        return _task_failed(request, "aggregate", exc)
     except Exception as exc:
         return _infrastructure(exc, "aggregate")
     return json_response({"task_id": message.task_id, "outcome": outcome})
