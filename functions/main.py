@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import flask
 import functions_framework
+
 from fanfuse import cloud
 
 

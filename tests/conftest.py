@@ -5,10 +5,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from fanfuse.platforms.runner import Runner
-from fanfuse.settings import Settings
 from pytest_httpserver import HTTPServer
 
+from fanfuse.platforms.runner import Runner
+from fanfuse.settings import Settings
 from tests.unit.platforms.harness import Sleeps, loopback_server, make_runner
 
 

@@ -7,6 +7,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from google.cloud import firestore
+from pydantic import ValidationError
+
 from fanfuse import lifecycle
 from fanfuse.errors import TaskConflict, TaskNotFound
 from fanfuse.models import (
@@ -17,9 +20,6 @@ from fanfuse.models import (
 )
 from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.firestore import DocumentTooLarge, FirestoreStore
-from google.cloud import firestore
-from pydantic import ValidationError
-
 from tests.e2e.cloud import Cloud, make_task
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse.devstack import DEFAULT_FUNCTIONS_SOURCE
-
 from tests.e2e.cloud import Cloud, make_task
 
 PROBE = """

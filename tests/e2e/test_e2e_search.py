@@ -8,6 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
+from pydantic import TypeAdapter
+
 from fanfuse import lifecycle
 from fanfuse.models import (
     FusionMethod,
@@ -20,8 +22,6 @@ from fanfuse.models import (
     TaskStatus,
     utcnow,
 )
-from pydantic import TypeAdapter
-
 from tests.e2e.cloud import SHORT_DEADLINE, Cloud
 
 TASK_FIELDS = {

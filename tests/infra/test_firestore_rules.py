@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fanfuse.devstack import FirestoreEmulator, http_request
 
 RULES = Path(__file__).resolve().parents[2] / "infra" / "firestore.rules"

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 import pytest
+from typer.testing import CliRunner, Result
+
 from fanfuse.cli import app
 from fanfuse.corpus import load_corpus
 from fanfuse.models import MAX_QUERIES
@@ -18,7 +20,6 @@ from fanfuse.retrieval.bm25 import KIND as BM25_KIND
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.dense import KIND as DENSE_KIND
 from fanfuse.retrieval.dense import DenseIndex
-from typer.testing import CliRunner, Result
 
 DOCS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",

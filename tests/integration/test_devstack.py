@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.cloud import tasks_v2
+
 from fanfuse.devstack import (
     CloudTasksEmulator,
     FirestoreEmulator,
@@ -34,7 +36,6 @@ from fanfuse.devstack import (
     tcp_open,
     wait_until,
 )
-from google.cloud import tasks_v2
 
 FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"
 

@@ -12,7 +12,6 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-
 from tests.fakes import FakePlatform, hits
 
 
@@ -148,6 +147,7 @@ async def test_cancel_while_running(settings: Settings) -> None:
 
 async def test_cancel_twice_is_a_conflict(settings: Settings) -> None:
     import pytest
+
     from fanfuse.errors import TaskConflict, TaskNotFound
 
     async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a"))) as rt:

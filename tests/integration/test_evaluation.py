@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from fanfuse import evaluation
 from fanfuse.evaluation import METRICS, EvalReport, run_evaluation
 from fanfuse.fusers import DEFAULT_FUSION, FUSERS, VARIANTS

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from fanfuse.models import Hit
 from fanfuse.platforms.base import PlatformContext, PlatformSettings, ProviderError, SearchParams
 from fanfuse.platforms.docs import DocsPlatform, DocsSettings

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+
 from fanfuse.models import TaskStatus
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-
 from tests.fakes import FakePlatform
 
 

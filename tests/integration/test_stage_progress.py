@@ -9,7 +9,6 @@ from fanfuse.platforms import Registry
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-
 from tests.fakes import FakePlatform, hits
 
 

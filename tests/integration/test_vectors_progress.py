@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from fanfuse.corpus import Corpus, load_corpus
 from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.platforms import Registry

@@ -13,6 +13,9 @@ import json
 from typing import Any
 
 import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Response
+
 from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import Capabilities
@@ -23,8 +26,6 @@ from fanfuse.platforms.searxng import SearxngPlatform
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-from pytest_httpserver import HTTPServer
-from werkzeug import Response
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Response
+
 from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.platforms import Registry
 from fanfuse.platforms.runner import Runner
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
-from pytest_httpserver import HTTPServer
-from werkzeug import Response
-
 from tests.unit.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)

@@ -7,6 +7,8 @@ import time
 
 import httpx
 import typer
+from typer.testing import CliRunner
+
 from fanfuse.bench import (
     RESULTS_PER_PAGE,
     LatencyReport,
@@ -17,7 +19,6 @@ from fanfuse.bench import (
     run_latency,
     stub_platforms,
 )
-from typer.testing import CliRunner
 
 
 def test_stub_answers_like_searxng_after_its_delay() -> None:

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from fanfuse.corpus import Corpus, CorpusError, load_corpus
 from fanfuse.retrieval import index_dir
 from fanfuse.retrieval.bm25 import Bm25Index

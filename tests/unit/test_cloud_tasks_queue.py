@@ -18,12 +18,13 @@ from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
-from fanfuse.queue.cloud_tasks import CloudTasksQueue
-from fanfuse.settings import Settings
 from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+
+from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.cloud_tasks import CloudTasksQueue
+from fanfuse.settings import Settings
 
 URLS = {
     "run_platform": "https://run-platform-abc-uc.a.run.app",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from fanfuse.fusion import canonical_url, fuse, fuse_queries
 from fanfuse.models import FusionMethod, Hit
-
 from tests.fakes import hits
 
 

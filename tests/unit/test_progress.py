@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from fanfuse import progress
 from fanfuse.models import PlatformRun, PlatformState, Stage
 

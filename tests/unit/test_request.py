@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
 from fanfuse.errors import InvalidRequest
 from fanfuse.models import SearchRequest
 from fanfuse.platforms import Registry
@@ -12,8 +14,6 @@ from fanfuse.queue.base import TaskQueue
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-from pydantic import ValidationError
-
 from tests.fakes import FakePlatform
 
 AVAILABLE = ["docs", "vectors", "google"]

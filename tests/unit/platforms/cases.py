@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from fanfuse.platforms.base import Platform
-
 from tests.unit.platforms.harness import AdapterCase, fixture
 
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_httpserver import HTTPServer
+
 from fanfuse.models import Hit
 from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
 from fanfuse.platforms.runner import Runner
-from pytest_httpserver import HTTPServer
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "providers"
 

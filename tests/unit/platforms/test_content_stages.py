@@ -6,6 +6,9 @@ import json
 from typing import Any
 
 import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Response
+
 from fanfuse.content import net
 from fanfuse.content.compress import compress
 from fanfuse.content.fetch import fetch_page
@@ -15,9 +18,6 @@ from fanfuse.models import Hit, Stage
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.runner import Runner
 from fanfuse.stages import StageRun
-from pytest_httpserver import HTTPServer
-from werkzeug import Response
-
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from fanfuse.platforms.base import ProviderError
-from fanfuse.platforms.runner import Runner
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from fanfuse.platforms.base import ProviderError
+from fanfuse.platforms.runner import Runner
 from tests.unit.platforms.cases import CASES
 from tests.unit.platforms.harness import AdapterCase, Sleeps, run_search
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from fanfuse.platforms.base import ProviderError, SearchParams
-from fanfuse.platforms.runner import Runner
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from fanfuse.platforms.base import ProviderError, SearchParams
+from fanfuse.platforms.runner import Runner
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture, run_search
 

@@ -7,9 +7,9 @@ import shlex
 import sys
 
 import pytest
+
 from fanfuse.platforms.base import PlatformContext, ProviderError, SearchParams
 from fanfuse.platforms.web_search_mcp import WebSearchMcpPlatform, parse_results
-
 from tests.unit.platforms.harness import FIXTURES
 
 pytestmark = pytest.mark.timeout(120)

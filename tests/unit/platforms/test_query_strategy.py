@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fanfuse.content.strategy import shape_query, supplemental_queries
-from fanfuse.platforms.runner import Runner
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from fanfuse.content.strategy import shape_query, supplemental_queries
+from fanfuse.platforms.runner import Runner
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture, run_search
 
