@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,7 +284,7 @@ class ManagedProcess:
             self._popen.poll()
 
 
-class _Component:
+class _Component(ABC):
     """Start/stop plumbing shared by the three kinds of component; usable as a context manager.
 
     `launch()` spawns without waiting and `wait_ready()` blocks, so a stack can boot all its
@@ -294,11 +295,11 @@ class _Component:
     startup_seconds: float | None = None
     _started_at: float = 0.0
 
-    def launch(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def launch(self) -> None: ...
 
-    def wait_ready(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def wait_ready(self) -> None: ...
 
     def start(self) -> Self:
         """Launch, wait until ready (stopping again if that fails), return self."""

@@ -85,8 +85,10 @@ def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
     assert [s.runtime for s in report.series] == ["embedded", "sequential"]
     embedded, sequential = report.series
     assert len(embedded.samples) == 2
-    assert 0.2 <= embedded.median < sequential.median  # parallel beats one after another
-    assert sequential.median >= 0.25
+    # Only the physical lower bounds: no wall-clock comparison in a test (shared, noisy machines).
+    # That the platforms really overlap is proven deterministically in test_embedded (a barrier).
+    assert embedded.median >= 0.2  # the slowest platform
+    assert sequential.median >= 0.25  # the sum of the delays
 
 
 def test_the_cli_is_a_bench_group_with_a_latency_command() -> None:
