@@ -15,6 +15,7 @@ from rich.table import Column, Table
 
 from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
+from fanfuse.progress import platform_percent
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console(stderr=True)
@@ -42,16 +43,10 @@ class ProgressView:
                 self.bars[run.name] = self.progress.add_task(run.name, total=100, note="")
         for run in view.platform_runs:
             note = run.message.removeprefix(f"Platform {run.index}/{run.of} ({run.name}): ")
-            self.progress.update(self.bars[run.name], completed=_percent(run), note=note)
+            self.progress.update(self.bars[run.name], completed=platform_percent(run), note=note)
         self.progress.update(
             self.overall, completed=view.progress.percent, note=view.progress.message
         )
-
-
-def _percent(run: Any) -> float:
-    from fanfuse.progress import platform_percent
-
-    return platform_percent(run)
 
 
 def render_results(view: TaskView) -> None:

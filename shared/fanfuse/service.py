@@ -75,12 +75,10 @@ class SearchService:
             payload = payload.model_dump(exclude_none=True)
         if not isinstance(payload, Mapping):
             raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
-        known = self.registry.names()
+        reasons = {n: self.registry.unavailable_reason(n) for n in self.registry.names()}
         context = {
-            "available": self.registry.available(),
-            "unavailable": {
-                n: r for n in known if (r := self.registry.unavailable_reason(n)) is not None
-            },
+            "available": [n for n, r in reasons.items() if r is None],
+            "unavailable": {n: r for n, r in reasons.items() if r is not None},
         }
         try:
             return SearchRequest.model_validate(dict(payload), context=context)

@@ -41,7 +41,6 @@ class Reporter:
         self.stage = stages[0]
         self.message = ""
         self._last = float("-inf")
-        self.writes = 0
 
     def enter(self, stage: Stage, detail: str, total: int = 0) -> None:
         self.stage = stage
@@ -61,7 +60,6 @@ class Reporter:
         if not force and now - self._last < self.interval:
             return
         self._last = now
-        self.writes += 1
         self.store.patch_run(
             run.task_id,
             run.name,
