@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
-from fanfuse.platforms.runner import Runner
+from fanfuse.net.runner import Runner
 from fanfuse.settings import Settings
 from tests.unit.platforms.harness import Sleeps, loopback_server, make_runner
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
+from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
 
 
 def hits(prefix: str, n: int, *, host: str = "example.com") -> list[Hit]:
@@ -16,8 +16,10 @@ def hits(prefix: str, n: int, *, host: str = "example.com") -> list[Hit]:
     ]
 
 
-class FakePlatform(Platform):
+class FakePlatform(Platform[PlatformSettings]):
     """Answers each query with `results(query)`, or raises `error`, after `delay` seconds."""
+
+    settings_model = PlatformSettings
 
     def __init__(
         self,

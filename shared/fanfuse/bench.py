@@ -283,9 +283,8 @@ async def measure_embedded(
     from fanfuse.runtime import EmbeddedRuntime
 
     settings = Settings(db_path=workdir / "bench.db", extra_platforms=platforms)
-    registry = Registry(extra=platforms)
     timings: list[float] = []
-    async with EmbeddedRuntime(settings, registry=registry) as runtime:
+    async with EmbeddedRuntime(settings, registry=Registry.from_settings(settings)) as runtime:
         for _ in range(runs + 1):
             started = time.perf_counter()
             accepted = runtime.service.start(_payload(list(platforms)))
@@ -300,6 +299,7 @@ async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> 
     from fanfuse import fusers, fusion
     from fanfuse.platforms import Registry
     from fanfuse.platforms.base import PlatformContext, SearchParams
+    from fanfuse.stages.searching import ranked
 
     registry = Registry(extra=platforms)
     params = SearchParams(queries=["fan-out latency"], limit=RESULTS_PER_PAGE)
@@ -310,12 +310,7 @@ async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> 
         for name in platforms:
             platform = registry.get(name)
             ctx = PlatformContext(settings=platform.load_settings())
-            found = await platform.search(ctx, params)
-            lists[name] = [
-                hit.model_copy(update={"query_index": qi, "rank": rank})
-                for qi, hits in enumerate(found)
-                for rank, hit in enumerate(hits[: params.limit], 1)
-            ]
+            lists[name] = ranked(await platform.search(ctx, params), params.limit)
         fusion.fuse_queries(params.queries, lists, fusers.DEFAULT_FUSION, params.limit)
         timings.append(time.perf_counter() - started)
     return Series(runtime="sequential", warmup=timings[0], samples=timings[1:])
@@ -325,29 +320,28 @@ def measure_stack(
     platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path
 ) -> Series:
     """POST start_search -> terminal status seen polling `status_url`, on the local stack."""
-    import httpx
-
     from fanfuse.devstack import LocalStack
 
     env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
-    payload = _payload(list(platforms))
+    with LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs") as addresses:
+        url = addresses.functions["start_search"]
+        return asyncio.run(_measure_http(url, _payload(list(platforms)), runs, poll))
+
+
+async def _measure_http(url: str, payload: dict[str, Any], runs: int, poll: float) -> Series:
+    """Searches through the HTTP client, on one connection pool (as an app would keep it)."""
+    import httpx
+
+    from fanfuse.client import HttpSearchClient
+
     timings: list[float] = []
-    with (
-        LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs") as addresses,
-        httpx.Client(timeout=30) as http,
-    ):
+    async with httpx.AsyncClient(timeout=30) as http:
+        client = HttpSearchClient(url, poll=poll, http=http)
         for _ in range(runs + 1):
             started = time.perf_counter()
-            response = http.post(addresses.functions["start_search"], json=payload)
-            response.raise_for_status()
-            status_url = response.json()["status_url"]
-            while True:
-                status = http.get(status_url).json()["status"]
-                if status in ("completed", "partial", "failed", "cancelled"):
-                    break
-                time.sleep(poll)
+            view = await client.search(payload)
             timings.append(time.perf_counter() - started)
-            _check(status, "emulator")
+            _check(view.status.value, "emulator")
     return Series(runtime="emulator", warmup=timings[0], samples=timings[1:])
 
 

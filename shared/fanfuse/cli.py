@@ -136,8 +136,9 @@ async def _run_search(
 def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the platforms, which are available here, and why the others are not."""
     from fanfuse.platforms import Registry
+    from fanfuse.settings import Settings
 
-    registry = Registry()
+    registry = Registry.from_settings(Settings())
     rows = [(name, registry.unavailable_reason(name)) for name in registry.names()]
     if as_json:
         data = [{"name": n, "available": r is None, "reason": r} for n, r in rows]

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
-from fanfuse.errors import FanfuseError
+from fanfuse.errors import ApiError
 from fanfuse.models import Accepted, ErrorBody, TaskView
-
-
-class ApiError(FanfuseError):
-    def __init__(self, status: int, body: ErrorBody) -> None:
-        self.status_code = status
-        self.error = body
-        super().__init__(body.message)
+from fanfuse.polling import until_terminal
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -32,24 +25,45 @@ def _raise_for(response: httpx.Response) -> None:
 
 
 class HttpSearchClient:
-    def __init__(self, endpoint: str, *, poll: float = 0.2, timeout: float = 30.0) -> None:
+    """Searches through a deployed (or `fanfuse dev`) stack's `start_search` endpoint.
+
+    `http`: a client to reuse across searches (its connection pool); else one per search.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        poll: float = 0.2,
+        timeout: float = 30.0,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
         self.endpoint = endpoint
         self.poll = poll
         self.timeout = timeout
+        self.http = http
 
     async def search(
         self, payload: dict[str, Any], on_update: Callable[[TaskView], None] | None = None
     ) -> TaskView:
+        if self.http is not None:
+            return await self._search(self.http, payload, on_update)
         async with httpx.AsyncClient(timeout=self.timeout) as http:
-            response = await http.post(self.endpoint, json=payload)
-            _raise_for(response)
-            accepted = Accepted.model_validate(response.json())
-            while True:
-                response = await http.get(accepted.status_url)
-                _raise_for(response)
-                view = TaskView.model_validate(response.json())
-                if on_update:
-                    on_update(view)
-                if view.status.terminal:
-                    return view
-                await asyncio.sleep(self.poll)
+            return await self._search(http, payload, on_update)
+
+    async def _search(
+        self,
+        http: httpx.AsyncClient,
+        payload: dict[str, Any],
+        on_update: Callable[[TaskView], None] | None,
+    ) -> TaskView:
+        response = await http.post(self.endpoint, json=payload)
+        _raise_for(response)
+        accepted = Accepted.model_validate(response.json())
+
+        async def fetch() -> TaskView:
+            answer = await http.get(accepted.status_url)
+            _raise_for(answer)
+            return TaskView.model_validate(answer.json())
+
+        return await until_terminal(fetch, interval=self.poll, on_update=on_update)

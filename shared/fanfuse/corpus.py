@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
+from fanfuse.errors import CorpusError
 from fanfuse.settings import default_cache_dir
 
 # Bump when parsing changes what a source yields, so cached indexes of the old parse are ignored.
@@ -31,10 +32,6 @@ TITLE_WORDS = 10
 TITLE_MAX_CHARS = 200
 FOLDER_SUFFIXES = frozenset({".txt", ".md"})
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
-
-
-class CorpusError(ValueError):
-    """A corpus or query file that cannot be used; the message names the file (and line)."""
 
 
 class CorpusDoc(BaseModel):

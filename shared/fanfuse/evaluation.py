@@ -18,12 +18,12 @@ from rich.table import Table
 
 from fanfuse.corpus import (
     Corpus,
-    CorpusError,
     default_qrels_path,
     default_queries_path,
     load_corpus,
     load_trec_queries,
 )
+from fanfuse.errors import CorpusError
 from fanfuse.fusers import DEFAULT_FUSION, FUSERS, VARIANTS, Fuser
 from fanfuse.retrieval import Ranked
 from fanfuse.retrieval.bm25 import Bm25Index

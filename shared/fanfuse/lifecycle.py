@@ -10,17 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fanfuse import fusion, progress
+from fanfuse import aggregate, fusion, progress
 from fanfuse.errors import TaskConflict
-from fanfuse.models import (
-    Hit,
-    PlatformError,
-    PlatformRun,
-    PlatformState,
-    Progress,
-    Stage,
-    TaskStatus,
-)
+from fanfuse.models import CallRecord, Hit, PlatformState, Progress, Stage, TaskStatus
 from fanfuse.store.base import Mutator, Snapshot, Writes
 
 
@@ -34,7 +26,7 @@ class Outcome:
     message: str = ""
     provider: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
-    calls: list[dict[str, object]] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
 
 
 def claim(name: str, now: datetime) -> Mutator:
@@ -93,14 +85,18 @@ def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
                 if task.status is TaskStatus.CANCELLED
                 else PlatformState.TIMED_OUT
             )
-            return Writes(runs=[_ended(run, state, None, "Stopped: search already finished", now)])
+            return Writes(
+                runs=[
+                    aggregate.ended_run(run, state, None, "Stopped: search already finished", now)
+                ]
+            )
         hits, contents = _store_contents(outcome.results)
         message = outcome.message or (
             progress.found_message(len(hits))
             if outcome.state is PlatformState.SUCCEEDED
             else f"Failed: {outcome.error}"
         )
-        ended = _ended(run, outcome.state, outcome.error, message, now).model_copy(
+        ended = aggregate.ended_run(run, outcome.state, outcome.error, message, now).model_copy(
             update={
                 "results": hits,
                 "provider": outcome.provider,
@@ -114,16 +110,11 @@ def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
                 "failed": task.counters.failed + (outcome.state is not PlatformState.SUCCEEDED),
             }
         )
-        n = len(task.platforms)
         task = task.model_copy(
             update={
                 "status": TaskStatus.RUNNING,
                 "counters": counters,
-                "progress": Progress(
-                    percent=round(100.0 * counters.done / n, 2),
-                    stage=ended.stage,
-                    message=ended.message,
-                ),
+                "progress": progress.at_fan_in(counters.done, len(task.platforms), ended),
                 "updated_at": now,
             }
         )
@@ -132,23 +123,8 @@ def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
     return mutate
 
 
-def _ended(
-    run: PlatformRun, state: PlatformState, error: str | None, message: str, now: datetime
-) -> PlatformRun:
-    return run.model_copy(
-        update={
-            "state": state,
-            "error": error,
-            "percent": 100.0,
-            "message": progress.platform_message(run.index, run.of, run.name, message),
-            "finished_at": now,
-            "updated_at": now,
-        }
-    )
-
-
 def finalize(now: datetime, *, force: bool) -> Mutator:
-    """Fuse, rank, limit and set the final status: only from a non-terminal status.
+    """Finalize once, only from a non-terminal status (see `aggregate.final_document`).
 
     Waits (declines) while platforms are still running, unless `force` (the deadline) or the
     deadline has passed; then the stragglers become `timed_out`.
@@ -159,50 +135,11 @@ def finalize(now: datetime, *, force: bool) -> Mutator:
         if task.status.terminal:
             return None
         runs = [snap.runs[p] for p in task.platforms if p in snap.runs]
-        stragglers = [r for r in runs if not r.state.terminal]
-        if stragglers and not force and now < task.deadline_at:
+        running = any(not r.state.terminal for r in runs)
+        if running and not force and now < task.deadline_at:
             return None
-        timed_out = [
-            _ended(r, PlatformState.TIMED_OUT, "no result before the deadline", "Timed out", now)
-            for r in stragglers
-        ]
-        final_runs = [next((t for t in timed_out if t.name == r.name), r) for r in runs]
-        succeeded = [r for r in final_runs if r.state is PlatformState.SUCCEEDED]
-        per_platform = {r.name: r.results for r in succeeded}
-        results, by_query = fusion.fuse_queries(
-            task.queries, per_platform, task.fusion, task.request.max_results, task.request.weights
-        )
-        summary = progress.summarize(final_runs, len(results))
-        errors = [
-            PlatformError(platform=r.name, state=r.state, error=r.error or r.state.value)
-            for r in final_runs
-            if r.state is not PlatformState.SUCCEEDED
-        ]
-        if not succeeded:
-            status = TaskStatus.FAILED
-        elif errors:
-            status = TaskStatus.PARTIAL
-        else:
-            status = TaskStatus.COMPLETED
-        error = None
-        if status is TaskStatus.FAILED:
-            error = f"All {len(final_runs)} platforms failed: " + "; ".join(
-                f"{e.platform}: {e.error}" for e in errors
-            )
-        task = task.model_copy(
-            update={
-                "status": status,
-                "summary": summary,
-                "errors": errors,
-                "error": error,
-                "results": results,
-                "results_by_query": by_query if len(task.queries) > 1 else [],
-                "progress": Progress(percent=100.0, stage=status.value, message=summary.message),
-                "updated_at": now,
-                "finalized_at": now,
-            }
-        )
-        return Writes(task=task, runs=timed_out)
+        final = aggregate.final_document(task, runs, now)
+        return Writes(task=final.task, runs=final.ended)
 
     return mutate
 
@@ -215,7 +152,7 @@ def cancel(now: datetime) -> Mutator:
         if task.status.terminal:
             raise TaskConflict(f"search {task.task_id} is already {task.status.value}")
         runs = [
-            _ended(r, PlatformState.CANCELLED, None, "Cancelled", now)
+            aggregate.ended_run(r, PlatformState.CANCELLED, None, "Cancelled", now)
             for r in snap.runs.values()
             if not r.state.terminal
         ]

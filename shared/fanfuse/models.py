@@ -290,6 +290,23 @@ class Summary(BaseModel):
     message: str
 
 
+class CallRecord(BaseModel):
+    """One outbound call of a platform run (HTTP request or MCP tool call), for its document.
+
+    Says where a run's time went and what failed, never a secret: URLs are recorded with their
+    key parameters masked.
+    """
+
+    platform: str
+    method: str | None = None
+    url: str | None = None
+    tool: str | None = None
+    status: int | None = None
+    attempts: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
 class PlatformRun(BaseModel):
     """`searches/{task_id}/platforms/{name}`."""
 
@@ -308,7 +325,7 @@ class PlatformRun(BaseModel):
     error: str | None = None
     provider: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
-    calls: list[dict[str, Any]] = Field(default_factory=list)
+    calls: list[CallRecord] = Field(default_factory=list)
     started_at: datetime | None = None
     finished_at: datetime | None = None
     updated_at: datetime = Field(default_factory=utcnow)

@@ -35,9 +35,19 @@ def platform_percent(run: PlatformRun) -> float:
 
 
 def overall_percent(runs: Sequence[PlatformRun]) -> float:
-    if not runs:
-        return 0.0
-    return round(sum(platform_percent(r) for r in runs) / len(runs), 2)
+    return mean_percent([platform_percent(r) for r in runs])
+
+
+def mean_percent(percents: Sequence[float]) -> float:
+    """The task percent: the one formula, over every platform's percent."""
+    return round(sum(percents) / len(percents), 2) if percents else 0.0
+
+
+def at_fan_in(done: int, n_platforms: int, ended: PlatformRun) -> Progress:
+    """The task's stored progress when a platform ends: the fan-in transaction reads only that
+    platform, so the ones still running count 0 % (a lower bound the live view refines)."""
+    percents = [100.0] * done + [0.0] * (n_platforms - done)
+    return Progress(percent=mean_percent(percents), stage=ended.stage, message=ended.message)
 
 
 def stage_name(platform: str, stage: str, n_platforms: int) -> str:

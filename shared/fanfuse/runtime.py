@@ -12,8 +12,10 @@ from types import TracebackType
 from typing import Any
 
 from fanfuse.models import TaskView, utcnow
+from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.polling import until_terminal
+from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
@@ -28,10 +30,10 @@ class EmbeddedRuntime:
         *,
         registry: Registry | None = None,
         store: TaskStore | None = None,
-        runner: Any = None,
+        runner: Runner | None = None,
     ) -> None:
         self.settings = settings or Settings()
-        self.registry = registry or Registry()
+        self.registry = registry or Registry.from_settings(self.settings)
         self._store = store
         self._runner = runner
         self._queue: InProcessQueue | None = None
@@ -50,7 +52,7 @@ class EmbeddedRuntime:
             store, self._queue, self.registry, self.settings, runner=self._runner
         )
         store.purge_expired(utcnow())
-        self._recover(store)
+        self._service.resume_unfinished()
         return self
 
     async def __aexit__(
@@ -70,18 +72,6 @@ class EmbeddedRuntime:
         else:
             self.service.aggregate(message)
 
-    def _recover(self, store: TaskStore) -> None:
-        assert self._queue is not None
-        for task in store.recoverable():
-            for run in store.get_runs(task.task_id):
-                if not run.state.terminal:
-                    self._queue.enqueue_platform(
-                        PlatformMessage(task_id=task.task_id, platform=run.name)
-                    )
-            self._queue.enqueue_aggregate(
-                AggregateMessage(task_id=task.task_id, deadline=True), at=task.deadline_at
-            )
-
     async def wait(
         self,
         task_id: str,
@@ -89,13 +79,11 @@ class EmbeddedRuntime:
         poll: float = 0.1,
     ) -> TaskView:
         """Poll like an app would, until the task is terminal."""
-        while True:
-            view = self.service.status(task_id)
-            if on_update:
-                on_update(view)
-            if view.status.terminal:
-                return view
-            await asyncio.sleep(poll)
+
+        async def fetch() -> TaskView:
+            return self.service.status(task_id)
+
+        return await until_terminal(fetch, interval=poll, on_update=on_update)
 
     async def search(
         self, payload: Any, on_update: Callable[[TaskView], None] | None = None

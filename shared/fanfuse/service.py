@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fanfuse import fusers, lifecycle, progress, stages
-from fanfuse.errors import InvalidRequest, QueueUnavailable, TaskNotFound
+from fanfuse import fusers, lifecycle, progress
+from fanfuse.content.settings import ContentSettings
+from fanfuse.errors import Cancelled, InvalidRequest, ProviderError, QueueUnavailable, TaskNotFound
 from fanfuse.models import (
     Accepted,
     PlatformRun,
@@ -29,10 +30,13 @@ from fanfuse.models import (
     TaskView,
     utcnow,
 )
+from fanfuse.net.runner import Runner, default_runner
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, ProviderError, SearchParams
+from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.settings import Settings
+from fanfuse.stages import pipeline
+from fanfuse.stages.base import Reporter, StageRun
 from fanfuse.store.base import TaskStore
 
 log = logging.getLogger(__name__)
@@ -61,11 +65,13 @@ class SearchService:
         registry: Registry,
         settings: Settings,
         *,
-        runner: Any = None,
+        runner: Runner | None = None,
+        content: ContentSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
-        self.runner = runner
+        self.runner = runner or default_runner()
+        self.content = content or ContentSettings()
         self.clock = clock
 
     # -- start -------------------------------------------------------------------------------
@@ -156,25 +162,25 @@ class SearchService:
             language=task.request.language,
             include_content=task.request.include_content,
         )
-        info: dict[str, Any] = {}
+        record = RunRecord()
         try:
             platform = self.registry.get(run.name)
-            planned = stages.plan(platform, params)
-            reporter = stages.Reporter(self.store, run, planned, self.settings.progress_interval)
+            planned = pipeline.plan(platform, params)
+            reporter = Reporter(self.store, run, planned, self.settings.progress_interval)
             ctx = PlatformContext(
                 settings=platform.load_settings(),
                 runner=self.runner,
+                record=record,
                 report=reporter.step,
-                extras=info,  # platforms record "calls" and "provider" for the platform document
             )
-            stage_run = stages.StageRun(platform, ctx, params, reporter, info)
+            stage_run = StageRun(platform, ctx, params, reporter, self.content)
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
-                hits = await stages.execute(
+                hits = await pipeline.execute(
                     stage_run, planned, lambda: self._cancelled(task.task_id)
                 )
             state, error, message = PlatformState.SUCCEEDED, None, reporter.message
-        except stages.Cancelled:
+        except Cancelled:
             hits, state, error, message = [], PlatformState.CANCELLED, None, "Cancelled"
         except TimeoutError:
             hits, state = [], PlatformState.TIMED_OUT
@@ -184,15 +190,14 @@ class SearchService:
         except Exception as exc:  # a platform's bug must not stop the fan-in
             log.exception("platform %s failed", run.name)
             hits, state, error, message = [], PlatformState.FAILED, f"{run.name}: {exc!r}", ""
-        timings = {**info.get("timings", {}), "total": round(time.monotonic() - started, 4)}
         return lifecycle.Outcome(
             state=state,
             results=hits,
             error=error,
             message=message,
-            provider=info.get("provider"),
-            timings=timings,
-            calls=info.get("calls", []),
+            provider=record.provider,
+            timings={**record.timings, "total": round(time.monotonic() - started, 4)},
+            calls=record.calls,
         )
 
     def _resume_fan_in(self, task_id: str) -> None:
@@ -206,6 +211,21 @@ class SearchService:
             and all(r.state.terminal for r in self.store.get_runs(task_id))
         ):
             self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+
+    def resume_unfinished(self) -> int:
+        """Enqueue again what a previous process of this runtime left unfinished: the runs not
+        yet terminal, and the deadline (which still holds). Returns how many searches."""
+        tasks = self.store.recoverable()
+        for task in tasks:
+            for run in self.store.get_runs(task.task_id):
+                if not run.state.terminal:
+                    self.queue.enqueue_platform(
+                        PlatformMessage(task_id=task.task_id, platform=run.name)
+                    )
+            self.queue.enqueue_aggregate(
+                AggregateMessage(task_id=task.task_id, deadline=True), at=task.deadline_at
+            )
+        return len(tasks)
 
     def _cancelled(self, task_id: str) -> bool:
         task = self.store.get_task(task_id)

@@ -11,7 +11,7 @@ from google.cloud import firestore
 from pydantic import ValidationError
 
 from fanfuse import lifecycle
-from fanfuse.errors import TaskConflict, TaskNotFound
+from fanfuse.errors import DocumentTooLarge, TaskConflict, TaskNotFound
 from fanfuse.models import (
     Hit,
     PlatformState,
@@ -19,7 +19,7 @@ from fanfuse.models import (
     utcnow,
 )
 from fanfuse.store.base import Snapshot, Writes
-from fanfuse.store.firestore import DocumentTooLarge, FirestoreStore
+from fanfuse.store.firestore import FirestoreStore
 from tests.e2e.cloud import Cloud, make_task
 
 

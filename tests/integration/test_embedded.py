@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from fanfuse.errors import ProviderError
 from fanfuse.models import PlatformState, TaskStatus, TaskView, utcnow
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import ProviderError
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import PlatformContext, PlatformSettings, ProviderError, SearchParams
+from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.docs import DocsPlatform, DocsSettings
 from fanfuse.platforms.vectors import VectorsPlatform
 from fanfuse.retrieval.bm25 import Bm25Index
@@ -87,7 +88,7 @@ async def test_docs_platform_searches_the_configured_corpus(tmp_path: Path) -> N
 async def test_docs_platform_defaults_to_vaswani(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FANFUSE_DOCS_CORPUS")
     platform = DocsPlatform()
-    ctx = PlatformContext(settings=PlatformSettings())  # not DocsSettings: reads the env itself
+    ctx = PlatformContext(settings=platform.load_settings())
     params = SearchParams(queries=["microwave dielectric constant"], limit=5)
     [hits] = await platform.search(ctx, params)
     assert len(hits) == 5

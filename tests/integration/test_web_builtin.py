@@ -7,9 +7,9 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from fanfuse.models import PlatformState, TaskStatus
+from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.builtin import BuiltinPlatform
-from fanfuse.platforms.runner import Runner
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from tests.unit.platforms.harness import fixture
@@ -45,7 +45,7 @@ async def test_unconfigured_builtin_falls_back_to_perplexity_visibly(
     assert view.status is TaskStatus.COMPLETED
     run = view.platform_runs[0]
     assert run.provider == "perplexity"
-    assert [c["platform"] for c in run.calls] == ["perplexity"]
+    assert [c.platform for c in run.calls] == ["perplexity"]
     assert view.results and all(r.metadata["provider"] == "perplexity" for r in view.results)
     assert "FANFUSE_BUILTIN_API_KEY" in view.results[0].metadata["fallback_reason"]
 
@@ -67,7 +67,7 @@ async def test_failing_builtin_falls_back_and_says_why(
         view = await rt.search({"query": "rust async runtime", "platform": "builtin"})
     run = view.platform_runs[0]
     assert run.state is PlatformState.SUCCEEDED and run.provider == "perplexity"
-    assert [c["platform"] for c in run.calls] == ["builtin", "perplexity"]
+    assert [c.platform for c in run.calls] == ["builtin", "perplexity"]
     reason = view.results[0].metadata["fallback_reason"]
     assert reason.startswith("builtin failed: HTTP 503") and "2 attempt(s)" in reason
 

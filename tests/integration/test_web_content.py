@@ -17,11 +17,11 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from fanfuse.models import PlatformState, TaskStatus
+from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import Capabilities
 from fanfuse.platforms.brave import BravePlatform
 from fanfuse.platforms.docs import DocsPlatform
-from fanfuse.platforms.runner import Runner
 from fanfuse.platforms.searxng import SearxngPlatform
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
@@ -183,5 +183,5 @@ async def test_include_content_over_two_web_platforms_and_docs(
     docs_results = [r for r in view.results if r.platform == "docs"]
     assert docs_results and all(r.content for r in docs_results)
     # the fetches were recorded on the platform documents, and no request left 127.0.0.1
-    assert any(c["platform"] == "web_b/fetch" for c in runs["web_b"].calls)
+    assert any(c.platform == "web_b/fetch" for c in runs["web_b"].calls)
     assert all(req.remote_addr == "127.0.0.1" for req, _ in server.log)

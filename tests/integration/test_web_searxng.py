@@ -9,8 +9,8 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from fanfuse.models import PlatformState, TaskStatus
+from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.platforms.runner import Runner
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from tests.unit.platforms.harness import fixture
@@ -48,13 +48,13 @@ async def test_named_instances_one_failing_make_a_partial_search(
     assert view.status is TaskStatus.PARTIAL
     runs = {r.name: r for r in view.platform_runs}
     assert runs["searx_ok"].state is PlatformState.SUCCEEDED
-    assert runs["searx_ok"].calls[0]["status"] == 200
-    assert runs["searx_ok"].calls[0]["url"].startswith(server.url_for("/ok/search"))
+    assert runs["searx_ok"].calls[0].status == 200
+    assert str(runs["searx_ok"].calls[0].url).startswith(server.url_for("/ok/search"))
     down = runs["searx_down"]
     assert down.state is PlatformState.FAILED
     assert down.error is not None and down.error.startswith("searx_down: HTTP 503")
     assert "2 attempt(s)" in down.error
-    assert down.calls[0]["attempts"] == 2
+    assert down.calls[0].attempts == 2
     assert [r.url for r in view.results][:1] == ["https://tokio.rs/"]
     assert view.summary is not None
     assert view.summary.message == (

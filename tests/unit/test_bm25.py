@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.corpus import Corpus, CorpusError, load_corpus
+from fanfuse.corpus import Corpus, load_corpus
+from fanfuse.errors import CorpusError
 from fanfuse.retrieval import index_dir
 from fanfuse.retrieval.bm25 import Bm25Index
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.settings import ExtraPlatform
+from fanfuse.settings import ExtraPlatform, Settings
 
 
 def test_named_instance_takes_its_own_settings(tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_unknown_engine_is_refused() -> None:
 
 def test_deployed_platforms_decide_availability(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FANFUSE_DEPLOYED_PLATFORMS", '["docs", "google"]')
-    registry = Registry()
+    registry = Registry.from_settings(Settings())
     assert registry.available() == ["docs", "google"]
     assert registry.unavailable_reason("vectors") == "not deployed"
 

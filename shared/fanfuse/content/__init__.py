@@ -1,5 +1,5 @@
-"""The later stages of a platform run: resolving URLs, fetching page content, compressing it.
+"""What the later stages do to one result: resolve its link, fetch its page, compress its text.
 
-Each stage is `async def stage(run: StageRun, hits: list[Hit]) -> list[Hit]`, registered in
-`fanfuse.stages.STAGE_MODULES` and imported only by runs that plan it.
+Pure work on one URL or one text, over the network layer; the stages in `fanfuse.stages` loop
+over a run's hits, report progress and record failures. Nothing here knows a platform.
 """

@@ -1,4 +1,4 @@
-"""The compressing stage: keep each result's content within a token budget.
+"""Keep a result's content within a token budget (the compressing stage's work).
 
 Apps feed results to LLMs, so a 40-page article must not arrive whole. Tokens are estimated
 (about 4 characters per token for alphabetic scripts, one per CJK character: no tokenizer to
@@ -15,10 +15,9 @@ import re
 from typing import Any
 
 from fanfuse.content.settings import ContentSettings
-from fanfuse.models import Hit, Stage
-from fanfuse.platforms.base import ProviderError
-from fanfuse.platforms.runner import CallPolicy, RequestSpec, Runner, default_runner
-from fanfuse.stages import StageRun
+from fanfuse.errors import ProviderError
+from fanfuse.models import CallRecord
+from fanfuse.net.runner import RequestSpec, Runner
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f\uff1b;])[\"'\u201d\u2019)\]]*\s*|\n+")
@@ -83,10 +82,10 @@ def chat_answer(body: bytes) -> str:
 
 
 async def llm_compress(
-    runner: Runner, settings: ContentSettings, text: str, calls: list[dict[str, Any]]
+    runner: Runner, settings: ContentSettings, text: str, calls: list[CallRecord]
 ) -> str:
-    policy = CallPolicy(timeout=max(settings.timeout, 60.0), max_concurrency=2, max_attempts=2)
-    response = await runner.request("compressor", chat_request(settings, text), policy, calls)
+    request = chat_request(settings, text)
+    response = await runner.request("compressor", request, settings.llm_policy(), calls)
     if response.status >= 400:
         raise ProviderError("compressor", f"HTTP {response.status}")
     try:
@@ -96,40 +95,20 @@ async def llm_compress(
     return truncate_at_sentence(answer, settings.token_budget)
 
 
-async def compress(run: StageRun, hits: list[Hit]) -> list[Hit]:
-    settings = ContentSettings()
-    runner = run.ctx.runner or default_runner()
-    calls: list[dict[str, Any]] = run.info.setdefault("calls", [])
-    budget = settings.token_budget
-    with_content = [i for i, h in enumerate(hits) if h.content]
-    over = [i for i in with_content if estimate_tokens(hits[i].content or "") > budget]
-    total = len(over)
-    run.reporter.enter(Stage.COMPRESSING, f"0/{total} pages over {budget} tokens", total)
-    out = list(hits)
-    by_llm = truncated = 0
-    for done, index in enumerate(over, 1):
-        hit = hits[index]
-        text = hit.content or ""
-        meta: dict[str, Any] = {**hit.metadata, "original_tokens": estimate_tokens(text)}
-        new_text = None
-        if settings.llm_base_url:
-            try:
-                new_text = await llm_compress(runner, settings, text, calls)
-                meta["compressed"] = "llm"
-                by_llm += 1
-            except ProviderError as exc:
-                meta["compress_error"] = str(exc)[:300]
-        if new_text is None:
-            new_text = truncate_at_sentence(text, budget)
-            meta["truncated"] = True
-            truncated += 1
-        meta["tokens"] = estimate_tokens(new_text)
-        out[index] = hit.model_copy(update={"content": new_text, "metadata": meta})
-        run.reporter.step(done, total, f"{done}/{total} pages over {budget} tokens")
-    run.reporter.step(
-        total,
-        total,
-        f"{len(with_content)} pages within {budget} tokens "
-        f"({by_llm} compressed by LLM, {truncated} truncated)",
-    )
-    return out
+async def compress_text(
+    runner: Runner, settings: ContentSettings, text: str, calls: list[CallRecord]
+) -> tuple[str, dict[str, Any]]:
+    """`text` within the token budget, and facts for the hit's metadata (how it was cut)."""
+    facts: dict[str, Any] = {"original_tokens": estimate_tokens(text)}
+    new_text = None
+    if settings.llm_base_url:
+        try:
+            new_text = await llm_compress(runner, settings, text, calls)
+            facts["compressed"] = "llm"
+        except ProviderError as exc:
+            facts["compress_error"] = str(exc)[:300]
+    if new_text is None:
+        new_text = truncate_at_sentence(text, settings.token_budget)
+        facts["truncated"] = True
+    facts["tokens"] = estimate_tokens(new_text)
+    return new_text, facts

@@ -1,10 +1,10 @@
-"""The fetching_content stage: fetch result pages and extract their main text.
+"""Fetch one result page and extract its main text (the fetching_content stage's work).
 
-Only for hits without content (a platform that brings content is not fetched again). Pages are
-fetched concurrently up to `concurrency`, through the network guard (no private, loopback or
-link-local address unless allowed, checked on every redirect hop), with a cap on time and size
-per page; only HTML and plain text are read, and trafilatura extracts the main text of HTML
-(boilerplate, navigation and ads left out). Extraction runs in a thread: it is CPU work.
+Pages are fetched through the network guard (no private, loopback or link-local address unless
+allowed, checked on every redirect hop), with a cap on time and size per page; only HTML and
+plain text are read, and trafilatura extracts the main text of HTML (boilerplate, navigation and
+ads left out). Extraction runs in a thread: it is CPU work. trafilatura and selectolax are
+imported on first use, so a worker that never fetches a page never loads them.
 """
 
 from __future__ import annotations
@@ -12,18 +12,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fanfuse.content import net
 from fanfuse.content.settings import ContentSettings
-from fanfuse.models import Hit, Stage
-from fanfuse.platforms.base import ProviderError
-from fanfuse.platforms.runner import Response, Runner, default_runner
-from fanfuse.stages import StageRun
+from fanfuse.errors import NotExtracted
+from fanfuse.models import CallRecord
+from fanfuse.net import guard
+from fanfuse.net.runner import Response, Runner
 
 ACCEPTED = ("text/html", "application/xhtml+xml", "text/plain")
-
-
-class NotExtracted(Exception):
-    """The page was fetched but holds no text worth keeping."""
 
 
 def extract_text(body: str, content_type: str, url: str) -> str:
@@ -52,12 +47,12 @@ async def fetch_page(
     key: str,
     url: str,
     settings: ContentSettings,
-    calls: list[dict[str, Any]] | None = None,
-    resolver: net.Resolver = net.system_resolver,
+    calls: list[CallRecord] | None = None,
+    resolver: guard.Resolver = guard.system_resolver,
 ) -> tuple[str, dict[str, Any]]:
     """(main text, facts about the fetch) of `url`, or an exception saying why not."""
-    response, final = await net.get(
-        runner, key, url, settings, calls, accept_types=ACCEPTED, resolver=resolver
+    response, final = await guard.get(
+        runner, key, url, settings.fetch_policy(), calls, accept_types=ACCEPTED, resolver=resolver
     )
     if response.rejected_type:
         raise NotExtracted(f"unsupported content type {response.content_type or 'unknown'}")
@@ -79,31 +74,3 @@ def _decode(response: Response) -> str:
             if f"charset={enc}".encode() in head or f'charset="{enc}"'.encode() in head:
                 return response.body.decode(enc, errors="replace")
     return response.text()
-
-
-def fetched_message(ok: int, total: int) -> str:
-    return f"{ok}/{total} pages ({total - ok} failed)"
-
-
-async def fetch_content(run: StageRun, hits: list[Hit]) -> list[Hit]:
-    settings = ContentSettings()
-    runner = run.ctx.runner or default_runner()
-    calls: list[dict[str, Any]] = run.info.setdefault("calls", [])
-
-    async def fetch(hit: Hit) -> Hit:
-        text, facts = await fetch_page(
-            runner, f"{run.platform.name}/fetch", hit.url, settings, calls
-        )
-        return hit.model_copy(update={"content": text, "metadata": {**hit.metadata, **facts}})
-
-    return await run.each_hit(
-        Stage.FETCHING_CONTENT,
-        hits,
-        [i for i, h in enumerate(hits) if not h.content],
-        fetch,
-        concurrency=settings.concurrency,
-        errors=(net.Refused, NotExtracted, ProviderError),
-        error_key="fetch_error",
-        unit=" pages",
-        summary=fetched_message,
-    )

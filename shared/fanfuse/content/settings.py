@@ -1,9 +1,18 @@
-"""Settings of the content stages (env: `FANFUSE_CONTENT_<FIELD>`)."""
+"""Settings of the content stages (env: `FANFUSE_CONTENT_<FIELD>`); defaults from `net.policy`."""
 
 from __future__ import annotations
 
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fanfuse.net.guard import FetchPolicy
+from fanfuse.net.policy import (
+    BROWSER_USER_AGENT,
+    LLM,
+    MAX_REDIRECTS,
+    PAGE_FETCH,
+    CallPolicy,
+)
 
 
 class ContentSettings(BaseSettings):
@@ -13,13 +22,13 @@ class ContentSettings(BaseSettings):
     """Fetch private, link-local and reserved addresses too (never by default: SSRF)."""
     allow_loopback: bool = False
     """Fetch loopback addresses (127.0.0.0/8, ::1); tests and local stacks turn this on."""
-    concurrency: int = 5
-    timeout: float = 10.0
+    concurrency: int = PAGE_FETCH.max_concurrency
+    timeout: float = PAGE_FETCH.timeout
     """Seconds per request, body included."""
-    max_bytes: int = 2_000_000
-    max_redirects: int = 5
-    max_attempts: int = 2
-    user_agent: str = "Mozilla/5.0 (compatible; fanfuse/0.1; +https://github.com/fanfuse)"
+    max_bytes: int = PAGE_FETCH.max_body_bytes
+    max_redirects: int = MAX_REDIRECTS
+    max_attempts: int = PAGE_FETCH.max_attempts
+    user_agent: str = BROWSER_USER_AGENT
     token_budget: int = 3000
     """Content over this many (estimated) tokens is compressed or truncated."""
     llm_base_url: str | None = None
@@ -27,3 +36,26 @@ class ContentSettings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_model: str = "qwen-plus"
     llm_max_input_chars: int = 60_000
+
+    def fetch_policy(self, max_bytes: int | None = None) -> FetchPolicy:
+        """The guard's policy for a page fetch (`max_bytes` for reads that need less)."""
+        return FetchPolicy(
+            allow_private=self.allow_private,
+            allow_loopback=self.allow_loopback,
+            max_redirects=self.max_redirects,
+            user_agent=self.user_agent,
+            call=CallPolicy(
+                timeout=self.timeout,
+                max_concurrency=self.concurrency,
+                max_attempts=self.max_attempts,
+                max_body_bytes=max_bytes or self.max_bytes,
+            ),
+        )
+
+    def llm_policy(self) -> CallPolicy:
+        """Compression calls: at least the LLM default's time, however short page fetches are."""
+        return CallPolicy(
+            timeout=max(self.timeout, LLM.timeout),
+            max_concurrency=LLM.max_concurrency,
+            max_attempts=LLM.max_attempts,
+        )

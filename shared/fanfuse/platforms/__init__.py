@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from fanfuse.platforms.base import Platform
 from fanfuse.settings import ExtraPlatform, Settings
@@ -31,55 +32,70 @@ BUILTIN: dict[str, str] = {
 }
 
 
+def load_engine(
+    engine: str, name: str | None = None, overrides: dict[str, Any] | None = None
+) -> Platform[Any]:
+    """A platform of built-in `engine`, named `name` (default: the engine's), importing only it."""
+    module, _, attr = BUILTIN[engine].partition(":")
+    cls: type[Platform[Any]] = getattr(importlib.import_module(module), attr)
+    return cls(name=name, overrides=overrides) if name is not None else cls()
+
+
 class Registry:
     """The platforms a deployment knows, and which of them can run here.
 
-    Besides the built-in platforms, `FANFUSE_EXTRA_PLATFORMS` (JSON) adds named instances of a
-    built-in engine with their own settings, e.g.
-    `{"team_searx": {"engine": "searxng", "settings": {"base_url": "http://searx.internal"}}}`.
+    Besides the built-in engines, named instances of an engine with their own settings
+    (`FANFUSE_EXTRA_PLATFORMS`, e.g.
+    `{"team_searx": {"engine": "searxng", "settings": {"base_url": "http://searx.internal"}}}`),
+    and, where platforms run elsewhere (start_search holds no provider keys), the list of
+    deployed ones, which are then the available ones. Built from the `Settings` it is given
+    (`from_settings`), never from the environment behind them.
     """
 
     def __init__(
         self,
-        specs: Mapping[str, str | Platform] | None = None,
+        engines: Mapping[str, str] | None = None,
         extra: Mapping[str, ExtraPlatform] | None = None,
         deployed: list[str] | None = None,
+        *,
+        instances: Iterable[Platform[Any]] = (),
     ) -> None:
-        """`specs=None` is the deployment's registry: the built-ins plus what settings add."""
-        self._specs: dict[str, str | Platform] = dict(BUILTIN if specs is None else specs)
-        self._loaded: dict[str, Platform] = {}
-        self._extra: dict[str, ExtraPlatform] = {}
-        if specs is None:
-            settings = Settings()
-            extra = settings.extra_platforms if extra is None else extra
-            deployed = settings.deployed_platforms if deployed is None else deployed
+        """`engines` (name -> engine, default: every built-in under its own name), `extra`
+        named instances, `deployed` (None: availability decided by each platform's settings),
+        and ready-made `instances` (tests, embedders)."""
+        self._engines: dict[str, str] = (
+            {name: name for name in BUILTIN} if engines is None else dict(engines)
+        )
+        self._extra: dict[str, ExtraPlatform] = dict(extra or {})
+        self._loaded: dict[str, Platform[Any]] = {p.name: p for p in instances}
         self._deployed = deployed
-        for name, spec in (extra or {}).items():
-            engine = BUILTIN.get(spec.engine)
-            if engine is None:
+        for name, spec in self._extra.items():
+            if spec.engine not in BUILTIN:
                 raise ValueError(f"extra platform {name!r}: unknown engine {spec.engine!r}")
-            self._specs[name] = engine
-            self._extra[name] = spec
+            self._engines[name] = spec.engine
 
     @classmethod
-    def of(cls, platforms: Iterable[Platform]) -> Registry:
-        return cls({p.name: p for p in platforms})
+    def from_settings(cls, settings: Settings) -> Registry:
+        """The deployment's registry: the built-ins plus what `settings` add."""
+        return cls(extra=settings.extra_platforms, deployed=settings.deployed_platforms)
+
+    @classmethod
+    def of(cls, platforms: Iterable[Platform[Any]]) -> Registry:
+        """Exactly these platforms (tests, embedders with platforms of their own)."""
+        return cls({}, instances=platforms)
 
     def names(self) -> list[str]:
-        return list(self._specs)
+        return list(dict.fromkeys([*self._engines, *self._loaded]))
 
-    def get(self, name: str) -> Platform:
+    def get(self, name: str) -> Platform[Any]:
         if name not in self._loaded:
-            spec = self._specs[name]
-            if isinstance(spec, Platform):
-                self._loaded[name] = spec
-            else:
-                module, _, attr = spec.partition(":")
-                cls = getattr(importlib.import_module(module), attr)
-                extra = self._extra.get(name)
-                self._loaded[name] = (
-                    cls(name=name, overrides=extra.settings) if extra is not None else cls()
-                )
+            engine = self._engines[name]
+            extra = self._extra.get(name)
+            self._loaded[name] = (
+                load_engine(engine, name, extra.settings)
+                if extra is not None
+                else load_engine(engine)
+            )
         return self._loaded[name]
 
     def unavailable_reason(self, name: str) -> str | None:
@@ -91,4 +107,4 @@ class Registry:
             return f"not installed ({exc.name or exc})"
 
     def available(self) -> list[str]:
-        return [n for n in self._specs if self.unavailable_reason(n) is None]
+        return [n for n in self.names() if self.unavailable_reason(n) is None]

@@ -11,16 +11,15 @@ hence the default `min_interval`. A bad query comes back as a feed with one `Err
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping
-from typing import Any
 
 from pydantic import field_validator
-from pydantic_settings import SettingsConfigDict
 
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
-from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, parse_date
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import parse_date
 
 NS = {
     "atom": "http://www.w3.org/2005/Atom",
@@ -31,12 +30,10 @@ PAGE_SIZE = 50
 
 
 class ArxivSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_ARXIV_", extra="ignore", env_file=None)
-
     enabled: bool
     """Keyless public API: it joins `all` only when a deployment opts in (`..._ENABLED=true`),
     so a default install never sends queries to a third party unasked."""
-    base_url: str = "http://export.arxiv.org/api/query"
+    base_url: str = "http://export.arxiv.org"
     field: str = "all"
     """The search field prefix (`all`, `ti`, `abs`, `au`, `cat`...)."""
     sort_by: str = "relevance"
@@ -55,19 +52,19 @@ def _text(node: ET.Element | None) -> str:
     return " ".join((node.text or "").split()) if node is not None else ""
 
 
-class ArxivPlatform(HttpPlatform):
+class ArxivPlatform(HttpPlatform[ArxivSettings]):
     name = "arxiv"
     description = "arXiv papers (Atom search API)"
     settings_model = ArxivSettings
-    capabilities = Capabilities(max_results_per_call=PAGE_SIZE)
+    endpoint = "/api/query"
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: ArxivSettings
     ) -> RequestSpec:
         start = int(page or 0)
         terms = " AND ".join(f"{settings.field}:{word}" for word in queries[0].split())
         return RequestSpec(
-            url=settings.base_url,
+            url=self.url(settings),
             params=[
                 ("search_query", terms),
                 ("start", start),
@@ -77,12 +74,9 @@ class ArxivPlatform(HttpPlatform):
             ],
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
+    def parse_response(self, resp: ProviderResponse[ArxivSettings]) -> Page:
         try:
-            feed = ET.fromstring(body)
+            feed = ET.fromstring(resp.body)
         except ET.ParseError as exc:
             raise ProviderError(self.name, f"malformed response: not an Atom feed ({exc})") from exc
         if feed.tag != f"{{{NS['atom']}}}feed":
@@ -122,6 +116,6 @@ class ArxivPlatform(HttpPlatform):
                 )
             )
         total = _text(feed.find("opensearch:totalResults", NS))
-        following = int(page or 0) + len(entries)
+        following = int(resp.page or 0) + len(entries)
         more = total.isdigit() and following < int(total) and len(entries) > 0
         return Page(hits=hits, next_page=following if more else None)

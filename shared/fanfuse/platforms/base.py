@@ -3,7 +3,10 @@
 A platform declares its name, its settings (a pydantic-settings model: the platform is available
 exactly when those settings validate) and its capabilities, and implements one async `search`.
 HTTP platforms (see `http.py`) implement `search` through a pure request builder and a pure
-response parser, leaving I/O, retries and limits to the shared runner.
+response parser, leaving I/O, retries and limits to the shared runner in `fanfuse.net`.
+
+The contract is generic in the settings type, so an adapter's code sees its own settings class,
+typed, without casts.
 """
 
 from __future__ import annotations
@@ -11,29 +14,36 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fanfuse.models import Hit
+from fanfuse.models import CallRecord, Hit
+from fanfuse.net.policy import PROVIDER
+from fanfuse.net.runner import Runner, default_runner
 
 
 class PlatformSettings(BaseSettings):
-    """Base of every platform's settings; subclasses set `env_prefix` (`FANFUSE_<NAME>_`)."""
+    """Base of every platform's settings, read from `FANFUSE_<ENGINE>_<FIELD>`.
+
+    The env prefix is not declared per class: `Platform.load_settings` derives it from the
+    engine's name, so an adapter's settings class holds only its fields.
+    """
 
     model_config = SettingsConfigDict(extra="ignore", env_file=None)
 
-    timeout: float = 20.0
-    max_concurrency: int = 4
+    timeout: float = PROVIDER.timeout
+    max_concurrency: int = PROVIDER.max_concurrency
+
+
+S = TypeVar("S", bound=PlatformSettings)
 
 
 class Capabilities(BaseModel):
     multi_query: bool = False
     content: bool = Field(default=False, description="hits carry page content already")
     resolves_urls: bool = Field(default=False, description="hit URLs may be redirects")
-    languages: list[str] | None = None
-    max_results_per_call: int = 100
 
 
 class SearchParams(BaseModel):
@@ -48,23 +58,42 @@ class SearchParams(BaseModel):
 ProgressFn = Callable[[int, int, str], None]
 
 
+def _no_progress(current: int, total: int, message: str) -> None:
+    return None
+
+
 @dataclass
-class PlatformContext:
-    """What a platform may use while it runs: its settings, the shared runner, progress."""
+class RunRecord:
+    """What a platform run leaves besides its hits, for its platform document.
 
-    settings: PlatformSettings
-    runner: Any = None
-    report: ProgressFn = field(default=lambda current, total, message: None)
-    extras: dict[str, Any] = field(default_factory=dict)
+    Platforms and stages add to it as they go (the runner appends a `CallRecord` per outbound
+    call); the service copies it into the run's outcome.
+    """
+
+    calls: list[CallRecord] = field(default_factory=list)
+    provider: str | None = None
+    """Who answered, when a platform can answer through another (builtin -> perplexity)."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds per stage."""
 
 
-class Platform(ABC):
+@dataclass
+class PlatformContext(Generic[S]):
+    """What a platform may use while it runs: its settings, the shared runner, the record."""
+
+    settings: S
+    runner: Runner = field(default_factory=default_runner)
+    record: RunRecord = field(default_factory=RunRecord)
+    report: ProgressFn = _no_progress
+
+
+class Platform(ABC, Generic[S]):
     """One search platform. `name` and settings can be overridden per instance, so one engine
     can serve several named platforms (two SearXNG instances, say), as in SearXNG's settings."""
 
     name: str
     description: ClassVar[str] = ""
-    settings_model: ClassVar[type[PlatformSettings]] = PlatformSettings
+    settings_model: type[S]
     capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, name: str | None = None, overrides: dict[str, Any] | None = None) -> None:
@@ -72,8 +101,16 @@ class Platform(ABC):
             self.name = name
         self.overrides = dict(overrides or {})
 
-    def load_settings(self) -> PlatformSettings:
-        return self.settings_model(**self.overrides)
+    @property
+    def env_prefix(self) -> str:
+        """`FANFUSE_<ENGINE>_`: every instance of an engine reads the engine's variables (a
+        named instance gets what differs through its `overrides`); a class with no name of its
+        own (made per instance) reads the instance's."""
+        engine: str = getattr(type(self), "name", self.name)
+        return f"FANFUSE_{engine.upper()}_"
+
+    def load_settings(self) -> S:
+        return self.settings_model(_env_prefix=self.env_prefix, **self.overrides)
 
     def availability(self) -> str | None:
         """None when the platform can run here, else why not (shown by `fanfuse platforms`)."""
@@ -87,19 +124,13 @@ class Platform(ABC):
         return None
 
     def settings_env_name(self, field_name: str) -> str:
-        prefix = self.settings_model.model_config.get("env_prefix", "")
-        return f"{prefix}{field_name}".upper()
+        return f"{self.env_prefix}{field_name}".upper()
+
+    def resolve_target(self, url: str, body: bytes) -> str | None:
+        """The real target of a redirect page this platform's results link to, when its page
+        assembles it in a script (see weixin); None: follow HTTP and meta redirects only."""
+        return None
 
     @abstractmethod
-    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+    async def search(self, ctx: PlatformContext[S], params: SearchParams) -> list[list[Hit]]:
         """Return one ranked list of hits per query, in query order."""
-
-
-class ProviderError(Exception):
-    """A platform failed in a way worth telling the user precisely (bad key, garbage body...)."""
-
-    def __init__(self, platform: str, message: str, *, retryable: bool = False) -> None:
-        super().__init__(f"{platform}: {message}")
-        self.platform = platform
-        self.message = message
-        self.retryable = retryable

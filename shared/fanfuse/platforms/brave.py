@@ -11,19 +11,14 @@ token answers 401 or 422 (`SUBSCRIPTION_TOKEN_INVALID`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pydantic import SecretStr
-from pydantic_settings import SettingsConfigDict
 
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import (
     error_detail,
     json_items,
     load_json,
@@ -32,31 +27,28 @@ from fanfuse.platforms.http import (
     secret,
     strip_html,
 )
-from fanfuse.platforms.runner import RequestSpec
 
 PAGE_SIZE = 20
 MAX_OFFSET = 9
 
 
 class BraveSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_BRAVE_", extra="ignore", env_file=None)
-
     api_key: SecretStr
-    base_url: str = "https://api.search.brave.com/res/v1/web/search"
+    base_url: str = "https://api.search.brave.com"
     country: str | None = None
     safesearch: str | None = None
     freshness: str | None = None
 
 
-class BravePlatform(HttpPlatform):
+class BravePlatform(HttpPlatform[BraveSettings]):
     name = "brave"
     description = "Brave Search API (independent web index)"
     settings_model = BraveSettings
-    capabilities = Capabilities(max_results_per_call=PAGE_SIZE)
+    endpoint = "/res/v1/web/search"
     key_fields = ("api_key",)
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: BraveSettings
     ) -> RequestSpec:
         query: list[tuple[str, str | int | float]] = [
             ("q", queries[0]),
@@ -69,7 +61,7 @@ class BravePlatform(HttpPlatform):
             if getattr(settings, key):
                 query.append((key, getattr(settings, key)))
         return RequestSpec(
-            url=settings.base_url,
+            url=self.url(settings),
             params=query,
             headers={
                 "Accept": "application/json",
@@ -77,22 +69,17 @@ class BravePlatform(HttpPlatform):
             },
         )
 
-    def check_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
-    ) -> None:
-        if status == 422 and b"TOKEN" in body.upper():
+    def check_response(self, resp: ProviderResponse[BraveSettings]) -> None:
+        if resp.status == 422 and b"TOKEN" in resp.body.upper():
             raise ProviderError(
                 self.name,
                 f"HTTP 422: credentials rejected (check {self.settings_env_name('api_key')}): "
-                f"{error_detail(body)}",
+                f"{error_detail(resp.body)}",
             )
-        super().check_response(status, headers, body, settings)
+        super().check_response(resp)
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[BraveSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         hits = []
         for item in json_items(self.name, data, "web", "results"):
             meta = {k: item[k] for k in ("age", "page_age", "language") if item.get(k)}
@@ -108,7 +95,7 @@ class BravePlatform(HttpPlatform):
                     metadata=meta,
                 )
             )
-        offset = int(page or 0)
+        offset = int(resp.page or 0)
         query = data.get("query") if isinstance(data.get("query"), dict) else {}
         more = bool(query.get("more_results_available")) and offset < MAX_OFFSET
         return Page(hits=hits, next_page=offset + 1 if hits and more else None)

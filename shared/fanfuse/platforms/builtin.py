@@ -18,31 +18,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import SecretStr
-from pydantic_settings import SettingsConfigDict
+from pydantic import SecretStr, ValidationError
 
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import (
-    Capabilities,
-    PlatformContext,
-    ProviderError,
-    SearchParams,
-)
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
-    as_str,
-    bearer,
-    load_json,
-    parse_date,
-    require,
-)
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
 
 ANSWER_CHARS = 2000
 MD_LINK = re.compile(r"\[([^\]]{1,300})\]\((https?://[^)\s]+)\)")
@@ -51,8 +36,6 @@ SYSTEM_PROMPT = "Search the web and answer with the sources you used, citing the
 
 
 class BuiltinSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_BUILTIN_", extra="ignore", env_file=None)
-
     api_key: SecretStr | None = None
     base_url: str = "https://dashscope.aliyuncs.com/compatible-mode/v1"
     model: str = "qwen-plus"
@@ -64,38 +47,38 @@ class BuiltinSettings(HttpSettings):
     max_pages: int = 1
 
 
-def flavor_of(settings: Any) -> str:
+def flavor_of(settings: BuiltinSettings) -> str:
     if settings.flavor != "auto":
         return str(settings.flavor)
     where = f"{settings.base_url} {settings.model}".lower()
     return "glm" if ("bigmodel" in where or "glm" in where) else "qwen"
 
 
-class BuiltinPlatform(HttpPlatform):
+class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
     name = "builtin"
     description = "an LLM's built-in web search (Qwen/DashScope or GLM), falling back to perplexity"
     settings_model = BuiltinSettings
-    capabilities = Capabilities(max_results_per_call=20)
+    endpoint = "/chat/completions"
     key_fields = ("api_key",)
 
     # -- availability: configured itself, or through its fallback --------------------------
 
-    def _fallback(self) -> HttpPlatform | None:
-        settings = self.load_settings()
-        name = getattr(settings, "fallback", None)
-        if not name:
+    def _fallback(self) -> HttpPlatform[HttpSettings] | None:
+        try:
+            name = self.load_settings().fallback
+        except ValidationError:
             return None
-        from fanfuse.platforms import BUILTIN, Registry
+        if not name or name == self.name:
+            return None
+        from fanfuse.platforms import load_engine
 
-        if name not in BUILTIN or name == self.name:
-            return None
-        platform = Registry({name: BUILTIN[name]}, extra={}).get(name)
+        platform = load_engine(name)
         return platform if isinstance(platform, HttpPlatform) else None
 
     def availability(self) -> str | None:
         own = super().availability()
         settings = self.load_settings() if own is None else None
-        if settings is not None and getattr(settings, "api_key", None) is not None:
+        if settings is not None and settings.api_key is not None:
             return None
         why = own or f"missing settings: {self.settings_env_name('api_key')}"
         fallback = self._fallback()
@@ -109,7 +92,7 @@ class BuiltinPlatform(HttpPlatform):
     # -- the chat call ------------------------------------------------------------------------
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: BuiltinSettings
     ) -> RequestSpec:
         body: dict[str, Any] = {
             "model": settings.model,
@@ -126,23 +109,20 @@ class BuiltinPlatform(HttpPlatform):
             body["enable_search"] = True
             body["search_options"] = {"enable_source": True, "forced_search": True}
         return RequestSpec(
-            url=f"{settings.base_url.rstrip('/')}/chat/completions",
+            url=self.url(settings),
             method="POST",
             json=body,
             headers=bearer(settings.api_key),
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[BuiltinSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         choices = require(self.name, data.get("choices"), list, "`choices`")
         if not choices or not isinstance(choices[0], dict):
             raise ProviderError(self.name, "malformed response: no choice in the completion")
         message = require(self.name, choices[0].get("message"), dict, "`choices[0].message`")
         answer = as_str(message.get("content")).strip()
-        provider = flavor_of(settings)
+        provider = flavor_of(resp.settings)
         sources = citations(data, message, answer)
         meta = {"provider": provider, "answer": answer[:ANSWER_CHARS], "model": data.get("model")}
         hits = [
@@ -155,17 +135,19 @@ class BuiltinPlatform(HttpPlatform):
             )
             for index, title, url, snippet, date in sources
         ]
-        return Page(hits=hits, info={"answer": answer[:ANSWER_CHARS]} if answer else {})
+        return Page(hits=hits)
 
     # -- search with the fallback -------------------------------------------------------------
 
-    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+    async def search(
+        self, ctx: PlatformContext[BuiltinSettings], params: SearchParams
+    ) -> list[list[Hit]]:
         settings = ctx.settings
         reason = None
-        if getattr(settings, "api_key", None) is not None:
+        if settings.api_key is not None:
             try:
                 lists = await super().search(ctx, params)
-                ctx.extras["provider"] = flavor_of(settings)
+                ctx.record.provider = flavor_of(settings)
                 return lists
             except ProviderError as exc:
                 reason = f"{self.name} failed: {exc.message}"
@@ -175,10 +157,14 @@ class BuiltinPlatform(HttpPlatform):
         if fallback is None or fallback.availability() is not None:
             why = "no fallback configured" if fallback is None else fallback.availability()
             raise ProviderError(self.name, f"{reason}; {why}")
-        sub_ctx = replace(ctx, settings=fallback.load_settings())
+        sub_ctx = PlatformContext(
+            settings=fallback.load_settings(),
+            runner=ctx.runner,
+            record=ctx.record,
+            report=ctx.report,
+        )
         lists = await fallback.search(sub_ctx, params)
-        ctx.extras["provider"] = fallback.name
-        ctx.extras["fallback_reason"] = reason
+        ctx.record.provider = fallback.name
         return [
             [
                 h.model_copy(

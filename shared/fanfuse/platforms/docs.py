@@ -10,16 +10,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from pydantic_settings import SettingsConfigDict
-
-from fanfuse.corpus import Corpus, CorpusError, load_corpus, snippet
+from fanfuse.corpus import Corpus, load_corpus, snippet
+from fanfuse.errors import CorpusError, ProviderError
 from fanfuse.models import Hit
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
     PlatformContext,
     PlatformSettings,
-    ProviderError,
     SearchParams,
 )
 from fanfuse.retrieval import Ranked
@@ -28,8 +26,6 @@ SNIPPET_CHARS = 300
 
 
 class DocsSettings(PlatformSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_DOCS_", extra="ignore", env_file=None)
-
     corpus: Path | None = None
     """A TREC file, a JSONL file or a folder of .txt/.md files; None = bundled Vaswani."""
 
@@ -72,22 +68,20 @@ def open_corpus(platform: str, path: Path | None) -> Corpus:
         raise ProviderError(platform, str(exc)) from exc
 
 
-class DocsPlatform(Platform):
+class DocsPlatform(Platform[DocsSettings]):
     name = "docs"
     description = "BM25 (bm25s, Snowball stemmer) over a local corpus; Vaswani by default"
     settings_model = DocsSettings
     capabilities = Capabilities(multi_query=True, content=True)
 
-    def load_settings(self) -> DocsSettings:
-        return DocsSettings(**self.overrides)
-
     def availability(self) -> str | None:
         reason = super().availability()
         return reason or corpus_problem(self.load_settings().corpus)
 
-    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
-        settings = ctx.settings if isinstance(ctx.settings, DocsSettings) else self.load_settings()
-        return await asyncio.to_thread(self._search, settings.corpus, params)
+    async def search(
+        self, ctx: PlatformContext[DocsSettings], params: SearchParams
+    ) -> list[list[Hit]]:
+        return await asyncio.to_thread(self._search, ctx.settings.corpus, params)
 
     def _search(self, path: Path | None, params: SearchParams) -> list[list[Hit]]:
         from fanfuse.retrieval.bm25 import Bm25Index

@@ -9,19 +9,15 @@ requested only when the search wants content.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import SecretStr
-from pydantic_settings import SettingsConfigDict
 
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import (
     as_float,
     as_str,
     json_items,
@@ -30,14 +26,11 @@ from fanfuse.platforms.http import (
     require,
     secret,
 )
-from fanfuse.platforms.runner import RequestSpec
 
 MAX_RESULTS = 100
 
 
 class ExaSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_EXA_", extra="ignore", env_file=None)
-
     api_key: SecretStr
     base_url: str = "https://api.exa.ai"
     type: str = "auto"
@@ -45,15 +38,15 @@ class ExaSettings(HttpSettings):
     exclude_domains: list[str] | None = None
 
 
-class ExaPlatform(HttpPlatform):
+class ExaPlatform(HttpPlatform[ExaSettings]):
     name = "exa"
     description = "Exa search API (neural and keyword web search)"
     settings_model = ExaSettings
-    capabilities = Capabilities(max_results_per_call=MAX_RESULTS)
+    endpoint = "/search"
     key_fields = ("api_key",)
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: ExaSettings
     ) -> RequestSpec:
         contents: dict[str, Any] = {"highlights": True}
         if params.include_content:
@@ -69,17 +62,14 @@ class ExaPlatform(HttpPlatform):
         if settings.exclude_domains:
             body["excludeDomains"] = settings.exclude_domains
         return RequestSpec(
-            url=f"{settings.base_url.rstrip('/')}/search",
+            url=self.url(settings),
             method="POST",
             json=body,
             headers={"x-api-key": secret(settings.api_key)},
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[ExaSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         hits = []
         for item in json_items(self.name, data, "results"):
             highlights = item.get("highlights")

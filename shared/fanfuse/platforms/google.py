@@ -9,51 +9,37 @@ paging past 10 asks for start=1, 11, 21, ...; a bad key is a 400 whose reason sa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pydantic import SecretStr
-from pydantic_settings import SettingsConfigDict
 
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
-    as_str,
-    error_detail,
-    load_json,
-    require,
-    secret,
-)
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import as_str, error_detail, load_json, require, secret
 
 PAGE_SIZE = 10
 MAX_RESULTS = 100  # the API serves at most the first 100 results of a query
 
 
 class GoogleSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_GOOGLE_", extra="ignore", env_file=None)
-
     api_key: SecretStr
     cx: str
     """The Programmable Search Engine id."""
-    base_url: str = "https://www.googleapis.com/customsearch/v1"
+    base_url: str = "https://www.googleapis.com"
     safe: str | None = None
     max_pages: int = 10
 
 
-class GooglePlatform(HttpPlatform):
+class GooglePlatform(HttpPlatform[GoogleSettings]):
     name = "google"
     description = "Google Programmable Search (Custom Search JSON API)"
     settings_model = GoogleSettings
-    capabilities = Capabilities(max_results_per_call=PAGE_SIZE)
+    endpoint = "/customsearch/v1"
     key_fields = ("api_key",)
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: GoogleSettings
     ) -> RequestSpec:
         start = int(page or 1)
         num = max(1, min(PAGE_SIZE, params.limit - start + 1, MAX_RESULTS - start + 1))
@@ -68,25 +54,22 @@ class GooglePlatform(HttpPlatform):
             query.append(("hl", params.language))
         if settings.safe:
             query.append(("safe", settings.safe))
-        return RequestSpec(url=settings.base_url, params=query, secret_params=frozenset({"key"}))
+        return RequestSpec(url=self.url(settings), params=query, secret_params=frozenset({"key"}))
 
-    def check_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
-    ) -> None:
-        detail = error_detail(body)
-        if status == 400 and ("API key" in detail or "API_KEY" in body.decode(errors="replace")):
+    def check_response(self, resp: ProviderResponse[GoogleSettings]) -> None:
+        detail = error_detail(resp.body)
+        if resp.status == 400 and (
+            "API key" in detail or "API_KEY" in resp.body.decode(errors="replace")
+        ):
             raise ProviderError(
                 self.name,
                 f"HTTP 400: credentials rejected (check {self.settings_env_name('api_key')}): "
                 f"{detail}",
             )
-        super().check_response(status, headers, body, settings)
+        super().check_response(resp)
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[GoogleSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         items = require(self.name, data.get("items", []), list, "`items`")
         hits = [
             Hit(
@@ -100,7 +83,7 @@ class GooglePlatform(HttpPlatform):
             for item in items
             if isinstance(item, dict) and isinstance(item.get("link"), str)
         ]
-        start = int(page or 1)
+        start = int(resp.page or 1)
         following = start + len(items)
         has_next = (
             bool(data.get("queries", {}).get("nextPage"))

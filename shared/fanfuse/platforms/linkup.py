@@ -9,49 +9,36 @@ The `content` is text from the page, so it serves as the snippet and, when asked
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import SecretStr
-from pydantic_settings import SettingsConfigDict
 
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
-    as_str,
-    bearer,
-    json_items,
-    load_json,
-    require,
-)
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import as_str, bearer, json_items, load_json, require
 
 SNIPPET_CHARS = 400
 
 
 class LinkupSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_LINKUP_", extra="ignore", env_file=None)
-
     api_key: SecretStr
-    base_url: str = "https://api.linkup.so/v1"
+    base_url: str = "https://api.linkup.so"
     depth: str = "standard"
     include_domains: list[str] | None = None
     exclude_domains: list[str] | None = None
 
 
-class LinkupPlatform(HttpPlatform):
+class LinkupPlatform(HttpPlatform[LinkupSettings]):
     name = "linkup"
     description = "Linkup search API (searchResults output)"
     settings_model = LinkupSettings
-    capabilities = Capabilities(max_results_per_call=50)
+    endpoint = "/v1/search"
     key_fields = ("api_key",)
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: LinkupSettings
     ) -> RequestSpec:
         body: dict[str, Any] = {
             "q": queries[0],
@@ -64,17 +51,14 @@ class LinkupPlatform(HttpPlatform):
         if settings.exclude_domains:
             body["excludeDomains"] = settings.exclude_domains
         return RequestSpec(
-            url=f"{settings.base_url.rstrip('/')}/search",
+            url=self.url(settings),
             method="POST",
             json=body,
             headers=bearer(settings.api_key),
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[LinkupSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         hits = []
         for item in json_items(self.name, data, "results"):
             text = as_str(item.get("content")).strip()

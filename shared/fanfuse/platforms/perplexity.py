@@ -11,36 +11,22 @@ their query; a flat list answers the batch as a whole and is given to every quer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import SecretStr
-from pydantic_settings import SettingsConfigDict
 
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
-    as_str,
-    bearer,
-    load_json,
-    parse_date,
-    require,
-)
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import Capabilities, SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
 
 MAX_QUERIES = 5
 MAX_RESULTS = 20
 
 
 class PerplexitySettings(HttpSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="FANFUSE_PERPLEXITY_", extra="ignore", env_file=None
-    )
-
     api_key: SecretStr
     base_url: str = "https://api.perplexity.ai"
     max_tokens_per_page: int | None = None
@@ -49,15 +35,20 @@ class PerplexitySettings(HttpSettings):
     search_domain_filter: list[str] | None = None
 
 
-class PerplexityPlatform(HttpPlatform):
+class PerplexityPlatform(HttpPlatform[PerplexitySettings]):
     name = "perplexity"
     description = "Perplexity Search API (ranked web results, several queries per call)"
     settings_model = PerplexitySettings
-    capabilities = Capabilities(multi_query=True, max_results_per_call=MAX_RESULTS)
+    endpoint = "/search"
+    capabilities = Capabilities(multi_query=True)
     key_fields = ("api_key",)
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self,
+        queries: list[str],
+        params: SearchParams,
+        page: PageToken,
+        settings: PerplexitySettings,
     ) -> RequestSpec:
         if len(queries) > MAX_QUERIES:
             raise ProviderError(self.name, f"at most {MAX_QUERIES} queries per call")
@@ -73,7 +64,7 @@ class PerplexityPlatform(HttpPlatform):
         if settings.search_domain_filter:
             body["search_domain_filter"] = settings.search_domain_filter
         return RequestSpec(
-            url=f"{settings.base_url.rstrip('/')}/search",
+            url=self.url(settings),
             method="POST",
             json=body,
             headers=bearer(settings.api_key),
@@ -92,20 +83,17 @@ class PerplexityPlatform(HttpPlatform):
             metadata={**metadata, **meta},
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[PerplexitySettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         results = require(self.name, data.get("results", []), list, "`results`")
-        grouped = [self._group(entry, i, queries) for i, entry in enumerate(results)]
+        grouped = [self._group(entry, i, resp.queries) for i, entry in enumerate(results)]
         hits: list[Hit] = []
         if results and all(g is not None for g in grouped):
             for qi, items in (g for g in grouped if g is not None):
                 hits.extend(h for item in items if (h := self._hit(item, qi)) is not None)
             return Page(hits=hits)
-        for qi in range(len(queries)):
-            extra = {"attribution": "batch"} if len(queries) > 1 else {}
+        for qi in range(len(resp.queries)):
+            extra = {"attribution": "batch"} if len(resp.queries) > 1 else {}
             hits.extend(h for item in results if (h := self._hit(item, qi, **extra)) is not None)
         return Page(hits=hits)
 

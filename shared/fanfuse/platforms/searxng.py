@@ -8,31 +8,15 @@ side by side (`FANFUSE_EXTRA_PLATFORMS`), each with its own `base_url`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
-from pydantic_settings import SettingsConfigDict
-
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
-    as_float,
-    as_str,
-    json_items,
-    load_json,
-    parse_date,
-    require,
-)
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import as_float, as_str, json_items, load_json, parse_date, require
 
 
 class SearxngSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_SEARXNG_", extra="ignore", env_file=None)
-
     base_url: str
     """The instance, e.g. `https://searx.example.org` (required: there is no default instance)."""
     categories: str | None = None
@@ -41,14 +25,14 @@ class SearxngSettings(HttpSettings):
     time_range: str | None = None
 
 
-class SearxngPlatform(HttpPlatform):
+class SearxngPlatform(HttpPlatform[SearxngSettings]):
     name = "searxng"
     description = "a SearXNG metasearch instance (JSON format must be enabled)"
     settings_model = SearxngSettings
-    capabilities = Capabilities(max_results_per_call=20)
+    endpoint = "/search"
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: SearxngSettings
     ) -> RequestSpec:
         query: list[tuple[str, str | int | float]] = [("q", queries[0]), ("format", "json")]
         query.append(("pageno", int(page or 1)))
@@ -61,27 +45,22 @@ class SearxngPlatform(HttpPlatform):
         if params.language:
             query.append(("language", params.language))
         return RequestSpec(
-            url=f"{settings.base_url.rstrip('/')}/search",
+            url=self.url(settings),
             params=query,
             headers={"Accept": "application/json"},
         )
 
-    def check_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
-    ) -> None:
-        if status == 403:
+    def check_response(self, resp: ProviderResponse[SearxngSettings]) -> None:
+        if resp.status == 403:
             raise ProviderError(
                 self.name,
-                f"HTTP 403 from {settings.base_url}: the instance does not serve format=json "
+                f"HTTP 403 from {resp.settings.base_url}: the instance does not serve format=json "
                 "(add `json` to `search.formats` in its settings.yml) or refuses this client",
             )
-        super().check_response(status, headers, body, settings)
+        super().check_response(resp)
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[SearxngSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         hits: list[Hit] = []
         for item in json_items(self.name, data, "results"):
             hits.append(
@@ -98,7 +77,4 @@ class SearxngPlatform(HttpPlatform):
                     },
                 )
             )
-        info = {
-            k: data[k] for k in ("answers", "suggestions", "unresponsive_engines") if data.get(k)
-        }
-        return Page(hits=hits, next_page=int(page or 1) + 1 if hits else None, info=info)
+        return Page(hits=hits, next_page=int(resp.page or 1) + 1 if hits else None)

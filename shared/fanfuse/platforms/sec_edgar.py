@@ -12,38 +12,24 @@ file_description}`; pages are 100 hits (`from` is a hit offset).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import field_validator
-from pydantic_settings import SettingsConfigDict
 
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
-    as_str,
-    load_json,
-    parse_date,
-    require,
-)
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import as_str, load_json, parse_date, require
 
 PAGE_SIZE = 100
 ARCHIVES = "https://www.sec.gov/Archives/edgar/data"
 
 
 class SecEdgarSettings(HttpSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="FANFUSE_SEC_EDGAR_", extra="ignore", env_file=None
-    )
-
     user_agent: str
     """SEC requires `Organisation contact@example.com`; requests without it are refused."""
-    base_url: str = "https://efts.sec.gov/LATEST/search-index"
+    base_url: str = "https://efts.sec.gov"
     forms: str | None = None
     """Comma-separated form types, e.g. `10-K,10-Q`."""
     startdt: str | None = None
@@ -59,14 +45,14 @@ class SecEdgarSettings(HttpSettings):
         return value
 
 
-class SecEdgarPlatform(HttpPlatform):
+class SecEdgarPlatform(HttpPlatform[SecEdgarSettings]):
     name = "sec_edgar"
     description = "SEC EDGAR full-text search of company filings"
     settings_model = SecEdgarSettings
-    capabilities = Capabilities(max_results_per_call=PAGE_SIZE)
+    endpoint = "/LATEST/search-index"
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: SecEdgarSettings
     ) -> RequestSpec:
         query: list[tuple[str, str | int | float]] = [("q", queries[0])]
         if settings.forms:
@@ -77,22 +63,19 @@ class SecEdgarPlatform(HttpPlatform):
         if page:
             query.append(("from", int(page)))
         return RequestSpec(
-            url=settings.base_url,
+            url=self.url(settings),
             params=query,
             headers={"User-Agent": settings.user_agent, "Accept": "application/json"},
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[SecEdgarSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         outer = require(self.name, data.get("hits"), dict, "`hits`")
         items = require(self.name, outer.get("hits", []), list, "`hits.hits`")
         hits = [h for item in items if (h := filing_hit(item)) is not None]
         total = outer.get("total", {})
         total_n = total.get("value") if isinstance(total, dict) else total
-        following = int(page or 0) + len(items)
+        following = int(resp.page or 0) + len(items)
         more = isinstance(total_n, int) and following < total_n and len(items) > 0
         return Page(hits=hits, next_page=following if more else None)
 

@@ -10,19 +10,15 @@ plus `answer` and `response_time`. When the search wants page content it asks fo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import SecretStr
-from pydantic_settings import SettingsConfigDict
 
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import (
     as_float,
     as_str,
     bearer,
@@ -31,14 +27,11 @@ from fanfuse.platforms.http import (
     parse_date,
     require,
 )
-from fanfuse.platforms.runner import RequestSpec
 
 MAX_RESULTS = 20
 
 
 class TavilySettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_TAVILY_", extra="ignore", env_file=None)
-
     api_key: SecretStr
     base_url: str = "https://api.tavily.com"
     search_depth: str = "basic"
@@ -49,15 +42,15 @@ class TavilySettings(HttpSettings):
     exclude_domains: list[str] | None = None
 
 
-class TavilyPlatform(HttpPlatform):
+class TavilyPlatform(HttpPlatform[TavilySettings]):
     name = "tavily"
     description = "Tavily Search API (LLM-oriented web search, optional raw page content)"
     settings_model = TavilySettings
-    capabilities = Capabilities(max_results_per_call=MAX_RESULTS)
+    endpoint = "/search"
     key_fields = ("api_key",)
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: TavilySettings
     ) -> RequestSpec:
         body: dict[str, Any] = {
             "query": queries[0],
@@ -71,17 +64,14 @@ class TavilyPlatform(HttpPlatform):
             if getattr(settings, key):
                 body[key] = getattr(settings, key)
         return RequestSpec(
-            url=f"{settings.base_url.rstrip('/')}/search",
+            url=self.url(settings),
             method="POST",
             json=body,
             headers=bearer(settings.api_key),
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[TavilySettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         hits = [
             Hit(
                 title=as_str(item.get("title")),
@@ -93,5 +83,4 @@ class TavilyPlatform(HttpPlatform):
             )
             for item in json_items(self.name, data, "results")
         ]
-        info = {k: data[k] for k in ("answer", "response_time") if data.get(k)}
-        return Page(hits=hits, info=info)
+        return Page(hits=hits)

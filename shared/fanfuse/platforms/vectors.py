@@ -14,8 +14,6 @@ import logging
 import threading
 from pathlib import Path
 
-from pydantic_settings import SettingsConfigDict
-
 from fanfuse.models import Hit
 from fanfuse.platforms.base import (
     Capabilities,
@@ -31,33 +29,27 @@ log = logging.getLogger(__name__)
 
 
 class VectorsSettings(PlatformSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_VECTORS_", extra="ignore", env_file=None)
-
     corpus: Path | None = None
     """A TREC file, a JSONL file or a folder of .txt/.md files; None = bundled Vaswani."""
 
 
-class VectorsPlatform(Platform):
+class VectorsPlatform(Platform[VectorsSettings]):
     name = "vectors"
     description = f"dense retrieval ({MODEL_NAME}, cosine) over a local corpus; Vaswani by default"
     settings_model = VectorsSettings
     capabilities = Capabilities(multi_query=True, content=True)
 
-    def load_settings(self) -> VectorsSettings:
-        return VectorsSettings(**self.overrides)
-
     def availability(self) -> str | None:
         reason = dense_unavailable_reason() or super().availability()
         return reason or corpus_problem(self.load_settings().corpus)
 
-    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
-        settings = (
-            ctx.settings if isinstance(ctx.settings, VectorsSettings) else self.load_settings()
-        )
+    async def search(
+        self, ctx: PlatformContext[VectorsSettings], params: SearchParams
+    ) -> list[list[Hit]]:
         stopped = threading.Event()
         try:
             return await asyncio.to_thread(
-                self._search, settings.corpus, params, _encoding_reporter(ctx, stopped)
+                self._search, ctx.settings.corpus, params, _encoding_reporter(ctx, stopped)
             )
         except asyncio.CancelledError:
             # The worker thread cannot be interrupted: it finishes encoding (so the cache is
@@ -75,7 +67,9 @@ class VectorsPlatform(Platform):
         return to_hits(corpus, index.search(params.queries, params.limit), params)
 
 
-def _encoding_reporter(ctx: PlatformContext, stopped: threading.Event) -> ProgressCallback:
+def _encoding_reporter(
+    ctx: PlatformContext[VectorsSettings], stopped: threading.Event
+) -> ProgressCallback:
     """Forward encoding progress to `ctx.report` from the worker thread, best effort.
 
     Reporting stops once `stopped` is set (the search was cancelled or timed out) or after a

@@ -23,19 +23,14 @@ import shlex
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic_settings import SettingsConfigDict
+from fanfuse.errors import ProviderError
+from fanfuse.models import CallRecord, Hit
+from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
 
-from fanfuse.models import Hit
-from fanfuse.platforms.base import (
-    Capabilities,
-    Platform,
-    PlatformContext,
-    PlatformSettings,
-    ProviderError,
-    SearchParams,
-)
+if TYPE_CHECKING:
+    from mcp import ClientSession
 
 BLOCK = re.compile(r"^\*\*(\d+)\.\s*(.+?)\*\*\s*$", re.MULTILINE)
 FIELD = re.compile(r"^(URL|Description|Snippet):\s*(.*)$", re.MULTILINE)
@@ -43,10 +38,6 @@ CONTENT_MARK = "**Full Content:**"
 
 
 class WebSearchMcpSettings(PlatformSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="FANFUSE_WEB_SEARCH_MCP_", extra="ignore", env_file=None
-    )
-
     url: str | None = None
     """A streamable-HTTP MCP endpoint (`http://host:port/mcp`)."""
     command: str | None = None
@@ -105,24 +96,23 @@ def _from_json(data: Any) -> list[dict[str, str]]:
     return out
 
 
-class WebSearchMcpPlatform(Platform):
+class WebSearchMcpPlatform(Platform[WebSearchMcpSettings]):
     name = "web_search_mcp"
     description = "a web-search MCP server (full-web-search and friends) over stdio or HTTP"
     settings_model = WebSearchMcpSettings
-    capabilities = Capabilities(max_results_per_call=20)
 
     def availability(self) -> str | None:
         own = super().availability()
         if own is not None:
             return own
         settings = self.load_settings()
-        if not getattr(settings, "url", None) and not getattr(settings, "command", None):
+        if not settings.url and not settings.command:
             url, command = self.settings_env_name("url"), self.settings_env_name("command")
             return f"missing settings: {url} or {command}"
         return None
 
     @asynccontextmanager
-    async def session(self, settings: Any) -> AsyncIterator[Any]:
+    async def session(self, settings: WebSearchMcpSettings) -> AsyncIterator[ClientSession]:
         """An initialized MCP client session to the configured server."""
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -140,35 +130,43 @@ class WebSearchMcpPlatform(Platform):
             yield session
 
     async def call(
-        self, session: Any, ctx: PlatformContext, tool: str, arguments: dict[str, Any]
+        self,
+        session: ClientSession,
+        ctx: PlatformContext[WebSearchMcpSettings],
+        tool: str,
+        arguments: dict[str, Any],
     ) -> list[dict[str, str]]:
         """Call one tool, record it, and parse its results."""
+        from mcp.types import TextContent
+
         started = time.monotonic()
-        record: dict[str, Any] = {"platform": self.name, "tool": tool, "attempts": 1}
+        record = CallRecord(platform=self.name, tool=tool, attempts=1)
         try:
             result = await session.call_tool(tool, arguments)
         except Exception as exc:
-            record["error"] = str(exc)[:200]
+            record.error = str(exc)[:200]
             raise ProviderError(self.name, f"tool {tool} failed: {exc}") from exc
         finally:
-            record["seconds"] = round(time.monotonic() - started, 4)
-            ctx.extras.setdefault("calls", []).append(record)
-        texts = [c.text for c in result.content if getattr(c, "type", "") == "text"]
+            record.seconds = round(time.monotonic() - started, 4)
+            ctx.record.calls.append(record)
+        texts = [c.text for c in result.content if isinstance(c, TextContent)]
         if result.is_error:
-            record["error"] = " ".join(texts)[:200]
+            record.error = " ".join(texts)[:200]
             raise ProviderError(self.name, f"tool {tool} reported an error: {' '.join(texts)}")
         found = _from_json(result.structured_content) if result.structured_content else []
         for text in texts if not found else []:
             found.extend(parse_results(text))
         return found
 
-    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
-        settings: Any = ctx.settings
+    async def search(
+        self, ctx: PlatformContext[WebSearchMcpSettings], params: SearchParams
+    ) -> list[list[Hit]]:
+        settings = ctx.settings
         try:
             async with asyncio.timeout(settings.timeout), self.session(settings) as session:
                 lists = []
                 for i, query in enumerate(params.queries, 1):
-                    lists.append(await self._one(session, ctx, settings, query, params))
+                    lists.append(await self._one(session, ctx, query, params))
                     ctx.report(i, len(params.queries), f"{i}/{len(params.queries)} queries")
                 return lists
         except TimeoutError as exc:
@@ -179,8 +177,13 @@ class WebSearchMcpPlatform(Platform):
             raise ProviderError(self.name, f"could not talk to the MCP server: {exc!r}") from exc
 
     async def _one(
-        self, session: Any, ctx: PlatformContext, settings: Any, query: str, params: SearchParams
+        self,
+        session: ClientSession,
+        ctx: PlatformContext[WebSearchMcpSettings],
+        query: str,
+        params: SearchParams,
     ) -> list[Hit]:
+        settings = ctx.settings
         if params.include_content:
             args = {"query": query, "limit": params.limit, "includeContent": True}
             found = await self.call(session, ctx, settings.search_tool, args)
@@ -202,13 +205,15 @@ class WebSearchMcpPlatform(Platform):
             for item in found[: params.limit]
         ]
         if params.include_content:
-            hits = await self._targeted_fetches(session, ctx, settings, hits)
+            hits = await self._targeted_fetches(session, settings, hits)
         return hits
 
     async def _targeted_fetches(
-        self, session: Any, ctx: PlatformContext, settings: Any, hits: list[Hit]
+        self, session: ClientSession, settings: WebSearchMcpSettings, hits: list[Hit]
     ) -> list[Hit]:
         """Fetch up to `targeted_fetches` pages that came back without content."""
+        from mcp.types import TextContent
+
         lacking = [i for i, h in enumerate(hits) if not h.content][: settings.targeted_fetches]
         for i in lacking:
             args = {"url": hits[i].url, "maxContentLength": settings.max_content_chars}
@@ -217,7 +222,7 @@ class WebSearchMcpPlatform(Platform):
             except Exception as exc:  # one page failing does not fail the search
                 hits[i].metadata["fetch_error"] = str(exc)[:200]
                 continue
-            text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+            text = "\n".join(c.text for c in result.content if isinstance(c, TextContent))
             if result.is_error or not text.strip():
                 hits[i].metadata["fetch_error"] = text[:200] or "empty page"
                 continue

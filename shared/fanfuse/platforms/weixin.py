@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from pydantic import field_validator
-from pydantic_settings import SettingsConfigDict
 
+from fanfuse.errors import Blocked, ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, PlatformContext, ProviderError, SearchParams
-from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import Capabilities, PlatformContext, SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 
 PAGE_SIZE = 10
 URL_PIECE = re.compile(r"url\s*\+=\s*'([^']*)'")
@@ -40,16 +39,10 @@ _suspended_until: dict[str, float] = {}
 """platform name -> monotonic time until which it is suspended (per process)."""
 
 
-class Blocked(ProviderError):
-    """Sogou answered with its anti-spider or captcha page."""
-
-
 class WeixinSettings(HttpSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_WEIXIN_", extra="ignore", env_file=None)
-
     enabled: bool
     """Scrapes a public site: joins `all` only when a deployment opts in."""
-    base_url: str = "https://weixin.sogou.com/weixin"
+    base_url: str = "https://weixin.sogou.com"
     user_agent: str = (
         "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
         "Chrome/124.0 Safari/537.36"
@@ -68,45 +61,42 @@ class WeixinSettings(HttpSettings):
         return value
 
 
-class WeixinPlatform(HttpPlatform):
+class WeixinPlatform(HttpPlatform[WeixinSettings]):
     name = "weixin"
     description = "WeChat public-account articles (Sogou weixin search)"
     settings_model = WeixinSettings
-    capabilities = Capabilities(resolves_urls=True, languages=["zh"], max_results_per_call=10)
+    endpoint = "/weixin"
+    capabilities = Capabilities(resolves_urls=True)
     uses_strategy = True
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: WeixinSettings
     ) -> RequestSpec:
         return RequestSpec(
-            url=settings.base_url,
+            url=self.url(settings),
             params=[("type", 2), ("query", queries[0]), ("ie", "utf8"), ("page", int(page or 1))],
             headers={"User-Agent": settings.user_agent, "Accept": "text/html"},
             follow_redirects=False,  # a redirect is how Sogou says "blocked"
         )
 
-    def check_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, settings: Any
-    ) -> None:
-        location = headers.get("location", "")
-        head = body[:20_000].decode("utf-8", errors="replace")
-        if (300 <= status < 400 and "antispider" in location) or (
-            status == 200 and any(mark in head for mark in BLOCKED)
+    def check_response(self, resp: ProviderResponse[WeixinSettings]) -> None:
+        location = resp.headers.get("location", "")
+        head = resp.body[:20_000].decode("utf-8", errors="replace")
+        if (300 <= resp.status < 400 and "antispider" in location) or (
+            resp.status == 200 and any(mark in head for mark in BLOCKED)
         ):
             raise Blocked(
                 self.name,
                 f"blocked by Sogou's anti-spider check (captcha); suspended for "
-                f"{settings.cooldown:g}s",
+                f"{resp.settings.cooldown:g}s",
             )
-        super().check_response(status, headers, body, settings)
+        super().check_response(resp)
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
+    def parse_response(self, resp: ProviderResponse[WeixinSettings]) -> Page:
         from selectolax.lexbor import LexborHTMLParser
 
-        html = body.decode("utf-8", errors="replace")
+        html = resp.body.decode("utf-8", errors="replace")
+        page_url = self.url(resp.settings)
         tree = LexborHTMLParser(html)
         items = tree.css("ul.news-list > li")
         if not items:
@@ -123,20 +113,20 @@ class WeixinPlatform(HttpPlatform):
                 continue
             summary = item.css_first("p.txt-info")
             account = item.css_first(".all-time-y2") or item.css_first("a.account")
-            meta: dict[str, Any] = {"sogou_url": urljoin(settings.base_url, href)}
+            meta: dict[str, Any] = {"sogou_url": urljoin(page_url, href)}
             if account is not None:
                 meta["account"] = " ".join(account.text().split())
             hits.append(
                 Hit(
                     title=" ".join(link.text().split()),
-                    url=urljoin(settings.base_url, href),
+                    url=urljoin(page_url, href),
                     snippet=" ".join(summary.text().split()) if summary is not None else "",
                     published_at=_published(item),
                     language="zh",
                     metadata=meta,
                 )
             )
-        current = int(page or 1)
+        current = int(resp.page or 1)
         has_next = tree.css_first("#sogou_next") is not None or len(items) >= PAGE_SIZE
         return Page(hits=hits, next_page=current + 1 if hits and has_next else None)
 
@@ -149,7 +139,9 @@ class WeixinPlatform(HttpPlatform):
         host = urlsplit(target).hostname or ""
         return target if host == "weixin.qq.com" or host.endswith(".weixin.qq.com") else None
 
-    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+    async def search(
+        self, ctx: PlatformContext[WeixinSettings], params: SearchParams
+    ) -> list[list[Hit]]:
         until = _suspended_until.get(self.name, 0.0)
         left = until - time.monotonic()
         if left > 0:
@@ -160,9 +152,7 @@ class WeixinPlatform(HttpPlatform):
         try:
             return await super().search(ctx, params)
         except Blocked:
-            _suspended_until[self.name] = time.monotonic() + float(
-                getattr(ctx.settings, "cooldown", 600.0)
-            )
+            _suspended_until[self.name] = time.monotonic() + ctx.settings.cooldown
             raise
 
 

@@ -10,36 +10,21 @@ format=json` answers `query.search[]` of `{title, pageid, snippet, timestamp, wo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from pydantic_settings import SettingsConfigDict
-
+from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Capabilities, ProviderError, SearchParams
-from fanfuse.platforms.http import (
-    HttpPlatform,
-    HttpSettings,
-    Page,
-    PageToken,
-    as_str,
-    load_json,
-    parse_date,
-    require,
-    strip_html,
-)
-from fanfuse.platforms.runner import RequestSpec
+from fanfuse.net.runner import RequestSpec
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.parsing import as_str, load_json, parse_date, require, strip_html
 
 MAX_LIMIT = 500
 
 
 class WikipediaSettings(HttpSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="FANFUSE_WIKIPEDIA_", extra="ignore", env_file=None
-    )
-
-    base_url: str = "https://{lang}.wikipedia.org/w/api.php"
+    base_url: str = "https://{lang}.wikipedia.org"
     """`{lang}` becomes the request's language (or `language`)."""
     language: str = "en"
     user_agent: str
@@ -52,18 +37,18 @@ def _lang(params: SearchParams, settings: Any) -> str:
     return (params.language or settings.language).split("-")[0].split("_")[0].lower()
 
 
-class WikipediaPlatform(HttpPlatform):
+class WikipediaPlatform(HttpPlatform[WikipediaSettings]):
     name = "wikipedia"
     description = "Wikipedia articles (MediaWiki Action API search)"
     settings_model = WikipediaSettings
-    capabilities = Capabilities(max_results_per_call=MAX_LIMIT)
+    endpoint = "/w/api.php"
 
-    def settings_for(self, params: SearchParams, settings: Any) -> Any:
+    def settings_for(self, params: SearchParams, settings: WikipediaSettings) -> WikipediaSettings:
         """The request's language picks the wiki, for the query and the article URLs alike."""
         return settings.model_copy(update={"language": _lang(params, settings)})
 
     def build_request(
-        self, queries: list[str], params: SearchParams, page: PageToken, settings: Any
+        self, queries: list[str], params: SearchParams, page: PageToken, settings: WikipediaSettings
     ) -> RequestSpec:
         query: list[tuple[str, str | int | float]] = [
             ("action", "query"),
@@ -77,16 +62,13 @@ class WikipediaPlatform(HttpPlatform):
         if page:
             query.append(("sroffset", int(page)))
         return RequestSpec(
-            url=settings.base_url.replace("{lang}", settings.language),
+            url=self.url(settings).replace("{lang}", settings.language),
             params=query,
             headers={"User-Agent": settings.user_agent},
         )
 
-    def parse_response(
-        self, status: int, headers: Mapping[str, str], body: bytes, queries: list[str],
-        page: PageToken, settings: Any,
-    ) -> Page:  # fmt: skip
-        data = require(self.name, load_json(self.name, body), dict, "the body")
+    def parse_response(self, resp: ProviderResponse[WikipediaSettings]) -> Page:
+        data = require(self.name, load_json(self.name, resp.body), dict, "the body")
         if isinstance(data.get("error"), dict):
             err = data["error"]
             raise ProviderError(
@@ -94,7 +76,7 @@ class WikipediaPlatform(HttpPlatform):
             )
         query = require(self.name, data.get("query"), dict, "`query`")
         items = require(self.name, query.get("search", []), list, "`query.search`")
-        wiki = article_base(settings.base_url, settings.language)
+        wiki = article_base(self.url(resp.settings), resp.settings.language)
         hits = [
             Hit(
                 title=as_str(item.get("title")),
@@ -111,8 +93,8 @@ class WikipediaPlatform(HttpPlatform):
         return Page(hits=hits, next_page=int(offset) if isinstance(offset, int) else None)
 
 
-def article_base(base_url: str, language: str) -> str:
+def article_base(api_url: str, language: str) -> str:
     """`https://en.wikipedia.org/wiki/` from the API URL (works for mirrors and tests too)."""
-    api = base_url.replace("{lang}", language)
+    api = api_url.replace("{lang}", language)
     root = api.split("/w/api.php")[0] if "/w/api.php" in api else api.rsplit("/", 1)[0]
     return f"{root}/wiki/"

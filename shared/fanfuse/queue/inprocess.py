@@ -58,11 +58,6 @@ class InProcessQueue(TaskQueue):
         except Exception:  # a cloud queue would retry; here the deadline finalizes instead
             log.exception("delivery of %s failed", message)
 
-    async def drain(self) -> None:
-        """Wait for every delivery under way (not the delayed deadline tasks)."""
-        while self._running:
-            await asyncio.gather(*list(self._running), return_exceptions=True)
-
     def close(self) -> None:
         for timer in self._timers:
             timer.cancel()

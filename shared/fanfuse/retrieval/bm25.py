@@ -17,7 +17,8 @@ import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-from fanfuse.corpus import Corpus, CorpusError, indexable_text
+from fanfuse.corpus import Corpus, indexable_text
+from fanfuse.errors import CorpusError
 from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
 
 log = logging.getLogger(__name__)

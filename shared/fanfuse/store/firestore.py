@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_jsonable_python
 
-from fanfuse.errors import TaskNotFound
+from fanfuse.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.models import PlatformRun, Task
 from fanfuse.settings import Settings
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
@@ -56,10 +56,6 @@ CONTENTS = "contents"
 NESTED_ARRAY = "fanfuse_array"
 """Firestore has no array directly inside an array: such an inner array is stored as the map
 `{NESTED_ARRAY: [...]}` and unwrapped on read (only free-form `metadata` can hold one)."""
-
-
-class DocumentTooLarge(ValueError):
-    """A document would exceed Firestore's 1 MiB cap (rejected here, with its path and size)."""
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
-from fanfuse.platforms.runner import Runner
+from fanfuse.net.runner import Runner
+from fanfuse.platforms.base import Platform, PlatformContext, RunRecord, SearchParams
+from fanfuse.platforms.http import H as S
+from fanfuse.platforms.http import PageToken, ProviderResponse
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "providers"
 
@@ -45,15 +47,29 @@ async def run_search(
     *,
     limit: int = 10,
     language: str | None = None,
-    extras: dict[str, Any] | None = None,
-) -> tuple[list[list[Hit]], dict[str, Any]]:
+) -> tuple[list[list[Hit]], RunRecord]:
     """Search like the service does; return the hit lists and what the run recorded."""
-    info: dict[str, Any] = {} if extras is None else extras
-    ctx = PlatformContext(settings=platform.load_settings(), runner=runner, extras=info)
+    record = RunRecord()
+    ctx = PlatformContext(settings=platform.load_settings(), runner=runner, record=record)
     lists = await platform.search(
         ctx, SearchParams(queries=queries, limit=limit, language=language)
     )
-    return lists, info
+    return lists, record
+
+
+def answer(
+    params: SearchParams, settings: S, body: bytes, *, page: PageToken = None, status: int = 200
+) -> ProviderResponse[S]:
+    """A provider's answer to the first page of `params`, as the adapter's parser receives it."""
+    return ProviderResponse(
+        status=status,
+        headers={},
+        body=body,
+        queries=params.queries,
+        page=page,
+        params=params,
+        settings=settings,
+    )
 
 
 @dataclass

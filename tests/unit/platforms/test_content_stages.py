@@ -9,15 +9,16 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
-from fanfuse.content import net
-from fanfuse.content.compress import compress
 from fanfuse.content.fetch import fetch_page
-from fanfuse.content.resolve import resolve
 from fanfuse.content.settings import ContentSettings
-from fanfuse.models import Hit, Stage
+from fanfuse.errors import Refused
+from fanfuse.models import CallRecord, Hit, Stage
+from fanfuse.net import guard
+from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import PlatformContext, SearchParams
-from fanfuse.platforms.runner import Runner
-from fanfuse.stages import StageRun
+from fanfuse.stages.base import StageRun
+from fanfuse.stages.compressing import compress
+from fanfuse.stages.resolving import resolve
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture
 
@@ -43,7 +44,8 @@ def stage_run(platform: Any, runner: Runner) -> tuple[StageRun, Reporter]:
     reporter = Reporter()
     ctx = PlatformContext(settings=platform.load_settings(), runner=runner)
     params = SearchParams(queries=["q"], limit=10, include_content=True)
-    return StageRun(platform, ctx, params, reporter, {}), reporter  # type: ignore[arg-type]
+    run = StageRun(platform, ctx, params, reporter, ContentSettings())  # type: ignore[arg-type]
+    return run, reporter
 
 
 @pytest.mark.parametrize(
@@ -63,29 +65,29 @@ def stage_run(platform: Any, runner: Runner) -> tuple[StageRun, Reporter]:
     ],
 )
 async def test_private_loopback_and_link_local_are_refused_by_default(url: str) -> None:
-    with pytest.raises(net.Refused):
-        await net.check_url(url, ContentSettings())
+    with pytest.raises(Refused):
+        await guard.check_url(url, ContentSettings())
 
 
 async def test_a_name_resolving_to_a_private_address_is_refused() -> None:
     async def resolver(host: str, port: int) -> list[str]:
         return ["93.184.216.34", "10.1.2.3"]  # one bad address is enough
 
-    with pytest.raises(net.Refused, match="private address"):
-        await net.check_url("https://intranet.example.com/", ContentSettings(), resolver)
+    with pytest.raises(Refused, match="private address"):
+        await guard.check_url("https://intranet.example.com/", ContentSettings(), resolver)
 
 
 async def test_settings_can_allow_loopback_or_private() -> None:
-    await net.check_url("http://127.0.0.1/", ContentSettings(allow_loopback=True))
-    await net.check_url("http://10.0.0.1/", ContentSettings(allow_private=True))
-    await net.check_url("https://93.184.216.34/", ContentSettings())  # public: fine
-    with pytest.raises(net.Refused):
-        await net.check_url("http://10.0.0.1/", ContentSettings(allow_loopback=True))
+    await guard.check_url("http://127.0.0.1/", ContentSettings(allow_loopback=True))
+    await guard.check_url("http://10.0.0.1/", ContentSettings(allow_private=True))
+    await guard.check_url("https://93.184.216.34/", ContentSettings())  # public: fine
+    with pytest.raises(Refused):
+        await guard.check_url("http://10.0.0.1/", ContentSettings(allow_loopback=True))
 
 
 async def test_fetch_refuses_a_private_address_without_sending_anything(runner: Runner) -> None:
-    calls: list[dict[str, Any]] = []
-    with pytest.raises(net.Refused, match="private"):
+    calls: list[CallRecord] = []
+    with pytest.raises(Refused, match="private"):
         await fetch_page(runner, "t", "http://10.0.0.1/page", ContentSettings(), calls)
     assert calls == []
 
@@ -96,7 +98,7 @@ async def test_a_redirect_to_a_private_address_is_refused(
     server.expect_request("/hop").respond_with_response(
         Response(status=302, headers={"Location": "http://192.168.0.10/secret"})
     )
-    with pytest.raises(net.Refused, match="private"):
+    with pytest.raises(Refused, match="private"):
         await fetch_page(runner, "t", server.url_for("/hop"), ContentSettings(allow_loopback=True))
     assert len(server.log) == 1
 
@@ -106,7 +108,7 @@ async def test_redirects_are_bounded(server: HTTPServer, runner: Runner) -> None
         Response(status=302, headers={"Location": "/loop"})
     )
     settings = ContentSettings(allow_loopback=True, max_redirects=3)
-    with pytest.raises(net.Refused, match="more than 3 redirects"):
+    with pytest.raises(Refused, match="more than 3 redirects"):
         await fetch_page(runner, "t", server.url_for("/loop"), settings)
     assert len(server.log) == 4
 

@@ -8,8 +8,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.platforms.base import ProviderError
-from fanfuse.platforms.runner import Runner
+from fanfuse.errors import ProviderError
+from fanfuse.net.runner import Runner
 from tests.unit.platforms.cases import CASES
 from tests.unit.platforms.harness import AdapterCase, Sleeps, run_search
 
@@ -36,7 +36,7 @@ async def test_a_page_of_results(case: AdapterCase, server: HTTPServer, runner: 
     if case.n_ok is not None:
         assert len(hits) == case.n_ok
     assert all(h.url.startswith("http") and h.title for h in hits)
-    assert info["calls"][0]["attempts"] == 1 and info["calls"][0]["status"] == 200
+    assert info.calls[0].attempts == 1 and info.calls[0].status == 200
     assert server.log[0][0].remote_addr == "127.0.0.1"
 
 
@@ -62,7 +62,7 @@ async def test_429_with_retry_after_then_success(
     lists, info = await run_search(case.make(base(server)), runner, ["q"], limit=1)
     assert lists[0][0].url == case.first_url.replace("{base}", base(server))
     assert sleeps[0] == 2.0  # the server's Retry-After, not the backoff
-    assert info["calls"][0]["attempts"] == 2 and info["calls"][0]["status"] == 200
+    assert info.calls[0].attempts == 2 and info.calls[0].status == 200
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)

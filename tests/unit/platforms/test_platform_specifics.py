@@ -8,10 +8,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.platforms.base import ProviderError, SearchParams
-from fanfuse.platforms.runner import Runner
+from fanfuse.errors import ProviderError
+from fanfuse.net.runner import Runner
+from fanfuse.platforms.base import SearchParams
 from tests.unit.platforms import cases
-from tests.unit.platforms.harness import fixture, run_search
+from tests.unit.platforms.harness import answer, fixture, run_search
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,7 +38,7 @@ async def test_google_pages_past_ten_with_start_and_hides_the_key(
     assert [h.url for h in lists[0]] == [f"https://example.org/{i}" for i in range(1, 16)]
     asked = [(r.args["start"], r.args["num"]) for r, _ in server.log]
     assert asked == [("1", "10"), ("11", "5")]
-    assert all("test-key" not in c["url"] and "key=%2A%2A%2A" in c["url"] for c in info["calls"])
+    assert all("test-key" not in str(c.url) and "key=%2A%2A%2A" in str(c.url) for c in info.calls)
 
 
 async def test_google_bad_key_is_a_400_named_as_such(server: HTTPServer, runner: Runner) -> None:
@@ -104,9 +105,7 @@ def test_wikipedia_language_picks_the_wiki_and_snippets_lose_their_html() -> Non
     spec = platform.build_request(["Tokio"], params, None, settings)
     assert spec.url == "https://de.wikipedia.org/w/api.php"
     assert spec.headers["User-Agent"] == "t (t@example.org)"
-    page = platform.parse_response(
-        200, {}, fixture("wikipedia/results.json"), ["Tokio"], None, settings
-    )
+    page = platform.parse_response(answer(params, settings, fixture("wikipedia/results.json")))
     assert page.hits[0].url == "https://de.wikipedia.org/wiki/Tokio_(software)"
     assert page.hits[0].snippet == "Tokio is an asynchronous runtime for Rust & more"
     assert page.next_page == 3
@@ -210,9 +209,10 @@ def test_builtin_reads_glm_web_search_sources() -> None:
         overrides={"api_key": "k", "base_url": "https://open.bigmodel.cn/api/paas/v4"}
     )
     settings = platform.load_settings()
-    spec = platform.build_request(["q"], SearchParams(queries=["q"], limit=5), None, settings)
+    params = SearchParams(queries=["q"], limit=5)
+    spec = platform.build_request(["q"], params, None, settings)
     assert spec.json["tools"][0]["type"] == "web_search" and "enable_search" not in spec.json
-    page = platform.parse_response(200, {}, fixture("builtin/glm.json"), ["q"], None, settings)
+    page = platform.parse_response(answer(params, settings, fixture("builtin/glm.json")))
     assert [h.url for h in page.hits] == [
         "https://tokio.rs/",
         "https://rust-lang.github.io/async-book/",
@@ -226,9 +226,10 @@ def test_builtin_qwen_request_enables_search_and_keeps_the_answer() -> None:
 
     platform = BuiltinPlatform(overrides={"api_key": "k"})
     settings = platform.load_settings()
-    spec = platform.build_request(["q"], SearchParams(queries=["q"], limit=5), None, settings)
+    params = SearchParams(queries=["q"], limit=5)
+    spec = platform.build_request(["q"], params, None, settings)
     assert spec.json["enable_search"] is True
     assert spec.json["search_options"]["enable_source"] is True
-    page = platform.parse_response(200, {}, fixture("builtin/qwen.json"), ["q"], None, settings)
+    page = platform.parse_response(answer(params, settings, fixture("builtin/qwen.json")))
     assert page.hits[1].snippet == "The async book explains the underlying model"
-    assert page.info["answer"].startswith("Tokio is the most widely used")
+    assert page.hits[0].metadata["answer"].startswith("Tokio is the most widely used")

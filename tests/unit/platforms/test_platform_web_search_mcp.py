@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from fanfuse.platforms.base import PlatformContext, ProviderError, SearchParams
+from fanfuse.errors import ProviderError
+from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.web_search_mcp import WebSearchMcpPlatform, parse_results
 from tests.unit.platforms.harness import FIXTURES
 
@@ -19,10 +20,10 @@ COMMAND = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'web_searc
 
 async def search(queries: list[str], *, content: bool, limit: int = 3, **over: object):
     platform = WebSearchMcpPlatform(overrides={"command": COMMAND, **over})
-    extras: dict[str, object] = {}
-    ctx = PlatformContext(settings=platform.load_settings(), extras=extras)
+    record = RunRecord()
+    ctx = PlatformContext(settings=platform.load_settings(), record=record)
     params = SearchParams(queries=queries, limit=limit, include_content=content)
-    return await platform.search(ctx, params), extras
+    return await platform.search(ctx, params), record
 
 
 async def test_summaries_without_content() -> None:
@@ -32,7 +33,7 @@ async def test_summaries_without_content() -> None:
         "https://rust-lang.github.io/async-book/",
     ]
     assert all(h.content is None for h in lists[0])
-    assert extras["calls"][0]["tool"] == "get-web-search-summaries"  # type: ignore[index]
+    assert extras.calls[0].tool == "get-web-search-summaries"
 
 
 async def test_full_search_with_targeted_fetches_for_pages_lacking_content() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.content.strategy import shape_query, supplemental_queries
-from fanfuse.platforms.runner import Runner
+from fanfuse.net.runner import Runner
+from fanfuse.platforms.strategy import shape_query, supplemental_queries
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture, run_search
 

@@ -1,4 +1,4 @@
-"""Query strategy for platforms that want it: language-aware shaping and supplemental queries.
+"""Query strategy for the HTTP platforms that opt in: language-aware shaping, supplemental queries.
 
 From the search pipeline's design: a query is shaped for the platform's language (CJK text loses
 the spaces a Latin keyboard habit puts between words, question marks and quotes that keyword

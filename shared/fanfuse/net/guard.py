@@ -1,4 +1,4 @@
-"""Network guard and bounded redirects for the content stages.
+"""The network guard and bounded redirects, for every fetch of a URL that a search result gave.
 
 A search result is an untrusted URL: fetching it must not reach into the network the worker
 runs in (cloud metadata at 169.254.169.254, private services, localhost). Every hop's host is
@@ -12,21 +12,41 @@ import asyncio
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urljoin
 
 import httpx
 
-from fanfuse.content.settings import ContentSettings
-from fanfuse.platforms.runner import CallPolicy, RequestSpec, Response, Runner
+from fanfuse.errors import Refused
+from fanfuse.models import CallRecord
+from fanfuse.net.policy import BROWSER_USER_AGENT, MAX_REDIRECTS, PAGE_FETCH, CallPolicy
+from fanfuse.net.runner import RequestSpec, Response, Runner
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
-class Refused(Exception):
-    """The URL may not be fetched (its address, scheme or redirect chain is not allowed)."""
+class AddressPolicy(Protocol):
+    """Which non-public addresses a deployment lets fetches reach (none, by default)."""
+
+    @property
+    def allow_private(self) -> bool: ...
+
+    @property
+    def allow_loopback(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    """How an untrusted URL is fetched: the address policy, redirects, agent and call limits."""
+
+    allow_private: bool = False
+    allow_loopback: bool = False
+    max_redirects: int = MAX_REDIRECTS
+    user_agent: str = BROWSER_USER_AGENT
+    call: CallPolicy = PAGE_FETCH
 
 
 async def system_resolver(host: str, port: int) -> list[str]:
@@ -35,22 +55,20 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-def address_problem(ip: str, settings: ContentSettings) -> str | None:
+def address_problem(ip: str, policy: AddressPolicy) -> str | None:
     """Why `ip` may not be fetched, or None."""
     addr = ipaddress.ip_address(ip.split("%")[0])
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         addr = addr.ipv4_mapped
     if addr.is_loopback:
-        return None if settings.allow_loopback or settings.allow_private else "loopback"
+        return None if policy.allow_loopback or policy.allow_private else "loopback"
     for kind in ("link_local", "private", "reserved", "multicast", "unspecified"):
         if getattr(addr, f"is_{kind}"):
-            return None if settings.allow_private else kind.replace("_", "-")
+            return None if policy.allow_private else kind.replace("_", "-")
     return None
 
 
-async def check_url(
-    url: str, settings: ContentSettings, resolver: Resolver = system_resolver
-) -> None:
+async def check_url(url: str, policy: AddressPolicy, resolver: Resolver = system_resolver) -> None:
     """Raise `Refused` unless every address `url`'s host resolves to may be fetched."""
     parsed = httpx.URL(url)
     if parsed.scheme not in ("http", "https"):
@@ -66,7 +84,7 @@ async def check_url(
         except OSError as exc:
             raise Refused(f"cannot resolve {host}: {exc}") from exc
     for ip in ips:
-        problem = address_problem(ip, settings)
+        problem = address_problem(ip, policy)
         if problem:
             raise Refused(f"{host} resolves to a {problem} address ({ip}); not fetched")
 
@@ -75,28 +93,24 @@ async def get(
     runner: Runner,
     key: str,
     url: str,
-    settings: ContentSettings,
-    calls: list[dict[str, Any]] | None,
+    policy: FetchPolicy,
+    calls: list[CallRecord] | None,
     *,
     accept_types: Sequence[str] | None = None,
-    max_bytes: int | None = None,
     resolver: Resolver = system_resolver,
 ) -> tuple[Response, str]:
-    """GET `url`, following at most `max_redirects` redirects, each hop checked first."""
-    policy = CallPolicy(
-        timeout=settings.timeout,
-        max_concurrency=settings.concurrency,
-        max_attempts=settings.max_attempts,
-        max_body_bytes=max_bytes or settings.max_bytes,
-    )
-    headers = {"User-Agent": settings.user_agent, "Accept": "text/html,text/plain;q=0.9,*/*;q=0.5"}
-    for _ in range(settings.max_redirects + 1):
-        await check_url(url, settings, resolver)
+    """GET `url`, following at most `max_redirects` redirects, each hop checked first.
+
+    Returns the last answer and the URL it came from.
+    """
+    headers = {"User-Agent": policy.user_agent, "Accept": "text/html,text/plain;q=0.9,*/*;q=0.5"}
+    for _ in range(policy.max_redirects + 1):
+        await check_url(url, policy, resolver)
         spec = RequestSpec(url=url, headers=headers, follow_redirects=False)
-        response = await runner.request(key, spec, policy, calls, accept_types=accept_types)
+        response = await runner.request(key, spec, policy.call, calls, accept_types=accept_types)
         location = response.headers.get("location")
         if response.status in REDIRECTS and location:
             url = urljoin(url, location)
             continue
         return response, url
-    raise Refused(f"more than {settings.max_redirects} redirects")
+    raise Refused(f"more than {policy.max_redirects} redirects")

@@ -13,6 +13,7 @@ the same way to every provider:
 
 Every call is recorded (method, URL without secrets, status, attempts, seconds) so the platform
 document shows where time went. Waits go through an injectable `sleep`, so tests never sleep.
+The defaults of every limit are in `policy.py`.
 """
 
 from __future__ import annotations
@@ -25,17 +26,18 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
+from pydantic import JsonValue
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from fanfuse.platforms.base import ProviderError
+from fanfuse.errors import ProviderError
+from fanfuse.models import CallRecord
+from fanfuse.net.policy import USER_AGENT, CallPolicy
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 BACKOFF_BASE = 0.5
-DEFAULT_USER_AGENT = "fanfuse/0.1 (multi-platform search; +https://github.com/fanfuse)"
 MAX_RECORDED_CALLS = 200
 
 SleepFn = Callable[[float], Awaitable[None]]
@@ -51,7 +53,7 @@ class RequestSpec:
     params: Params = ()
     """Query parameters; when given they replace any query string in `url`."""
     headers: Mapping[str, str] = field(default_factory=dict)
-    json: Any = None
+    json: JsonValue = None
     data: Mapping[str, str] | None = None
     follow_redirects: bool = True
     secret_params: frozenset[str] = frozenset()
@@ -85,29 +87,6 @@ class Response:
             return self.body.decode(charset, errors="replace")
         except LookupError:
             return self.body.decode("utf-8", errors="replace")
-
-
-@dataclass(frozen=True)
-class CallPolicy:
-    """How one platform's calls are made; read from its settings (see `policy_of`)."""
-
-    timeout: float = 20.0
-    max_concurrency: int = 4
-    max_attempts: int = 3
-    max_retry_after: float = 30.0
-    min_interval: float = 0.0
-    max_body_bytes: int = 10_000_000
-
-
-def policy_of(settings: Any) -> CallPolicy:
-    """A policy from any settings object, using the defaults for what it does not define."""
-    defaults = CallPolicy()
-    return CallPolicy(
-        **{
-            name: getattr(settings, name, getattr(defaults, name))
-            for name in CallPolicy.__dataclass_fields__
-        }
-    )
 
 
 def backoff(attempt: int, rng: random.Random) -> float:
@@ -186,7 +165,7 @@ class Runner:
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
         transport: httpx.AsyncBaseTransport | None = None,
-        user_agent: str = DEFAULT_USER_AGENT,
+        user_agent: str = USER_AGENT,
     ) -> None:
         self.sleep = sleep
         self.rng = rng or random.Random()
@@ -251,7 +230,7 @@ class Runner:
         platform: str,
         spec: RequestSpec,
         policy: CallPolicy,
-        calls: list[dict[str, Any]] | None = None,
+        calls: list[CallRecord] | None = None,
         *,
         accept_types: Sequence[str] | None = None,
     ) -> Response:
@@ -266,7 +245,7 @@ class Runner:
         query = _params(spec.params)
         full = httpx.URL(spec.url, params=query) if query else httpx.URL(spec.url)
         shown_url = redact_url(str(full), spec.secret_params)
-        record: dict[str, Any] = {"platform": platform, "method": spec.method, "url": shown_url}
+        record = CallRecord(platform=platform, method=spec.method, url=shown_url)
 
         def wait(retry_state: RetryCallState) -> float:
             exc = retry_state.outcome.exception() if retry_state.outcome else None
@@ -286,7 +265,7 @@ class Runner:
                 with attempt:
                     attempts += 1
                     response = await self._once(state, platform, spec, policy, accept_types)
-                    record["status"] = response.status
+                    record.status = response.status
                     if response.status in RETRY_STATUSES:
                         raise _Retryable(
                             f"HTTP {response.status}{_excerpt(response.body)}",
@@ -294,7 +273,7 @@ class Runner:
                             retry_after=parse_retry_after(response.headers.get("retry-after")),
                         )
         except _Retryable as exc:
-            record.update(status=exc.status, error=exc.reason)
+            record.status, record.error = exc.status, exc.reason
             what = (
                 f"timed out after {policy.timeout:g}s"
                 if exc.timeout
@@ -307,7 +286,7 @@ class Runner:
             ) from exc
         finally:
             elapsed = round(self.clock() - started, 4)
-            record.update(attempts=attempts, seconds=elapsed)
+            record.attempts, record.seconds = attempts, elapsed
             if calls is not None and len(calls) < MAX_RECORDED_CALLS:
                 calls.append(record)
         return Response(

@@ -1,28 +1,23 @@
-"""A platform run's stages: searching -> resolving -> fetching_content -> compressing.
+"""What every stage shares: the run it works on (`StageRun`) and the progress reporter.
 
-A run plans only the stages it has work for (a local corpus needs no URL resolving; content
-fetching only when asked and the platform does not bring content itself). Progress goes to the
-platform document through a throttled reporter, so no document is written more than about once
-per `progress_interval` except at stage changes.
+Progress goes to the platform document through a throttled reporter, so no document is written
+more than about once per `progress_interval` except at stage changes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fanfuse import progress
-from fanfuse.models import Hit, PlatformRun, Stage, StepProgress, utcnow
+from fanfuse.content.settings import ContentSettings
+from fanfuse.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
+from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
 from fanfuse.store.base import TaskStore
-
-
-class Cancelled(Exception):
-    """The search was cancelled; the worker stops between stages."""
 
 
 class Reporter:
@@ -76,13 +71,26 @@ class Reporter:
 
 @dataclass
 class StageRun:
-    """What the later stages get: the platform, its context and parameters, the reporter."""
+    """One platform run as its stages see it; built once by the service, so no stage reads
+    settings or finds a runner of its own.
 
-    platform: Platform
-    ctx: PlatformContext
+    `ctx` carries the platform's settings, the shared runner and the run's record (calls,
+    provider, timings); `content` the content stages' settings.
+    """
+
+    platform: Platform[Any]
+    ctx: PlatformContext[Any]
     params: SearchParams
     reporter: Reporter
-    info: dict[str, Any] = field(default_factory=dict)
+    content: ContentSettings
+
+    @property
+    def runner(self) -> Runner:
+        return self.ctx.runner
+
+    @property
+    def calls(self) -> list[CallRecord]:
+        return self.ctx.record.calls
 
     async def each_hit(
         self,
@@ -128,60 +136,4 @@ class StageRun:
 
 
 StageFn = Callable[[StageRun, list[Hit]], Awaitable[list[Hit]]]
-
-# Later stages live in their own modules, imported only by runs that plan them, so a worker
-# for a local corpus never imports an HTML extractor.
-STAGE_MODULES: dict[Stage, str] = {
-    Stage.RESOLVING: "fanfuse.content.resolve:resolve",
-    Stage.FETCHING_CONTENT: "fanfuse.content.fetch:fetch_content",
-    Stage.COMPRESSING: "fanfuse.content.compress:compress",
-}
-
-
-def plan(platform: Platform, params: SearchParams) -> list[Stage]:
-    wanted = [Stage.SEARCHING]
-    if platform.capabilities.resolves_urls:
-        wanted.append(Stage.RESOLVING)
-    if params.include_content and not platform.capabilities.content:
-        wanted.append(Stage.FETCHING_CONTENT)
-    if params.include_content:
-        wanted.append(Stage.COMPRESSING)
-    return [s for s in wanted if s is Stage.SEARCHING or s in STAGE_MODULES]
-
-
-def _handler(stage: Stage) -> StageFn:
-    module, _, attr = STAGE_MODULES[stage].partition(":")
-    fn: StageFn = getattr(importlib.import_module(module), attr)
-    return fn
-
-
-async def execute(
-    run: StageRun, stages: list[Stage], check_cancelled: Callable[[], bool]
-) -> list[Hit]:
-    """Run the planned stages in order, checking for cancellation between them."""
-    timings: dict[str, float] = run.info.setdefault("timings", {})
-    hits: list[Hit] = []
-    for stage in stages:
-        if check_cancelled():
-            raise Cancelled()
-        started = time.monotonic()
-        if stage is Stage.SEARCHING:  # always first; the claim already reported it
-            lists = await run.platform.search(run.ctx, run.params)
-            hits = _ranked(lists, run.params.limit)
-            if stage is stages[-1]:  # the fan-in writes it with the run's end
-                run.reporter.message = progress.found_message(len(hits))
-            else:
-                run.reporter.done(f"Found {len(hits)} results", len(hits))
-        else:
-            hits = await _handler(stage)(run, hits)
-        timings[stage.value] = round(time.monotonic() - started, 4)
-    return hits
-
-
-def _ranked(lists: list[list[Hit]], limit: int) -> list[Hit]:
-    """Number each query's list 1..n (the platform's order) and tag it with its query."""
-    hits: list[Hit] = []
-    for qi, items in enumerate(lists):
-        for rank, hit in enumerate(items[:limit], 1):
-            hits.append(hit.model_copy(update={"query_index": qi, "rank": rank}))
-    return hits
+"""A stage: the run's hits in, the hits after the stage out."""

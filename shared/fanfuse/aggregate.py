@@ -1,0 +1,93 @@
+"""The final document of a search: what the aggregator writes, as one pure function.
+
+`lifecycle.finalize` calls it inside the finalization transaction, with the task and platform
+documents that transaction read; nothing else builds a final status, summary or result list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from fanfuse import fusion, progress
+from fanfuse.models import PlatformError, PlatformRun, PlatformState, Progress, Task, TaskStatus
+
+DEADLINE_ERROR = "no result before the deadline"
+
+
+@dataclass(frozen=True)
+class Final:
+    """The finalized task and the platform runs the finalization ended (the stragglers)."""
+
+    task: Task
+    ended: list[PlatformRun]
+
+
+def ended_run(
+    run: PlatformRun, state: PlatformState, error: str | None, message: str, now: datetime
+) -> PlatformRun:
+    """`run` in its terminal `state`, with its progress complete and its message framed."""
+    return run.model_copy(
+        update={
+            "state": state,
+            "error": error,
+            "percent": 100.0,
+            "message": progress.platform_message(run.index, run.of, run.name, message),
+            "finished_at": now,
+            "updated_at": now,
+        }
+    )
+
+
+def final_document(task: Task, runs: Sequence[PlatformRun], now: datetime) -> Final:
+    """Fuse the succeeded platforms' results, rank, limit, and set the final status.
+
+    Platforms still running become `timed_out`. `completed` when every platform succeeded,
+    `partial` when some did, `failed` (with every platform's error) when none did.
+    """
+    ended = [
+        ended_run(r, PlatformState.TIMED_OUT, DEADLINE_ERROR, "Timed out", now)
+        for r in runs
+        if not r.state.terminal
+    ]
+    final_runs = [next((e for e in ended if e.name == r.name), r) for r in runs]
+    succeeded = [r for r in final_runs if r.state is PlatformState.SUCCEEDED]
+    results, by_query = fusion.fuse_queries(
+        task.queries,
+        {r.name: r.results for r in succeeded},
+        task.fusion,
+        task.request.max_results,
+        task.request.weights,
+    )
+    summary = progress.summarize(final_runs, len(results))
+    errors = [
+        PlatformError(platform=r.name, state=r.state, error=r.error or r.state.value)
+        for r in final_runs
+        if r.state is not PlatformState.SUCCEEDED
+    ]
+    if not succeeded:
+        status = TaskStatus.FAILED
+    elif errors:
+        status = TaskStatus.PARTIAL
+    else:
+        status = TaskStatus.COMPLETED
+    error = None
+    if status is TaskStatus.FAILED:
+        error = f"All {len(final_runs)} platforms failed: " + "; ".join(
+            f"{e.platform}: {e.error}" for e in errors
+        )
+    final = task.model_copy(
+        update={
+            "status": status,
+            "summary": summary,
+            "errors": errors,
+            "error": error,
+            "results": results,
+            "results_by_query": by_query if len(task.queries) > 1 else [],
+            "progress": Progress(percent=100.0, stage=status.value, message=summary.message),
+            "updated_at": now,
+            "finalized_at": now,
+        }
+    )
+    return Final(task=final, ended=ended)
