@@ -5,8 +5,9 @@ One module per kind of thing: `processes` (children that always stop, bounded wa
 helpers), `firestore`, `cloud_tasks` (with the launcher's server, run by `__main__`),
 `functions`, and `stack`, which starts them together and wires them to each other.
 
-Only the standard library is imported at module level; the Google clients are imported when a
-Cloud Tasks emulator is actually started.
+Only the standard library, pydantic (the queue port's naming and the settings) and these modules
+are imported here; the Google clients are imported when a Cloud Tasks emulator is actually
+started.
 """
 
 from fanfuse.devstack.cloud_tasks import (
@@ -27,7 +28,8 @@ from fanfuse.devstack.processes import (
     tcp_open,
     wait_until,
 )
-from fanfuse.devstack.stack import AGGREGATE_QUEUE, LocalStack, StackAddresses, queue_id
+from fanfuse.devstack.stack import LocalStack, StackAddresses, queue_id
+from fanfuse.queue.base import AGGREGATE_QUEUE
 
 __all__ = [
     "AGGREGATE_QUEUE",

@@ -1,6 +1,9 @@
 """The whole local stack: Firestore, Cloud Tasks (one queue per platform plus aggregate), functions.
 
 Used by `fanfuse dev` and by the pytest session fixtures, so both run the very same processes.
+Queue ids come from the queue port (`fanfuse.queue.base.queue_id`) with the same prefix the
+functions are given (FANFUSE_QUEUE_PREFIX), so the queues created here are the ones the
+functions enqueue to, whatever the prefix.
 """
 
 from __future__ import annotations
@@ -26,13 +29,16 @@ from fanfuse.devstack.processes import (
     default_log_dir,
     free_port,
 )
+from fanfuse.queue import base as queue_port
+from fanfuse.settings import Settings
 
-AGGREGATE_QUEUE = "aggregate"
 
+def queue_id(platform: str, prefix: str | None = None) -> str:
+    """Queue id of a platform (or of "aggregate"): `{prefix}-{platform with _ as -}`.
 
-def queue_id(platform: str) -> str:
-    """Queue id of a platform (or of "aggregate"): `fanfuse-{platform with _ as -}`."""
-    return f"fanfuse-{platform.replace('_', '-')}"
+    `prefix` defaults to FANFUSE_QUEUE_PREFIX (`fanfuse`), as LocalStack's does.
+    """
+    return queue_port.queue_id(Settings().queue_prefix if prefix is None else prefix, platform)
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class StackAddresses:
     firestore: str
     tasks: str
     functions: dict[str, str]
+    queue_prefix: str
     queues: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
 
@@ -55,6 +62,8 @@ class StackAddresses:
             "FIRESTORE_EMULATOR_HOST": self.firestore,
             "FANFUSE_TASKS_EMULATOR_HOST": self.tasks,
             "FANFUSE_FUNCTION_URLS": json.dumps(self.functions, sort_keys=True),
+            # Explicit, so the functions enqueue to the queues this stack created.
+            "FANFUSE_QUEUE_PREFIX": self.queue_prefix,
         }
 
     def describe(self) -> list[tuple[str, str]]:
@@ -76,6 +85,9 @@ class LocalStack:
     parallel and then the functions in parallel, and stops everything on exit, on an exception,
     on Ctrl-C and on SIGTERM/SIGHUP (turned into SystemExit while the stack runs, so the with
     block unwinds), and at interpreter exit as a last resort.
+
+    `queue_prefix` defaults to FANFUSE_QUEUE_PREFIX (`fanfuse`): the queues are
+    `{prefix}-{platform}` and `{prefix}-aggregate`, and the functions get the same prefix.
     """
 
     def __init__(
@@ -84,6 +96,7 @@ class LocalStack:
         *,
         project: str = DEFAULT_PROJECT,
         location: str = DEFAULT_LOCATION,
+        queue_prefix: str | None = None,
         source: Path = DEFAULT_FUNCTIONS_SOURCE,
         targets: Sequence[str] = FUNCTION_TARGETS,
         firestore_port: int | None = None,
@@ -100,7 +113,11 @@ class LocalStack:
         self.location = location
         self.log_dir = log_dir or default_log_dir()
         self.handle_signals = handle_signals
-        queue_names = {p: queue_id(p) for p in [*self.platforms, AGGREGATE_QUEUE]}
+        self.queue_prefix = Settings().queue_prefix if queue_prefix is None else queue_prefix
+        queue_names = {
+            p: queue_port.queue_id(self.queue_prefix, p)
+            for p in [*self.platforms, queue_port.AGGREGATE_QUEUE]
+        }
         self.firestore = FirestoreEmulator(project, firestore_port, log_dir=self.log_dir)
         self.tasks = CloudTasksEmulator(
             tasks_port,
@@ -119,6 +136,7 @@ class LocalStack:
             firestore=self.firestore.host,
             tasks=self.tasks.host,
             functions=urls,
+            queue_prefix=self.queue_prefix,
             queues=queue_names,
             log_dir=self.log_dir,
         )
