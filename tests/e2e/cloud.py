@@ -30,10 +30,10 @@ from unittest import mock
 import httpx
 from google.cloud import firestore
 
-from fanfuse.bench import StubSearxServer
 from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
 from fanfuse.models import TERMINAL_TASK, FusionMethod, PlatformRun, SearchRequest, Task, utcnow
 from fanfuse.store.firestore import FirestoreStore, WriteLog
+from fanfuse.testing import StubSearxServer
 
 SHORT_DEADLINE = 3.0
 TERMINAL = {s.value for s in TERMINAL_TASK}

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fanfuse.bench import StubSearxServer
 from fanfuse.devstack import FunctionProcess, LocalStack
+from fanfuse.testing import StubSearxServer
 from tests.e2e.cloud import PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
 
 

@@ -25,6 +25,8 @@ import pytest
 from google.cloud import tasks_v2
 
 from fanfuse.devstack import (
+    DEFAULT_LOCATION,
+    DEFAULT_PROJECT,
     CloudTasksEmulator,
     FirestoreEmulator,
     FunctionProcess,
@@ -33,9 +35,14 @@ from fanfuse.devstack import (
     free_port,
     http_request,
     queue_id,
+    queue_path,
+    tasks_client,
     tcp_open,
     wait_until,
 )
+from fanfuse.queue.base import PlatformMessage
+from fanfuse.queue.cloud_tasks import CloudTasksQueue
+from fanfuse.settings import Settings
 
 FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"
 
@@ -405,6 +412,125 @@ def test_local_stack_that_fails_to_start_leaves_nothing(tmp_path: Path) -> None:
     groups = {p.pid for p in stack.processes()}
     assert len(groups) == 7
     assert processes_in_groups(groups) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Queue names: the stack creates the queues the functions enqueue to, whatever the prefix
+
+
+def test_local_stack_creates_the_queues_its_functions_enqueue_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing is started: the names and the environment are decided when the stack is built.
+    monkeypatch.setenv("FANFUSE_QUEUE_PREFIX", "zz")
+    stack = LocalStack(["docs", "sec_edgar"], log_dir=tmp_path)
+    assert stack.addresses.queues == {
+        "docs": "zz-docs",
+        "sec_edgar": "zz-sec-edgar",
+        "aggregate": "zz-aggregate",
+    }
+    assert stack.tasks.queues == ["zz-docs", "zz-sec-edgar", "zz-aggregate"]
+    env = stack.addresses.env()
+    assert env["FANFUSE_QUEUE_PREFIX"] == "zz"
+    assert queue_id("sec_edgar") == "zz-sec-edgar"
+
+    # The queue adapter, configured from exactly what a function is given, targets those queues.
+    monkeypatch.delenv("FANFUSE_QUEUE_PREFIX")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    adapter = CloudTasksQueue(Settings())
+    queue, _ = adapter.platform_task(PlatformMessage(task_id="t1", platform="sec_edgar"))
+    assert queue == stack.tasks.queue_path("zz-sec-edgar")
+
+    explicit = LocalStack(["docs"], queue_prefix="team", log_dir=tmp_path)
+    assert explicit.addresses.queues == {"docs": "team-docs", "aggregate": "team-aggregate"}
+    assert explicit.addresses.env()["FANFUSE_QUEUE_PREFIX"] == "team"
+
+
+def _banner(dev: subprocess.Popen[str], timeout: float) -> dict[str, str]:
+    """`fanfuse dev`'s component lines, read until its `ready:` line, bounded in time."""
+    lines: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert dev.stdout is not None
+        for line in dev.stdout:
+            lines.append(line)
+            if line.startswith("ready:"):
+                break
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not done.wait(timeout) or not lines or not lines[-1].startswith("ready:"):
+        raise AssertionError(f"fanfuse dev not ready in {timeout} s; printed: {lines}")
+    return dict(line.split(maxsplit=1) for line in lines[:-1])
+
+
+def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None:
+    # The acceptance, by hand: `FANFUSE_QUEUE_PREFIX=zz fanfuse dev -p docs`, then
+    # `fanfuse search --endpoint <start_search> -p docs "..."` completes. The cache directory is
+    # the session's (conftest), so docs builds its BM25 index of the bundled corpus at most once.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FANFUSE_")}
+    env |= {
+        "FANFUSE_QUEUE_PREFIX": "zz",
+        "FANFUSE_CACHE_DIR": os.environ["FANFUSE_CACHE_DIR"],
+        "PYTHONUNBUFFERED": "1",
+        "COLUMNS": "200",
+    }
+    fanfuse = [sys.executable, "-m", "fanfuse.cli"]
+    with (tmp_path / "dev.stderr").open("w") as stderr:
+        dev = subprocess.Popen(
+            [*fanfuse, "dev", "-p", "docs"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+    ports: list[int] = []
+    try:
+        banner = _banner(dev, timeout=120)
+        tasks_host = banner["cloud_tasks"].strip()
+        ports = [int(banner["firestore"].rsplit(":", 1)[1]), int(tasks_host.rsplit(":", 1)[1])]
+        ports += [int(banner[t].rsplit(":", 1)[1]) for t in ("start_search", "run_platform")]
+        client = tasks_client(tasks_host)
+        try:
+            parent = f"projects/{DEFAULT_PROJECT}/locations/{DEFAULT_LOCATION}"
+            queues = sorted(q.name for q in client.list_queues(parent=parent, timeout=5))
+        finally:
+            client.transport.close()
+        assert queues == [
+            queue_path(DEFAULT_PROJECT, DEFAULT_LOCATION, q) for q in ("zz-aggregate", "zz-docs")
+        ]
+
+        endpoint = banner["start_search"].strip()
+        search = subprocess.run(
+            [*fanfuse, "search", "--endpoint", endpoint, "-p", "docs", "--json", "boundary layer"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
+        assert search.returncode == 0, search.stderr
+        view = json.loads(search.stdout)
+        assert view["status"] == "completed", view
+        assert view["results"] and {r["platform"] for r in view["results"]} == {"docs"}
+
+        dev.send_signal(signal.SIGTERM)
+        assert dev.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if dev.poll() is None:
+            dev.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                dev.wait(timeout=60)
+        if dev.poll() is None:
+            os.killpg(dev.pid, signal.SIGKILL)
+            dev.wait(timeout=10)
+        for line in processes_mentioning([f"--port={port}" for port in ports]):
+            with contextlib.suppress(ProcessLookupError):  # never leave a stack behind
+                os.killpg(os.getpgid(int(line.split(":")[0])), signal.SIGKILL)
+    assert ports and processes_mentioning([f"--port={port}" for port in ports]) == []
+    assert not any(tcp_open("127.0.0.1", port) for port in ports)
 
 
 STACK_SCRIPT = """

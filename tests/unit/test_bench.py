@@ -9,14 +9,11 @@ import httpx
 import typer
 from typer.testing import CliRunner
 
-from fanfuse.bench import (
+from fanfuse.bench import LatencyReport, Series, bench_app, run_latency
+from fanfuse.testing import (
     RESULTS_PER_PAGE,
-    LatencyReport,
-    Series,
     StubSearxServer,
-    bench_app,
     extra_platforms_env,
-    run_latency,
     stub_platforms,
 )
 

@@ -2,6 +2,9 @@
 
 Names make delivery idempotent at the queue (`{task_id}--{platform}`, `{task_id}--aggregate`,
 `{task_id}--deadline`); the lifecycle rules make a second delivery harmless anyway.
+
+Queue ids are named here too (`queue_id`), because two sides must agree on them: whoever creates
+the queues (Terraform, `fanfuse dev`) and the functions that enqueue to them.
 """
 
 from __future__ import annotations
@@ -28,6 +31,19 @@ class AggregateMessage(BaseModel):
 
     task_id: str
     deadline: bool = False
+
+
+AGGREGATE_QUEUE = "aggregate"
+"""The queue (before its prefix) of the aggregate tasks, including the delayed deadline task."""
+
+
+def queue_id(prefix: str, name: str) -> str:
+    """`fanfuse-sec-edgar` for platform `sec_edgar` (queue ids allow no underscore).
+
+    `name` is a platform or AGGREGATE_QUEUE; `prefix` is Settings.queue_prefix
+    (FANFUSE_QUEUE_PREFIX), so several deployments can share one project.
+    """
+    return f"{prefix}-{name.replace('_', '-')}"
 
 
 def task_name(task_id: str, suffix: str) -> str:

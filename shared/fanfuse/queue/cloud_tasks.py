@@ -3,7 +3,7 @@
 - One queue per platform (`{queue_prefix}-{platform, _ as -}`: its rate limit is the provider's
   quota, and the emulator dispatches one task at a time per queue, so this keeps fan-out
   parallel there too) and one for aggregation (`{queue_prefix}-aggregate`), which also holds the
-  delayed deadline task.
+  delayed deadline task. The names come from the port (`queue_id`), which `fanfuse dev` uses too.
 - Named tasks (`{task_id}--{platform}`, `{task_id}--aggregate`, `{task_id}--deadline`) make
   Cloud Tasks refuse duplicates; ALREADY_EXISTS therefore means "already enqueued": success.
   Because creation is idempotent under a name, transient errors are retried here too.
@@ -23,7 +23,14 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue, task_name
+from fanfuse.queue.base import (
+    AGGREGATE_QUEUE,
+    AggregateMessage,
+    PlatformMessage,
+    TaskQueue,
+    queue_id,
+    task_name,
+)
 from fanfuse.settings import Settings
 
 if TYPE_CHECKING:
@@ -31,7 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-AGGREGATE = "aggregate"
 CREATE_TIMEOUT = 10.0
 """Seconds for one CreateTask call (the retry below bounds the total at RETRY_DEADLINE)."""
 RETRY_DEADLINE = 30.0
@@ -40,11 +46,6 @@ MAX_DISPATCH_DEADLINE = 1800
 """Cloud Tasks accepts dispatch deadlines of 15 s to 30 min for HTTP targets."""
 DISPATCH_MARGIN = 30
 """A platform task may run until the search deadline; give the HTTP call that plus a margin."""
-
-
-def queue_id(prefix: str, name: str) -> str:
-    """`fanfuse-sec-edgar` for platform `sec_edgar` (queue ids allow no underscore)."""
-    return f"{prefix}-{name.replace('_', '-')}"
 
 
 class CloudTasksQueue(TaskQueue):
@@ -112,9 +113,9 @@ class CloudTasksQueue(TaskQueue):
         self, message: AggregateMessage, at: datetime | None = None
     ) -> tuple[str, Task]:
         """(queue, task) for aggregation, or for the deadline when `message.deadline`."""
-        suffix = "deadline" if message.deadline else AGGREGATE
-        return self.queue_path(AGGREGATE), self._task(
-            name=self.task_path(AGGREGATE, message.task_id, suffix),
+        suffix = "deadline" if message.deadline else "aggregate"
+        return self.queue_path(AGGREGATE_QUEUE), self._task(
+            name=self.task_path(AGGREGATE_QUEUE, message.task_id, suffix),
             target="aggregate",
             body=message.model_dump_json().encode(),
             schedule=at,

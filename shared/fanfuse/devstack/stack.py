@@ -1,0 +1,228 @@
+"""The whole local stack: Firestore, Cloud Tasks (one queue per platform plus aggregate), functions.
+
+Used by `fanfuse dev` and by the pytest session fixtures, so both run the very same processes.
+Queue ids come from the queue port (`fanfuse.queue.base.queue_id`) with the same prefix the
+functions are given (FANFUSE_QUEUE_PREFIX), so the queues created here are the ones the
+functions enqueue to, whatever the prefix.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import signal
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from fanfuse.devstack.cloud_tasks import CloudTasksEmulator
+from fanfuse.devstack.firestore import FirestoreEmulator
+from fanfuse.devstack.functions import DEFAULT_FUNCTIONS_SOURCE, FUNCTION_TARGETS, FunctionProcess
+from fanfuse.devstack.processes import (
+    DEFAULT_LOCATION,
+    DEFAULT_PROJECT,
+    LOOPBACK,
+    ManagedProcess,
+    default_log_dir,
+    free_port,
+)
+from fanfuse.queue import base as queue_port
+from fanfuse.settings import Settings
+
+
+def queue_id(platform: str, prefix: str | None = None) -> str:
+    """Queue id of a platform (or of "aggregate"): `{prefix}-{platform with _ as -}`.
+
+    `prefix` defaults to FANFUSE_QUEUE_PREFIX (`fanfuse`), as LocalStack's does.
+    """
+    return queue_port.queue_id(Settings().queue_prefix if prefix is None else prefix, platform)
+
+
+@dataclass(frozen=True)
+class StackAddresses:
+    """Where the running stack lives; `env()` is what each function process is given."""
+
+    project: str
+    location: str
+    firestore: str
+    tasks: str
+    functions: dict[str, str]
+    queue_prefix: str
+    queues: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        return {
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            "FANFUSE_PROJECT": self.project,
+            "FANFUSE_REGION": self.location,
+            "FIRESTORE_EMULATOR_HOST": self.firestore,
+            "FANFUSE_TASKS_EMULATOR_HOST": self.tasks,
+            "FANFUSE_FUNCTION_URLS": json.dumps(self.functions, sort_keys=True),
+            # Explicit, so the functions enqueue to the queues this stack created.
+            "FANFUSE_QUEUE_PREFIX": self.queue_prefix,
+        }
+
+    def describe(self) -> list[tuple[str, str]]:
+        lines = [
+            ("project", self.project),
+            ("firestore", self.firestore),
+            ("cloud_tasks", self.tasks),
+        ]
+        lines += [(target, self.functions[target]) for target in self.functions]
+        if self.log_dir is not None:
+            lines.append(("logs", str(self.log_dir)))
+        return lines
+
+
+class LocalStack:
+    """Firestore + Cloud Tasks (one queue per platform, plus aggregate) + the five functions.
+
+    `with LocalStack(["docs", "vectors"]) as addresses:` starts everything, the emulators in
+    parallel and then the functions in parallel, and stops everything on exit, on an exception,
+    on Ctrl-C and on SIGTERM/SIGHUP (turned into SystemExit while the stack runs, so the with
+    block unwinds), and at interpreter exit as a last resort.
+
+    `queue_prefix` defaults to FANFUSE_QUEUE_PREFIX (`fanfuse`): the queues are
+    `{prefix}-{platform}` and `{prefix}-aggregate`, and the functions get the same prefix.
+    """
+
+    def __init__(
+        self,
+        platforms: Iterable[str],
+        *,
+        project: str = DEFAULT_PROJECT,
+        location: str = DEFAULT_LOCATION,
+        queue_prefix: str | None = None,
+        source: Path = DEFAULT_FUNCTIONS_SOURCE,
+        targets: Sequence[str] = FUNCTION_TARGETS,
+        firestore_port: int | None = None,
+        tasks_port: int | None = None,
+        function_ports: Mapping[str, int] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+        log_dir: Path | None = None,
+        tasks_max_retries: int = 5,
+        tasks_poll_interval: float = 0.1,
+        handle_signals: bool = True,
+    ) -> None:
+        self.platforms = list(dict.fromkeys(platforms))
+        self.project = project
+        self.location = location
+        self.log_dir = log_dir or default_log_dir()
+        self.handle_signals = handle_signals
+        self.queue_prefix = Settings().queue_prefix if queue_prefix is None else queue_prefix
+        queue_names = {
+            p: queue_port.queue_id(self.queue_prefix, p)
+            for p in [*self.platforms, queue_port.AGGREGATE_QUEUE]
+        }
+        self.firestore = FirestoreEmulator(project, firestore_port, log_dir=self.log_dir)
+        self.tasks = CloudTasksEmulator(
+            tasks_port,
+            queue_names.values(),
+            project,
+            location,
+            max_retries=tasks_max_retries,
+            poll_interval=tasks_poll_interval,
+            log_dir=self.log_dir,
+        )
+        ports = dict(function_ports or {})
+        urls = {t: f"http://{LOOPBACK}:{ports.setdefault(t, free_port())}" for t in targets}
+        self.addresses = StackAddresses(
+            project=project,
+            location=location,
+            firestore=self.firestore.host,
+            tasks=self.tasks.host,
+            functions=urls,
+            queue_prefix=self.queue_prefix,
+            queues=queue_names,
+            log_dir=self.log_dir,
+        )
+        env = {**self.addresses.env(), **dict(extra_env or {})}
+        self.functions = [
+            FunctionProcess(t, ports[t], env, source=source, log_dir=self.log_dir) for t in targets
+        ]
+        self._previous_handlers: dict[int, Any] = {}
+        self._stopping = threading.Lock()
+        self._started = False
+
+    def components(self) -> list[FirestoreEmulator | CloudTasksEmulator | FunctionProcess]:
+        return [self.firestore, self.tasks, *self.functions]
+
+    def processes(self) -> list[ManagedProcess]:
+        return [c.process for c in self.components()]
+
+    def describe(self) -> list[tuple[str, str]]:
+        """One (component, address) pair per line of `fanfuse dev`'s banner."""
+        return self.addresses.describe()
+
+    def startup_seconds(self) -> dict[str, float | None]:
+        return {c.process.name: c.startup_seconds for c in self.components()}
+
+    def start(self) -> StackAddresses:
+        self._install_signal_handlers()
+        atexit.register(self.stop)
+        self._started = True
+        try:
+            # Firestore needs ~4 s of JVM start-up: overlap it with everything else.
+            self.firestore.launch()
+            self.tasks.launch()
+            for function in self.functions:
+                function.launch()
+            self.tasks.wait_ready()
+            self.firestore.wait_ready()
+            for function in self.functions:
+                function.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self.addresses
+
+    def stop(self) -> None:
+        """Stop every component (functions first, then the emulators); safe to call twice."""
+        if not self._stopping.acquire(blocking=False):
+            return
+        try:
+            errors: list[str] = []
+            for component in [*self.functions, self.tasks, self.firestore]:
+                try:
+                    component.stop()
+                except Exception as exc:
+                    errors.append(f"{component.process.name}: {exc}")
+            atexit.unregister(self.stop)
+            self._restore_signal_handlers()
+            if errors:
+                raise RuntimeError("; ".join(errors))
+        finally:
+            self._stopping.release()
+
+    def _install_signal_handlers(self) -> None:
+        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            self._previous_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, handler in self._previous_handlers.items():
+            signal.signal(sig, handler)
+        self._previous_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Unwind the main thread (the with block stops the stack); a second signal while the
+        # stop is already running is ignored so the stop can finish.
+        if self._stopping.locked():
+            return
+        raise SystemExit(128 + signum)
+
+    def __enter__(self) -> StackAddresses:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
