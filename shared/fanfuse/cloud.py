@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import flask
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from fanfuse.errors import FanfuseError, InvalidRequest, TaskNotFound
+from fanfuse.errors import (
+    FanfuseError,
+    InvalidRequest,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    TaskNotFound,
+    Unavailable,
+    problems_of,
+)
 from fanfuse.models import Problem, TaskView
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
@@ -55,25 +63,6 @@ MAX_BODY_BYTES = 64 * 1024
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 """What a task id may look like (the service makes uuid4 hex ids); also a safe document id."""
 PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-
-
-class MethodNotAllowed(FanfuseError):
-    status_code = 405
-    code = "method_not_allowed"
-
-    def __init__(self, target: str, method: str, allowed: tuple[str, ...]) -> None:
-        self.allowed = allowed
-        super().__init__(f"{target} accepts {' or '.join(allowed)}, not {method}")
-
-
-class PayloadTooLarge(FanfuseError):
-    status_code = 413
-    code = "payload_too_large"
-
-
-class Unavailable(FanfuseError):
-    status_code = 503
-    code = "unavailable"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,8 +174,6 @@ def read_json(request: flask.Request) -> Any:
 
 def parse(model: type[BaseModel], data: Any) -> Any:
     """Validate `data` as `model`, turning pydantic's errors into a 400 listing each field."""
-    from fanfuse.service import problems_of
-
     if not isinstance(data, dict):
         raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
     try:
