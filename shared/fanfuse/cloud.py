@@ -317,15 +317,8 @@ def run_platform(request: flask.Request) -> flask.Response:
         return _permanent(request, "run_platform", exc)
     try:
         outcome = loops.run(service().run_platform(message))
-    except FanfuseError as exc:
+    except FanfuseError as exc:  # UnknownPlatform (not a platform of this search) is permanent
         return _task_failed(request, "run_platform", exc)
-    except KeyError as exc:
-        if exc.args != (message.platform,):
-            return _infrastructure(exc, "run_platform")
-        problem = Problem(
-            field="platform", problem=f"{message.platform!r} is not a platform of this search"
-        )
-        return _permanent(request, "run_platform", InvalidRequest([problem]))
     except Exception as exc:
         return _infrastructure(exc, "run_platform")
     return json_response(

@@ -69,6 +69,19 @@ class PayloadTooLarge(FanfuseError):
     code = "payload_too_large"
 
 
+class UnknownPlatform(InvalidRequest):
+    """A platform task names a platform its search does not have.
+
+    A 400 naming the field `platform`, like any other bad field: the message is well formed but
+    can never succeed, so a Cloud Tasks target acknowledges it instead of having it retried.
+    """
+
+    def __init__(self, platform: str) -> None:
+        self.platform = platform
+        problem = f"{platform!r} is not a platform of this search"
+        super().__init__([Problem(field="platform", problem=problem)])
+
+
 class Unavailable(FanfuseError):
     """An unexpected failure, taken as infrastructure (Firestore, Cloud Tasks): try again later."""
 
