@@ -200,10 +200,11 @@ def dev(
     from fanfuse.devstack import LocalStack
     from fanfuse.models import split_platforms
     from fanfuse.platforms import Registry
+    from fanfuse.settings import Settings
 
     names = split_platforms(platform)
     if names == ["all"]:
-        names = Registry().available()
+        names = Registry.from_settings(Settings()).available()
     ports = {"start_search": start_search_port} if start_search_port else None
     stack = LocalStack(names, firestore_port=firestore_port, function_ports=ports)
     try:

@@ -3,16 +3,20 @@
 `functions/main.py` only names the five targets; everything they share lives here: one
 SearchService per process (Firestore store, Cloud Tasks queue, the platform registry), built on
 the first request so a cold start imports only what its target uses; a persistent event loop per
-request thread for `run_platform` (see `_Loops`); and the mapping of errors to JSON answers.
+request thread for `run_platform` (see `_Loops`); and two wrappers that check the method and map
+errors to JSON answers, `public_target` for the three public targets and `task_target` for the
+two Cloud Tasks targets, so that each target holds only its own work.
 
 Status codes. The three public targets answer 400 (every problem listed, by field), 404, 405,
 409 or 413 for bad input, never 500; 5xx means infrastructure (Firestore, Cloud Tasks).
 `run_platform` and `aggregate` are Cloud Tasks targets, and Cloud Tasks retries *any* answer
 outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried").
-So a delivery that can never succeed (a malformed body, an unknown task) is acknowledged with
-200 and `{"outcome": "dropped", "error": ...}` when it comes from Cloud Tasks (it carries
-`X-CloudTasks-TaskName`), and logged as an error; a direct caller gets the plain 400/404.
-Infrastructure failures answer 503, which Cloud Tasks retries with backoff.
+So a delivery that can never succeed (a malformed body, an unknown task, a platform its search
+does not have) is acknowledged with 200 and `{"outcome": "dropped", "error": ...}` when it comes
+from Cloud Tasks (it carries `X-CloudTasks-TaskName`), and logged as an error; a direct caller
+gets the plain 400/404. Infrastructure failures answer 503, which Cloud Tasks retries with
+backoff. The wrappers tell these apart by type only (every error class is in `fanfuse.errors`,
+with its status), never by an exception's message.
 
 Identity. API Gateway, after it has verified the caller's JWT (Firebase ID token or Google
 OIDC), forwards the token's claims base64url-encoded in `X-Apigateway-Api-Userinfo`; the `sub`
@@ -27,17 +31,26 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import json
 import logging
 import re
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import flask
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from fanfuse.errors import FanfuseError, InvalidRequest, TaskNotFound
+from fanfuse.errors import (
+    FanfuseError,
+    InvalidRequest,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    TaskNotFound,
+    Unavailable,
+    problems_of,
+)
 from fanfuse.models import Problem, TaskView
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
@@ -47,6 +60,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+M = TypeVar("M", PlatformMessage, AggregateMessage)
+Handler = Callable[[flask.Request], flask.Response]
+"""What functions-framework calls for a target: one request in, one answer out."""
 
 USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
 TASK_NAME_HEADER = "X-CloudTasks-TaskName"
@@ -55,25 +71,6 @@ MAX_BODY_BYTES = 64 * 1024
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 """What a task id may look like (the service makes uuid4 hex ids); also a safe document id."""
 PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-
-
-class MethodNotAllowed(FanfuseError):
-    status_code = 405
-    code = "method_not_allowed"
-
-    def __init__(self, target: str, method: str, allowed: tuple[str, ...]) -> None:
-        self.allowed = allowed
-        super().__init__(f"{target} accepts {' or '.join(allowed)}, not {method}")
-
-
-class PayloadTooLarge(FanfuseError):
-    status_code = 413
-    code = "payload_too_large"
-
-
-class Unavailable(FanfuseError):
-    status_code = 503
-    code = "unavailable"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +93,7 @@ def build_service() -> SearchService:
     return SearchService(
         store_from_settings(settings),
         CloudTasksQueue(settings),
-        Registry(extra=settings.extra_platforms, deployed=settings.deployed_platforms),
+        Registry.from_settings(settings),
         settings,
     )
 
@@ -155,16 +152,6 @@ def error_response(exc: FanfuseError) -> flask.Response:
     return json_response(exc.body(), exc.status_code, headers)
 
 
-def _infrastructure(exc: Exception, target: str) -> flask.Response:
-    log.exception("%s failed", target)
-    return error_response(Unavailable(f"{target} is temporarily unavailable; try again"))
-
-
-def require_method(request: flask.Request, target: str, *allowed: str) -> None:
-    if request.method not in allowed:
-        raise MethodNotAllowed(target, request.method, allowed)
-
-
 def read_json(request: flask.Request) -> Any:
     """The body as JSON, or a 400/413 that says what is wrong with it."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -185,8 +172,6 @@ def read_json(request: flask.Request) -> Any:
 
 def parse(model: type[BaseModel], data: Any) -> Any:
     """Validate `data` as `model`, turning pydantic's errors into a 400 listing each field."""
-    from fanfuse.service import problems_of
-
     if not isinstance(data, dict):
         raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
     try:
@@ -205,10 +190,10 @@ def check_task_id(value: Any, field: str = "task_id") -> str:
     return value
 
 
-def check_message(task_id: str, platform: str | None = None) -> None:
+def check_message(message: PlatformMessage | AggregateMessage) -> None:
     """Ids from a task body become document paths: refuse anything but plain names."""
-    check_task_id(task_id)
-    if platform is not None and not PLATFORM.match(platform):
+    check_task_id(message.task_id)
+    if isinstance(message, PlatformMessage) and not PLATFORM.match(message.platform):
         raise InvalidRequest([Problem(field="platform", problem="not a platform name")])
 
 
@@ -246,27 +231,90 @@ def visible(view: TaskView, request: flask.Request) -> TaskView:
     return view
 
 
-def _from_cloud_tasks(request: flask.Request) -> bool:
-    return TASK_NAME_HEADER in request.headers
+# ---------------------------------------------------------------------------------------------
+# The two wrappers: the method check and the mapping of errors to answers
+
+
+def _infrastructure(target: str) -> flask.Response:
+    """Anything but a FanfuseError is taken for infrastructure: logged, answered 503."""
+    log.exception("%s failed", target)
+    return error_response(Unavailable(f"{target} is temporarily unavailable; try again"))
+
+
+def _require_method(request: flask.Request, target: str, allowed: tuple[str, ...]) -> None:
+    if request.method not in allowed:
+        raise MethodNotAllowed(target, request.method, allowed)
+
+
+def public_target(*methods: str) -> Callable[[Handler], Handler]:
+    """A public target answering `methods`: its errors become their own 4xx JSON body (or 5xx
+    for an infrastructure error the service names, like QueueUnavailable), anything else 503.
+
+    The target's name (what the 405 message and the log say) is the function's name.
+    """
+
+    def wrap(answer: Handler) -> Handler:
+        target = answer.__name__
+
+        @functools.wraps(answer)
+        def handle(request: flask.Request) -> flask.Response:
+            try:
+                _require_method(request, target, methods)
+                return answer(request)
+            except FanfuseError as exc:
+                return error_response(exc)
+            except Exception:
+                return _infrastructure(target)
+
+        return handle
+
+    return wrap
 
 
 def _permanent(request: flask.Request, target: str, exc: FanfuseError) -> flask.Response:
     """A task delivery that can never succeed: acknowledged for Cloud Tasks, 4xx for others."""
-    if not _from_cloud_tasks(request):
+    if TASK_NAME_HEADER not in request.headers:
         return error_response(exc)
     log.error("%s: dropping task %s: %s", target, request.headers.get(TASK_NAME_HEADER), exc.body())
     return json_response({"outcome": "dropped", "error": exc.body().model_dump()})
 
 
-def _task_failed(request: flask.Request, target: str, exc: FanfuseError) -> flask.Response:
-    """A task that failed while running: a 5xx is answered (Cloud Tasks retries), else permanent."""
-    if exc.status_code >= 500:
-        return error_response(exc)
-    return _permanent(request, target, exc)
+def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]]], Handler]:
+    """A Cloud Tasks target: POST a `message_type` body, which `work` runs into the JSON answer.
+
+    A bad delivery (method, body, ids) is permanent (see `_permanent`). While running, a 5xx
+    error is answered as such so that Cloud Tasks retries it, a 4xx one is permanent, and
+    anything else is infrastructure (503, retried).
+    """
+
+    def wrap(work: Callable[[M], dict[str, Any]]) -> Handler:
+        target = work.__name__
+
+        @functools.wraps(work)
+        def handle(request: flask.Request) -> flask.Response:
+            try:
+                _require_method(request, target, ("POST",))
+                message: M = parse(message_type, read_json(request))
+                check_message(message)
+            except FanfuseError as exc:
+                return _permanent(request, target, exc)
+            try:
+                answer = work(message)
+            except FanfuseError as exc:
+                if exc.status_code >= 500:
+                    return error_response(exc)
+                return _permanent(request, target, exc)
+            except Exception:
+                return _infrastructure(target)
+            return json_response(answer)
+
+        return handle
+
+    return wrap
 
 
 # ---------------------------------------------------------------------------------------------
-# The five targets
+# The five targets: each holds only its own work
 
 
 class CancelRequest(BaseModel):
@@ -275,99 +323,54 @@ class CancelRequest(BaseModel):
     task_id: str
 
 
+@public_target("POST")
 def start_search(request: flask.Request) -> flask.Response:
     """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`)."""
-    try:
-        require_method(request, "start_search", "POST")
-        payload = read_json(request)
-        owner = caller(request)
-        accepted = service().start(payload, owner=owner)
-    except FanfuseError as exc:
-        return error_response(exc)
-    except Exception as exc:
-        return _infrastructure(exc, "start_search")
+    payload = read_json(request)
+    owner = caller(request)
+    accepted = service().start(payload, owner=owner)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 
+@public_target("GET", "HEAD")
 def search_status(request: flask.Request) -> flask.Response:
     """GET `/{task_id}` or `?task_id=` -> the merged TaskView; 404 for an unknown id."""
-    try:
-        require_method(request, "search_status", "GET", "HEAD")
-        task_id = task_id_of(request)
-        view = visible(service().status(task_id), request)
-    except FanfuseError as exc:
-        return error_response(exc)
-    except Exception as exc:
-        return _infrastructure(exc, "search_status")
-    return json_response(view)
+    task_id = task_id_of(request)
+    return json_response(visible(service().status(task_id), request))
 
 
+@public_target("POST")
 def cancel_search(request: flask.Request) -> flask.Response:
     """POST `{task_id}` -> the cancelled TaskView; 404 unknown, 409 once terminal."""
-    try:
-        require_method(request, "cancel_search", "POST")
-        if request.args.get("task_id") is not None:
-            task_id = check_task_id(request.args["task_id"])
-        else:
-            task_id = check_task_id(parse(CancelRequest, read_json(request)).task_id)
-        svc = service()
-        visible(svc.status(task_id), request)
-        view = svc.cancel(task_id)
-    except FanfuseError as exc:
-        return error_response(exc)
-    except Exception as exc:
-        return _infrastructure(exc, "cancel_search")
-    return json_response(view)
+    if request.args.get("task_id") is not None:
+        task_id = check_task_id(request.args["task_id"])
+    else:
+        task_id = check_task_id(parse(CancelRequest, read_json(request)).task_id)
+    svc = service()
+    visible(svc.status(task_id), request)
+    return json_response(svc.cancel(task_id))
 
 
-def run_platform(request: flask.Request) -> flask.Response:
-    """Cloud Tasks target: POST a PlatformMessage -> run that platform once (idempotent)."""
-    try:
-        require_method(request, "run_platform", "POST")
-        message: PlatformMessage = parse(PlatformMessage, read_json(request))
-        check_message(message.task_id, message.platform)
-    except FanfuseError as exc:
-        return _permanent(request, "run_platform", exc)
-    try:
-        outcome = loops.run(service().run_platform(message))
-    except FanfuseError as exc:
-        return _task_failed(request, "run_platform", exc)
-    except KeyError as exc:
-        if exc.args != (message.platform,):
-            return _infrastructure(exc, "run_platform")
-        problem = Problem(
-            field="platform", problem=f"{message.platform!r} is not a platform of this search"
-        )
-        return _permanent(request, "run_platform", InvalidRequest([problem]))
-    except Exception as exc:
-        return _infrastructure(exc, "run_platform")
-    return json_response(
-        {"task_id": message.task_id, "platform": message.platform, "outcome": outcome}
-    )
+@task_target(PlatformMessage)
+def run_platform(message: PlatformMessage) -> dict[str, Any]:
+    """Run that platform once (idempotent); a platform its search lacks is UnknownPlatform."""
+    outcome = loops.run(service().run_platform(message))
+    return {"task_id": message.task_id, "platform": message.platform, "outcome": outcome}
 
 
-def aggregate(request: flask.Request) -> flask.Response:
-    """Cloud Tasks target: POST an AggregateMessage -> finalize once, or wait for platforms."""
-    try:
-        require_method(request, "aggregate", "POST")
-        message: AggregateMessage = parse(AggregateMessage, read_json(request))
-        check_message(message.task_id)
-    except FanfuseError as exc:
-        return _permanent(request, "aggregate", exc)
-    try:
-        outcome = service().aggregate(message)
-    except FanfuseError as exc:
-        return _task_failed(request, "aggregate", exc)
-    except Exception as exc:
-        return _infrastructure(exc, "aggregate")
-    return json_response({"task_id": message.task_id, "outcome": outcome})
+@task_target(AggregateMessage)
+def aggregate(message: AggregateMessage) -> dict[str, Any]:
+    """Finalize the search once, or wait for its platforms (before the deadline)."""
+    return {"task_id": message.task_id, "outcome": service().aggregate(message)}
 
 
 __all__ = [
     "aggregate",
     "cancel_search",
+    "public_target",
     "run_platform",
     "search_status",
     "service",
     "start_search",
+    "task_target",
 ]

@@ -1,6 +1,8 @@
-"""Errors the service raises on purpose; the entry points map them to HTTP answers."""
+"""Errors fanfuse raises on purpose, each with its HTTP status; `cloud.py` maps them to answers."""
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 from fanfuse.models import ErrorBody, Problem
 
@@ -25,6 +27,21 @@ class InvalidRequest(FanfuseError):
         return ErrorBody(error=self.code, message=str(self), problems=self.problems)
 
 
+def problems_of(exc: ValidationError) -> list[Problem]:
+    """pydantic's errors as `{field, problem}` pairs a user can act on (an InvalidRequest's)."""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "body"
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif err["type"] == "missing":
+            msg = "field required"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+        problems.append(Problem(field=loc, problem=msg))
+    return problems
+
+
 class TaskNotFound(FanfuseError):
     status_code = 404
     code = "not_found"
@@ -36,6 +53,40 @@ class TaskNotFound(FanfuseError):
 class TaskConflict(FanfuseError):
     status_code = 409
     code = "conflict"
+
+
+class MethodNotAllowed(FanfuseError):
+    status_code = 405
+    code = "method_not_allowed"
+
+    def __init__(self, target: str, method: str, allowed: tuple[str, ...]) -> None:
+        self.allowed = allowed  # the answer's `Allow` header
+        super().__init__(f"{target} accepts {' or '.join(allowed)}, not {method}")
+
+
+class PayloadTooLarge(FanfuseError):
+    status_code = 413
+    code = "payload_too_large"
+
+
+class UnknownPlatform(InvalidRequest):
+    """A platform task names a platform its search does not have.
+
+    A 400 naming the field `platform`, like any other bad field: the message is well formed but
+    can never succeed, so a Cloud Tasks target acknowledges it instead of having it retried.
+    """
+
+    def __init__(self, platform: str) -> None:
+        self.platform = platform
+        problem = f"{platform!r} is not a platform of this search"
+        super().__init__([Problem(field="platform", problem=problem)])
+
+
+class Unavailable(FanfuseError):
+    """An unexpected failure, taken as infrastructure (Firestore, Cloud Tasks): try again later."""
+
+    status_code = 503
+    code = "unavailable"
 
 
 class QueueUnavailable(FanfuseError):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from fanfuse import aggregate, fusion, progress
-from fanfuse.errors import TaskConflict
+from fanfuse.errors import TaskConflict, UnknownPlatform
 from fanfuse.models import CallRecord, Hit, PlatformState, Progress, Stage, TaskStatus
 from fanfuse.store.base import Mutator, Snapshot, Writes
 
@@ -33,6 +33,8 @@ def claim(name: str, now: datetime) -> Mutator:
     """queued (or running, after a crash and redelivery) -> running; a no-op once terminal."""
 
     def mutate(snap: Snapshot) -> Writes | None:
+        if name not in snap.runs:
+            raise UnknownPlatform(name)
         run = snap.runs[name]
         if snap.task.status.terminal or run.state.terminal:
             return None

@@ -18,7 +18,14 @@ from pydantic import ValidationError
 
 from fanfuse import fusers, lifecycle, progress
 from fanfuse.content.settings import ContentSettings
-from fanfuse.errors import Cancelled, InvalidRequest, ProviderError, QueueUnavailable, TaskNotFound
+from fanfuse.errors import (
+    Cancelled,
+    InvalidRequest,
+    ProviderError,
+    QueueUnavailable,
+    TaskNotFound,
+    problems_of,
+)
 from fanfuse.models import (
     Accepted,
     PlatformRun,
@@ -40,21 +47,6 @@ from fanfuse.stages.base import Reporter, StageRun
 from fanfuse.store.base import TaskStore
 
 log = logging.getLogger(__name__)
-
-
-def problems_of(exc: ValidationError) -> list[Problem]:
-    """pydantic's errors as `{field, problem}` pairs a user can act on."""
-    problems = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "body"
-        if err["type"] == "extra_forbidden":
-            msg = "unknown field"
-        elif err["type"] == "missing":
-            msg = "field required"
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-        problems.append(Problem(field=loc, problem=msg))
-    return problems
 
 
 class SearchService:
