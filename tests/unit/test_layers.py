@@ -1,0 +1,68 @@
+"""The floor plan, checked: which package may import which, and how big a module may grow.
+
+Read from the source with `ast` (imports inside functions count too), so a lazy import cannot
+hide a dependency that goes the wrong way.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+LIBRARY = Path(__file__).resolve().parents[2] / "shared" / "fanfuse"
+MAX_LINES = 450
+
+
+def modules(package: str = "") -> list[Path]:
+    return sorted((LIBRARY / package).rglob("*.py"))
+
+
+def imported(path: Path) -> set[str]:
+    """Every module name `path` imports, at any depth of the file."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def offenders(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    found = {}
+    for path in modules(package):
+        bad = sorted(
+            n for n in imported(path) if any(n == f or n.startswith(f + ".") for f in forbidden)
+        )
+        if bad:
+            found[str(path.relative_to(LIBRARY))] = bad
+    return found
+
+
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("platforms", ("fanfuse.content", "fanfuse.stages", "fanfuse.service", "fanfuse.store")),
+        ("content", ("fanfuse.platforms", "fanfuse.stages", "fanfuse.service")),
+        ("net", ("fanfuse.platforms", "fanfuse.content", "fanfuse.stages", "fanfuse.service")),
+        ("stages", ("importlib", "fanfuse.service", "fanfuse.lifecycle")),
+    ],
+)
+def test_no_import_goes_up_or_sideways(package: str, forbidden: tuple[str, ...]) -> None:
+    assert modules(package), f"no modules under {package}/"
+    assert offenders(package, forbidden) == {}
+
+
+def test_fusion_is_pure() -> None:
+    for name in ("fusion.py", "fusers.py", "aggregate.py", "progress.py", "lifecycle.py"):
+        assert not {
+            n for n in imported(LIBRARY / name) if n.startswith(("httpx", "fanfuse.net", "asyncio"))
+        }, name
+
+
+def test_no_library_module_is_over_the_limit() -> None:
+    sizes = {str(p.relative_to(LIBRARY)): len(p.read_text().splitlines()) for p in modules()}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
