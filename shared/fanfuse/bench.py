@@ -116,12 +116,11 @@ async def measure_embedded(
     platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path
 ) -> Series:
     """Start -> terminal status seen by an in-process poller, on the embedded runtime."""
-    from fanfuse.platforms import Registry
     from fanfuse.runtime import EmbeddedRuntime
 
     settings = Settings(db_path=workdir / "bench.db", extra_platforms=platforms)
     timings: list[float] = []
-    async with EmbeddedRuntime(settings, registry=Registry.from_settings(settings)) as runtime:
+    async with EmbeddedRuntime(settings) as runtime:
         for _ in range(runs + 1):
             started = time.perf_counter()
             accepted = runtime.service.start(_payload(list(platforms)))

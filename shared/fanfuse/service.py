@@ -12,12 +12,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from fanfuse import fusers, lifecycle, progress
-from fanfuse.content.settings import ContentSettings
 from fanfuse.errors import (
     Cancelled,
     InvalidRequest,
@@ -37,14 +36,15 @@ from fanfuse.models import (
     TaskView,
     utcnow,
 )
-from fanfuse.net.runner import Runner, default_runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.settings import Settings
-from fanfuse.stages import pipeline
-from fanfuse.stages.base import Reporter, StageRun
 from fanfuse.store.base import TaskStore
+
+if TYPE_CHECKING:
+    from fanfuse.content.settings import ContentSettings
+    from fanfuse.net.runner import Runner
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,7 @@ class SearchService:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
-        self.runner = runner or default_runner()
-        self.content = content or ContentSettings()
+        self._runner, self._content = runner, content
         self.clock = clock
 
     # -- start -------------------------------------------------------------------------------
@@ -157,15 +156,24 @@ class SearchService:
         record = RunRecord()
         try:
             platform = self.registry.get(run.name)
+            # The run path alone needs the stages, the content settings and the network layer:
+            # imported here, so a status or start request never loads them at cold start.
+            from fanfuse.content.settings import ContentSettings
+            from fanfuse.net.runner import default_runner
+            from fanfuse.stages import pipeline
+            from fanfuse.stages.base import Reporter, StageRun
+
+            self._runner = self._runner or default_runner()
+            self._content = self._content or ContentSettings()
             planned = pipeline.plan(platform, params)
             reporter = Reporter(self.store, run, planned, self.settings.progress_interval)
             ctx = PlatformContext(
                 settings=platform.load_settings(),
-                runner=self.runner,
+                runner=self._runner,
                 record=record,
                 report=reporter.step,
             )
-            stage_run = StageRun(platform, ctx, params, reporter, self.content)
+            stage_run = StageRun(platform, ctx, params, reporter, self._content)
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
                 hits = await pipeline.execute(

@@ -38,7 +38,7 @@ def load_engine(
     """A platform of built-in `engine`, named `name` (default: the engine's), importing only it."""
     module, _, attr = BUILTIN[engine].partition(":")
     cls: type[Platform[Any]] = getattr(importlib.import_module(module), attr)
-    return cls(name=name, overrides=overrides) if name is not None else cls()
+    return cls(name=name, overrides=overrides)
 
 
 class Registry:
@@ -89,13 +89,9 @@ class Registry:
 
     def get(self, name: str) -> Platform[Any]:
         if name not in self._loaded:
-            engine = self._engines[name]
             extra = self._extra.get(name)
-            self._loaded[name] = (
-                load_engine(engine, name, extra.settings)
-                if extra is not None
-                else load_engine(engine)
-            )
+            settings = extra.settings if extra is not None else None
+            self._loaded[name] = load_engine(self._engines[name], name, settings)
         return self._loaded[name]
 
     def unavailable_reason(self, name: str) -> str | None:

@@ -14,14 +14,16 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fanfuse.models import CallRecord, Hit
 from fanfuse.net.policy import PROVIDER
-from fanfuse.net.runner import Runner, default_runner
+
+if TYPE_CHECKING:
+    from fanfuse.net.runner import Runner
 
 
 class PlatformSettings(BaseSettings):
@@ -62,6 +64,14 @@ def _no_progress(current: int, total: int, message: str) -> None:
     return None
 
 
+def _shared_runner() -> Runner:
+    """The process's runner, imported on first use: a platform that makes no HTTP call (a
+    local corpus) never loads httpx."""
+    from fanfuse.net.runner import default_runner
+
+    return default_runner()
+
+
 @dataclass
 class RunRecord:
     """What a platform run leaves besides its hits, for its platform document.
@@ -82,7 +92,7 @@ class PlatformContext(Generic[S]):
     """What a platform may use while it runs: its settings, the shared runner, the record."""
 
     settings: S
-    runner: Runner = field(default_factory=default_runner)
+    runner: Runner = field(default_factory=_shared_runner)
     record: RunRecord = field(default_factory=RunRecord)
     report: ProgressFn = _no_progress
 
