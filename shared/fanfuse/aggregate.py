@@ -12,6 +12,7 @@ from datetime import datetime
 
 from fanfuse import fusion, progress
 from fanfuse.models import PlatformError, PlatformRun, PlatformState, Progress, Task, TaskStatus
+from fanfuse.options import Applied
 
 DEADLINE_ERROR = "no result before the deadline"
 
@@ -40,11 +41,25 @@ def ended_run(
     )
 
 
+def filtered_totals(runs: Sequence[PlatformRun]) -> dict[str, int]:
+    """Per option, the results the post-filters removed over `runs` (options that removed none
+    are listed too, at 0, so a reader sees the filter ran)."""
+    totals: dict[str, int] = {}
+    for run in runs:
+        for name, use in run.options.items():
+            if use.applied is not Applied.NOT_APPLIED:
+                totals[name] = totals.get(name, 0) + use.removed
+    return totals
+
+
 def final_document(task: Task, runs: Sequence[PlatformRun], now: datetime) -> Final:
     """Fuse the succeeded platforms' results, rank, limit, and set the final status.
 
-    Platforms still running become `timed_out`. `completed` when every platform succeeded,
-    `partial` when some did, `failed` (with every platform's error) when none did.
+    Platforms still running become `timed_out`. `completed` when every platform succeeded with
+    every query, `partial` when some platform or some query of one failed, `failed` (with every
+    platform's error) when no platform succeeded. A query that failed on a platform is listed
+    with its query in `results_by_query`; what the post-filters removed is added up per option
+    in `filtered`.
     """
     ended = [
         ended_run(r, PlatformState.TIMED_OUT, DEADLINE_ERROR, "Timed out", now)
@@ -66,9 +81,13 @@ def final_document(task: Task, runs: Sequence[PlatformRun], now: datetime) -> Fi
         for r in final_runs
         if r.state is not PlatformState.SUCCEEDED
     ]
+    failed_queries = [f for r in succeeded for f in r.failed_queries]
+    for failure in failed_queries:
+        if 0 <= failure.query_index < len(by_query):
+            by_query[failure.query_index].failed.append(failure)
     if not succeeded:
         status = TaskStatus.FAILED
-    elif errors:
+    elif errors or failed_queries:
         status = TaskStatus.PARTIAL
     else:
         status = TaskStatus.COMPLETED
@@ -85,6 +104,7 @@ def final_document(task: Task, runs: Sequence[PlatformRun], now: datetime) -> Fi
             "error": error,
             "results": results,
             "results_by_query": by_query if len(task.queries) > 1 else [],
+            "filtered": filtered_totals(succeeded),
             "progress": Progress(percent=100.0, stage=status.value, message=summary.message),
             "updated_at": now,
             "finalized_at": now,

@@ -109,7 +109,14 @@ class LatencyReport(BaseModel):
 
 
 def _payload(names: Sequence[str]) -> dict[str, Any]:
-    return {"query": "fan-out latency", "platform": list(names), "max_results": RESULTS_PER_PAGE}
+    """The same search each run, always asking the platforms (a cached answer is another bench:
+    `fanfuse bench cache`)."""
+    return {
+        "query": "fan-out latency",
+        "platform": list(names),
+        "max_results": RESULTS_PER_PAGE,
+        "cache": "bypass",
+    }
 
 
 async def measure_embedded(

@@ -198,8 +198,8 @@ def dev(
     import time
 
     from fanfuse.devstack import LocalStack
-    from fanfuse.models import split_platforms
     from fanfuse.platforms import Registry
+    from fanfuse.request import split_platforms
     from fanfuse.settings import Settings
 
     names = split_platforms(platform)

@@ -142,3 +142,10 @@ class ApiError(FanfuseError):
         self.status_code = status
         self.error = body
         super().__init__(body.message)
+
+
+def unwrap_group_error(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

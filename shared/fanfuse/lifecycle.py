@@ -12,7 +12,17 @@ from datetime import datetime
 
 from fanfuse import aggregate, fusion, progress
 from fanfuse.errors import TaskConflict, UnknownPlatform
-from fanfuse.models import CallRecord, Hit, PlatformState, Progress, Stage, TaskStatus
+from fanfuse.models import (
+    CacheNote,
+    CallRecord,
+    Hit,
+    PlatformState,
+    Progress,
+    QueryFailure,
+    Stage,
+    TaskStatus,
+)
+from fanfuse.options import OptionUse
 from fanfuse.store.base import Mutator, Snapshot, Writes
 
 
@@ -27,6 +37,9 @@ class Outcome:
     provider: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     calls: list[CallRecord] = field(default_factory=list)
+    options: dict[str, OptionUse] = field(default_factory=dict)
+    failed_queries: list[QueryFailure] = field(default_factory=list)
+    cache: CacheNote | None = None
 
 
 def claim(name: str, now: datetime) -> Mutator:
@@ -104,6 +117,9 @@ def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
                 "provider": outcome.provider,
                 "timings": {**run.timings, **outcome.timings},
                 "calls": [*run.calls, *outcome.calls],
+                "options": outcome.options,
+                "failed_queries": outcome.failed_queries,
+                "cache": outcome.cache,
             }
         )
         counters = task.counters.model_copy(

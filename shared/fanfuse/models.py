@@ -6,34 +6,19 @@ Tasks bodies), so both runtimes store and return exactly the same documents.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, Field
 
-MAX_QUERIES = 5
-MAX_QUERY_CHARS = 500
+from fanfuse.options import CacheMode, OptionUse
+from fanfuse.request import FusionMethod as FusionMethod
+from fanfuse.request import SearchRequest as SearchRequest
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class FusionMethod(StrEnum):
-    """How per-platform ranked lists become one list (see fusion.py and fusers.py)."""
-
-    RRF = "rrf"
-    SCORE = "score"
-    CONCAT = "concat"
 
 
 class TaskStatus(StrEnum):
@@ -76,143 +61,6 @@ class Stage(StrEnum):
     COMPRESSING = "compressing"
 
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-
-
-def split_platforms(value: Any) -> list[str]:
-    """`"docs, Vectors"` or `["docs", "vectors"]` -> `["docs", "vectors"]` (lower, deduped)."""
-    if isinstance(value, str):
-        parts = value.split(",")
-    elif isinstance(value, list | tuple):
-        parts = []
-        for item in value:
-            if not isinstance(item, str):
-                raise ValueError("platform names must be strings")
-            parts.extend(item.split(","))
-    else:
-        raise ValueError("platform must be a string or a list of strings")
-    names: list[str] = []
-    for part in parts:
-        name = part.strip().lower()
-        if name and name not in names:
-            names.append(name)
-    return names
-
-
-class SearchRequest(BaseModel):
-    """What an app sends. Validate with `context={"available": [...]}` to check platform names."""
-
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
-
-    query: list[str] = Field(description="one query, or a list of 1-5 queries")
-    platform: list[str] = Field(
-        default="all",  # type: ignore[assignment]
-        validate_default=True,
-        description='"all", one name, comma-separated names, or a list; resolved to names',
-    )
-    max_results: Annotated[int, Field(ge=1, le=100)] = 10
-    include_content: bool = False
-    fusion: FusionMethod | None = Field(
-        default=None, description="fuser; None means the default fuser (fusers.DEFAULT_FUSION)"
-    )
-    language: Annotated[str, Field(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$")] | None = None
-    weights: dict[str, Annotated[float, Field(ge=0, le=100)]] | None = None
-
-    @field_validator("query", mode="before")
-    @classmethod
-    def _queries(cls, value: Any) -> list[str]:
-        if isinstance(value, str):
-            value = [value]
-        if not isinstance(value, list):
-            raise ValueError("query must be a string or a list of strings")
-        if not value:
-            raise ValueError("query must not be empty")
-        if len(value) > MAX_QUERIES:
-            raise ValueError(f"at most {MAX_QUERIES} queries per request, got {len(value)}")
-        queries: list[str] = []
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise ValueError(f"query {i + 1} must be a string")
-            text = item.strip()
-            if not text:
-                raise ValueError(f"query {i + 1} is empty")
-            if len(text) > MAX_QUERY_CHARS:
-                raise ValueError(
-                    f"query {i + 1} has {len(text)} characters; at most {MAX_QUERY_CHARS}"
-                )
-            queries.append(text)
-        return queries
-
-    @field_validator("platform", mode="before")
-    @classmethod
-    def _platforms(cls, value: Any, info: ValidationInfo) -> list[str]:
-        names = split_platforms(value)
-        if not names:
-            raise ValueError("platform selection is empty")
-        available = _available(info)
-        if available is None:
-            return names
-        if "all" in names:
-            if len(names) > 1:
-                raise ValueError('"all" cannot be combined with other platform names')
-            if not available:
-                raise ValueError("no platform is available (see `fanfuse platforms`)")
-            return list(available)
-        unavailable = (info.context or {}).get("unavailable", {})
-        not_here = [n for n in names if n in unavailable]
-        if not_here:
-            reasons = "; ".join(f"{n!r}: {unavailable[n]}" for n in not_here)
-            raise ValueError(
-                f"platform not available here ({reasons}); "
-                f"available: {', '.join(available) or 'none'}"
-            )
-        unknown = [n for n in names if n not in available]
-        if unknown:
-            quoted = ", ".join(repr(n) for n in unknown)
-            raise ValueError(
-                f"unknown platform {quoted}; available: {', '.join(available) or 'none'}"
-            )
-        return names
-
-    @field_validator("weights")
-    @classmethod
-    def _weights(
-        cls, value: dict[str, float] | None, info: ValidationInfo
-    ) -> dict[str, float] | None:
-        if value is None:
-            return None
-        lowered = {k.strip().lower(): v for k, v in value.items()}
-        chosen = info.data.get("platform")
-        if chosen:
-            unknown = sorted(set(lowered) - set(chosen))
-            if unknown:
-                raise ValueError(
-                    f"weights name platforms not in the selection: {', '.join(unknown)}"
-                )
-        return lowered
-
-    @model_validator(mode="after")
-    def _resolved(self) -> SearchRequest:
-        for name in self.platform:
-            if name != "all" and not _NAME.match(name):
-                raise ValueError(f"platform name {name!r} is not a valid name")
-        return self
-
-    @property
-    def queries(self) -> list[str]:
-        return self.query
-
-    @property
-    def platforms(self) -> list[str]:
-        return self.platform
-
-
-def _available(info: ValidationInfo) -> list[str] | None:
-    ctx = info.context or {}
-    available = ctx.get("available")
-    return list(available) if available is not None else None
-
-
 class Hit(BaseModel):
     """One result as a platform returns it, before fusion."""
 
@@ -251,9 +99,21 @@ class Result(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class QueryFailure(BaseModel):
+    """One query that failed on one platform (the platform's other queries may have run)."""
+
+    platform: str
+    query_index: int
+    query: str
+    error: str
+
+
 class QueryResults(BaseModel):
     query: str
     results: list[Result]
+    failed: list[QueryFailure] = Field(
+        default_factory=list, description="the platforms on which this query failed, and why"
+    )
 
 
 class Progress(BaseModel):
@@ -286,6 +146,7 @@ class Summary(BaseModel):
     failed: int
     timed_out: int
     cancelled: int = 0
+    failed_queries: int = Field(default=0, description="(platform, query) pairs that failed")
     total_results: int
     message: str
 
@@ -307,6 +168,36 @@ class CallRecord(BaseModel):
     error: str | None = None
 
 
+class CacheState(StrEnum):
+    HIT = "hit"
+    MISS = "miss"
+    PARTIAL = "partial"
+    """Some of the run's queries came from the cache, the others from the provider."""
+
+
+class CacheNote(BaseModel):
+    """How a platform run used the cache: `hit` with the age of the oldest entry it served."""
+
+    state: CacheState
+    mode: CacheMode
+    age_s: float | None = Field(default=None, description="age of the oldest entry served")
+    hits: int = 0
+    misses: int = 0
+
+
+class CacheEntry(BaseModel):
+    """One (platform, query, options) answer kept for reuse: `cache/{key}` in either store."""
+
+    key: str
+    platform: str
+    query: str
+    limit: int = Field(description="the max_results it answered; it serves requests up to it")
+    hits: list[Hit]
+    provider: str | None = None
+    stored_at: datetime
+    expires_at: datetime
+
+
 class PlatformRun(BaseModel):
     """`searches/{task_id}/platforms/{name}`."""
 
@@ -326,6 +217,11 @@ class PlatformRun(BaseModel):
     provider: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     calls: list[CallRecord] = Field(default_factory=list)
+    options: dict[str, OptionUse] = Field(
+        default_factory=dict, description="per request option: native, post_filter, not_applied"
+    )
+    failed_queries: list[QueryFailure] = Field(default_factory=list)
+    cache: CacheNote | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     updated_at: datetime = Field(default_factory=utcnow)
@@ -348,6 +244,9 @@ class Task(BaseModel):
     fusion: FusionMethod
     results: list[Result] = Field(default_factory=list)
     results_by_query: list[QueryResults] = Field(default_factory=list)
+    filtered: dict[str, int] = Field(
+        default_factory=dict, description="per option, results the post-filters removed in all"
+    )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     deadline_at: datetime

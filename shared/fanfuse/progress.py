@@ -84,6 +84,9 @@ def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
             f"Multi-platform search completed: {succeeded}/{len(runs)} platforms, "
             f"{total_results} total results ({failed} failed)"
         )
+    failed_queries = sum(len(r.failed_queries) for r in runs if r.state is PlatformState.SUCCEEDED)
+    if failed_queries:
+        message += f"; {failed_queries} queries failed on a platform"
     return Summary(
         platforms=len(runs),
         succeeded=succeeded,
@@ -91,6 +94,7 @@ def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
         timed_out=by_state[PlatformState.TIMED_OUT],
         cancelled=by_state[PlatformState.CANCELLED],
         total_results=total_results,
+        failed_queries=failed_queries,
         message=message,
     )
 

@@ -37,12 +37,13 @@ from fanfuse.models import (
     utcnow,
 )
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
+from fanfuse.platforms.base import PlatformContext, PlatformSettings, RunRecord, SearchParams
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 
 if TYPE_CHECKING:
+    from fanfuse.cache import QueryCache
     from fanfuse.content.settings import ContentSettings
     from fanfuse.net.runner import Runner
 
@@ -76,6 +77,7 @@ class SearchService:
         context = {
             "available": [n for n, r in reasons.items() if r is None],
             "unavailable": {n: r for n, r in reasons.items() if r is not None},
+            "deadline_seconds": self.settings.deadline_seconds,
         }
         try:
             return SearchRequest.model_validate(dict(payload), context=context)
@@ -87,6 +89,7 @@ class SearchService:
         now = self.clock()
         task_id = uuid.uuid4().hex
         names = request.platforms
+        budget = request.timeout_s or self.settings.deadline_seconds
         task = Task(
             task_id=task_id,
             owner=owner,
@@ -97,7 +100,7 @@ class SearchService:
             progress=progress.queued(len(names)),
             created_at=now,
             updated_at=now,
-            deadline_at=now + timedelta(seconds=self.settings.deadline_seconds),
+            deadline_at=now + timedelta(seconds=budget),
             expires_at=now + timedelta(minutes=self.settings.ttl_minutes),
         )
         runs = [
@@ -152,6 +155,7 @@ class SearchService:
             limit=task.request.max_results,
             language=task.request.language,
             include_content=task.request.include_content,
+            options=task.request.options,
         )
         record = RunRecord()
         try:
@@ -173,7 +177,8 @@ class SearchService:
                 record=record,
                 report=reporter.step,
             )
-            stage_run = StageRun(platform, ctx, params, reporter, self._content)
+            cache = self._cache(task, run.name, ctx.settings, params)
+            stage_run = StageRun(platform, ctx, params, reporter, self._content, cache)
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
                 hits = await pipeline.execute(
@@ -198,6 +203,29 @@ class SearchService:
             provider=record.provider,
             timings={**record.timings, "total": round(time.monotonic() - started, 4)},
             calls=record.calls,
+            options=record.options,
+            failed_queries=record.failed_queries,
+            cache=record.cache,
+        )
+
+    def _cache(
+        self, task: Task, name: str, settings: PlatformSettings, params: SearchParams
+    ) -> QueryCache:
+        """The cache as this run uses it: the platform's TTL, else the deployment's."""
+        from fanfuse.cache import QueryCache, settings_fingerprint
+
+        ttl = settings.cache_ttl
+        return QueryCache(
+            self.store,
+            platform=name,
+            fingerprint=settings_fingerprint(settings),
+            language=params.language,
+            include_content=params.include_content,
+            options=params.options,
+            limit=params.limit,
+            ttl_s=self.settings.cache_ttl_seconds if ttl is None else ttl,
+            mode=task.request.cache,
+            clock=self.clock,
         )
 
     def _resume_fan_in(self, task_id: str) -> None:

@@ -33,6 +33,12 @@ class Settings(BaseSettings):
     db_path: Path = Field(default_factory=lambda: default_cache_dir() / "fanfuse.db")
     ttl_minutes: float = Field(default=30.0, gt=0)
     deadline_seconds: float = Field(default=120.0, gt=0)
+    cache_ttl_seconds: float = Field(
+        default=600.0,
+        ge=0,
+        description="how long a search answer is reused (0: no cache); per platform: "
+        "FANFUSE_<PLATFORM>_CACHE_TTL",
+    )
     progress_interval: float = Field(
         default=1.0, ge=0, description="minimum seconds between progress writes per platform"
     )

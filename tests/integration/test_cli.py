@@ -13,8 +13,8 @@ from typer.testing import CliRunner, Result
 
 from fanfuse.cli import app
 from fanfuse.corpus import load_corpus
-from fanfuse.models import MAX_QUERIES
 from fanfuse.platforms import Registry
+from fanfuse.request import MAX_QUERIES
 from fanfuse.retrieval import index_dir
 from fanfuse.retrieval.bm25 import KIND as BM25_KIND
 from fanfuse.retrieval.bm25 import Bm25Index

@@ -149,7 +149,7 @@ async def test_include_content_over_two_web_platforms_and_docs(
     assert [s.value for s in runs["docs"].stages] == ["searching", "compressing"]
 
     messages = store.messages
-    assert "Platform 1/3 (web_a): Searching: 1/1 queries" in messages
+    assert "Platform 1/3 (web_a): Searching: Found 3 results" in messages
     assert "Platform 1/3 (web_a): Resolving URLs: 2/3 successful (1 failed)" in messages
     assert "Platform 1/3 (web_a): Fetching content: 2/3 pages (1 failed)" in messages
     assert "Platform 2/3 (web_b): Fetching content: 2/3 pages (1 failed)" in messages

@@ -14,13 +14,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fanfuse.models import CallRecord, Hit
+from fanfuse.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
 from fanfuse.net.policy import PROVIDER
+from fanfuse.options import OptionName, OptionUse, SearchOptions
 
 if TYPE_CHECKING:
     from fanfuse.net.runner import Runner
@@ -37,6 +39,9 @@ class PlatformSettings(BaseSettings):
 
     timeout: float = PROVIDER.timeout
     max_concurrency: int = PROVIDER.max_concurrency
+    cache_ttl: float | None = Field(
+        default=None, ge=0, description="seconds; None: the deployment's cache TTL, 0: no cache"
+    )
 
 
 S = TypeVar("S", bound=PlatformSettings)
@@ -55,6 +60,12 @@ class SearchParams(BaseModel):
     limit: int
     language: str | None = None
     include_content: bool = False
+    options: SearchOptions = Field(default_factory=SearchOptions)
+    now: datetime = Field(
+        default_factory=utcnow,
+        description="when the search runs: what a time range counts back from, so request "
+        "builders and the post-filter stay pure",
+    )
 
 
 ProgressFn = Callable[[int, int, str], None]
@@ -85,6 +96,10 @@ class RunRecord:
     """Who answered, when a platform can answer through another (builtin -> perplexity)."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds per stage."""
+    options: dict[str, OptionUse] = field(default_factory=dict)
+    """How each request option was applied (the searching stage's post-filter writes it)."""
+    failed_queries: list[QueryFailure] = field(default_factory=list)
+    cache: CacheNote | None = None
 
 
 @dataclass
@@ -105,6 +120,8 @@ class Platform(ABC, Generic[S]):
     description: ClassVar[str] = ""
     settings_model: type[S]
     capabilities: ClassVar[Capabilities] = Capabilities()
+    native: ClassVar[frozenset[OptionName]] = frozenset()
+    """The request options this platform's provider applies itself (see `native_options`)."""
 
     def __init__(self, name: str | None = None, overrides: dict[str, Any] | None = None) -> None:
         if name is not None:
@@ -135,6 +152,13 @@ class Platform(ABC, Generic[S]):
 
     def settings_env_name(self, field_name: str) -> str:
         return f"{self.env_prefix}{field_name}".upper()
+
+    def native_options(self, options: SearchOptions, settings: S) -> frozenset[OptionName]:
+        """Which of the request's options the request builder maps to the provider's own
+        parameters. The others are post-filtered where they can be (domains, dates) and recorded
+        as not applied otherwise. Override when it depends on the values: Google takes one
+        `siteSearch` domain, so two included domains are not native there."""
+        return options.given() & self.native
 
     def resolve_target(self, url: str, body: bytes) -> str | None:
         """The real target of a redirect page this platform's results link to, when its page

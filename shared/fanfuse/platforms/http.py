@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
-from fanfuse.errors import ProviderError
+from fanfuse.errors import ProviderError, unwrap_group_error
 from fanfuse.models import Hit
 from fanfuse.net.policy import PROVIDER, CallPolicy
 from fanfuse.net.runner import RequestSpec, Response
@@ -236,10 +236,3 @@ class HttpPlatform(Platform[H]):
         except BaseExceptionGroup as group_error:
             raise unwrap_group_error(group_error) from None
         return [task.result() for task in tasks]
-
-
-def unwrap_group_error(exc: BaseException) -> BaseException:
-    """The first real error inside (nested) exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc

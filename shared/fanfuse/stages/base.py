@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fanfuse import progress
+from fanfuse.cache import QueryCache
 from fanfuse.content.settings import ContentSettings
 from fanfuse.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
 from fanfuse.net.runner import Runner
@@ -75,7 +76,8 @@ class StageRun:
     settings or finds a runner of its own.
 
     `ctx` carries the platform's settings, the shared runner and the run's record (calls,
-    provider, timings); `content` the content stages' settings.
+    provider, timings, options, failed queries, cache use); `content` the content stages'
+    settings; `cache` the search cache as this run may use it.
     """
 
     platform: Platform[Any]
@@ -83,6 +85,8 @@ class StageRun:
     params: SearchParams
     reporter: Reporter
     content: ContentSettings
+    cache: QueryCache | None = None
+    """None: this run neither reads nor writes the cache."""
 
     @property
     def runner(self) -> Runner:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fanfuse.models import PlatformRun, Task
+from fanfuse.models import CacheEntry, PlatformRun, Task
 
 
 @dataclass
@@ -68,6 +68,15 @@ class TaskStore(ABC):
     @abstractmethod
     def purge_expired(self, now: datetime) -> int:
         """Delete tasks past `expires_at` with everything under them (Firestore: a TTL policy)."""
+
+    @abstractmethod
+    def get_cached(self, key: str) -> CacheEntry | None:
+        """The search-cache entry under `key`, expired or not (the caller checks `expires_at`)."""
+
+    @abstractmethod
+    def put_cached(self, entry: CacheEntry) -> None:
+        """Store (replace) a search-cache entry; a store may skip a write that would replace an
+        entry written less than a second ago (Firestore: one sustained write/s per document)."""
 
     def recoverable(self) -> list[Task]:
         """Tasks not yet terminal, for an embedded runtime to resume after a restart."""

@@ -5,7 +5,9 @@ Documents (see the design):
 - `{collection}/{task_id}`: the task (`models.Task`);
 - `{collection}/{task_id}/platforms/{name}`: one platform run (`models.PlatformRun`);
 - `{collection}/{task_id}/contents/{content_id}`: `{"text": ...}`, page content kept out of the
-  documents above so that none of them nears Firestore's 1 MiB cap.
+  documents above so that none of them nears Firestore's 1 MiB cap;
+- `{collection}_cache/{key}`: one search-cache entry (`models.CacheEntry`), with its own TTL
+  policy on `expires_at`.
 
 Timestamps are stored as native Firestore timestamps, so a TTL policy on `expires_at` works. A
 TTL deletion does not cascade to sub-collections, so platform and content documents carry the
@@ -24,20 +26,16 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
-from enum import Enum
-from functools import cache
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, TypeAdapter
-from pydantic_core import to_jsonable_python
-
 from fanfuse.errors import DocumentTooLarge, TaskNotFound
-from fanfuse.models import PlatformRun, Task
+from fanfuse.models import CacheEntry, PlatformRun, Task
 from fanfuse.settings import Settings
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
+from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
 
 if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference, Transaction
@@ -51,102 +49,13 @@ TRANSACTION_ATTEMPTS = 10
 LOCK_STRIPES = 64
 PURGE_BATCH = 100
 
+CACHE_SUFFIX = "_cache"
+MIN_CACHE_REWRITE_S = 1.0
+"""Firestore sustains about one write per second per document: a cache entry is not rewritten
+sooner (an entry that young is as fresh as the one that would replace it)."""
+
 PLATFORMS = "platforms"
 CONTENTS = "contents"
-NESTED_ARRAY = "fanfuse_array"
-"""Firestore has no array directly inside an array: such an inner array is stored as the map
-`{NESTED_ARRAY: [...]}` and unwrapped on read (only free-form `metadata` can hold one)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoding: pydantic models <-> Firestore values
-
-
-def encode(value: Any, *, in_array: bool = False) -> Any:
-    """A `model_dump(mode="python")` value as Firestore stores it.
-
-    Enums become their values, tuples and sets lists, naive datetimes UTC, an array inside an
-    array a wrapped map (see NESTED_ARRAY); anything else that Firestore cannot hold (a value
-    inside `metadata`, say) becomes its JSON form.
-    """
-    if value is None or isinstance(value, bool | int | float | bytes):
-        return value
-    if isinstance(value, Enum):
-        return encode(value.value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if isinstance(value, Mapping):
-        return {str(k): encode(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        items = [encode(v, in_array=True) for v in value]
-        return {NESTED_ARRAY: items} if in_array else items
-    return encode(to_jsonable_python(value), in_array=in_array)
-
-
-def decode(value: Any) -> Any:
-    """The inverse of `encode` for what it had to wrap: nested arrays come back as lists."""
-    if isinstance(value, dict):
-        if len(value) == 1 and isinstance(value.get(NESTED_ARRAY), list):
-            return [decode(v) for v in value[NESTED_ARRAY]]
-        return {k: decode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [decode(v) for v in value]
-    return value
-
-
-def model_data(model: BaseModel) -> dict[str, Any]:
-    data: dict[str, Any] = encode(model.model_dump(mode="python"))
-    return data
-
-
-@cache
-def _field_adapter(name: str) -> TypeAdapter[Any] | None:
-    field = PlatformRun.model_fields.get(name)
-    if field is None or field.annotation is None:
-        return None
-    return TypeAdapter(field.annotation)
-
-
-def patch_data(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """Validate top-level PlatformRun fields one by one (no read needed) and encode them.
-
-    Unknown names are dropped, as the SQLite store drops them when it re-validates the document;
-    a value of the wrong type raises pydantic's ValidationError, as it does there.
-    """
-    out: dict[str, Any] = {}
-    for name, value in fields.items():
-        adapter = _field_adapter(name)
-        if adapter is None:
-            continue
-        out[name] = encode(adapter.dump_python(adapter.validate_python(value), mode="python"))
-    return out
-
-
-def _value_size(value: Any) -> int:
-    """Storage size of one value, by Firestore's documented rules."""
-    if value is None or isinstance(value, bool):
-        return 1
-    if isinstance(value, int | float | datetime):
-        return 8
-    if isinstance(value, str):
-        return len(value.encode()) + 1
-    if isinstance(value, bytes):
-        return len(value)
-    if isinstance(value, Mapping):
-        return sum(len(str(k).encode()) + 1 + _value_size(v) for k, v in value.items())
-    if isinstance(value, list):
-        return sum(_value_size(v) for v in value)
-    return len(json.dumps(value, default=str).encode()) + 1
-
-
-def document_size(path: str, data: Mapping[str, Any]) -> int:
-    """Storage size of a document: its name, its fields, and 32 bytes of overhead."""
-    name = sum(len(part.encode()) + 1 for part in path.split("/")) + 16
-    return name + _value_size(data) + 32
-
-
 # ---------------------------------------------------------------------------------------------
 # Write accounting
 
@@ -363,6 +272,42 @@ class FirestoreStore(TaskStore):
                 out[doc.id] = data["text"]
         return out
 
+    def _cache_ref(self, key: str) -> DocumentReference:
+        ref: DocumentReference = self.client.collection(self.collection + CACHE_SUFFIX).document(
+            key
+        )
+        return ref
+
+    def get_cached(self, key: str) -> CacheEntry | None:
+        snap = self._cache_ref(key).get()
+        return CacheEntry.model_validate(decode(snap.to_dict())) if snap.exists else None
+
+    def put_cached(self, entry: CacheEntry) -> None:
+        """Write the entry unless the stored one is younger than MIN_CACHE_REWRITE_S.
+
+        The check and the write are one transaction, so concurrent identical searches (on any
+        number of workers) write a given entry at most about once a second.
+        """
+        from google.cloud import firestore
+
+        ref = self._cache_ref(entry.key)
+        data = self._checked(ref, model_data(entry))
+
+        @firestore.transactional
+        def run(transaction: Transaction) -> bool:
+            snap = ref.get(transaction=transaction)
+            if snap.exists:
+                stored = CacheEntry.model_validate(decode(snap.to_dict())).stored_at
+                if (entry.stored_at - stored).total_seconds() < MIN_CACHE_REWRITE_S:
+                    return False
+            transaction.set(ref, data)
+            return True
+
+        with self._task_lock(entry.key):
+            wrote = run(self.client.transaction(max_attempts=TRANSACTION_ATTEMPTS))
+        if wrote:
+            self.writes.record("cache", [ref.path])
+
     def purge_expired(self, now: datetime) -> int:
         """Delete tasks past `expires_at`, with their platform and content documents.
 
@@ -384,7 +329,12 @@ class FirestoreStore(TaskStore):
                 self.client.recursive_delete(doc.reference)
             purged += len(docs)
             if len(docs) < PURGE_BATCH:
-                return purged
+                break
+        cache = self.client.collection(self.collection + CACHE_SUFFIX)
+        expired = cache.where(filter=FieldFilter("expires_at", "<=", encode(now)))
+        for doc in expired.limit(PURGE_BATCH * 10).stream():
+            doc.reference.delete()
+        return purged
 
     def close(self) -> None:
         client: Any = self.client  # its close() is untyped

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse.errors import TaskNotFound
-from fanfuse.models import TERMINAL_TASK, PlatformRun, Task
+from fanfuse.models import TERMINAL_TASK, CacheEntry, PlatformRun, Task
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
 
 _SCHEMA = """
@@ -40,6 +40,12 @@ CREATE TABLE IF NOT EXISTS contents (
     text       TEXT NOT NULL,
     PRIMARY KEY (task_id, content_id)
 );
+CREATE TABLE IF NOT EXISTS cache (
+    key        TEXT PRIMARY KEY,
+    expires_at TEXT NOT NULL,
+    doc        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires_at);
 """
 
 
@@ -155,9 +161,23 @@ class SqliteStore(TaskStore):
             ).fetchall()
         return dict(rows)
 
+    def get_cached(self, key: str) -> CacheEntry | None:
+        with self._lock:
+            row = self._db.execute("SELECT doc FROM cache WHERE key = ?", (key,)).fetchone()
+        return CacheEntry.model_validate_json(row[0]) if row else None
+
+    def put_cached(self, entry: CacheEntry) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO cache (key, expires_at, doc) VALUES (?, ?, ?)",
+                (entry.key, _ts(entry.expires_at), entry.model_dump_json()),
+            )
+
     def purge_expired(self, now: datetime) -> int:
+        """Expired tasks (counted) and expired cache entries."""
         with self._tx() as db:
             cur = db.execute("DELETE FROM tasks WHERE expires_at <= ?", (_ts(now),))
+            db.execute("DELETE FROM cache WHERE expires_at <= ?", (_ts(now),))
             return cur.rowcount
 
     def recoverable(self) -> list[Task]:

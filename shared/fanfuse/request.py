@@ -1,0 +1,260 @@
+"""The request: what an app sends, validated into one clear problem per bad field.
+
+`SearchRequest` is validated with a context that says which platforms are available here (and
+why the others are not) and the deployment's deadline, so the same model gives the same 400 in
+every runtime and in `fanfuse search`.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from fanfuse.options import (
+    COUNTRIES,
+    MAX_DOMAINS,
+    CacheMode,
+    SafeSearch,
+    SearchOptions,
+    TimeRange,
+    domain_problem,
+    normalize_domain,
+)
+
+MAX_QUERIES = 5
+MIN_TIMEOUT_S = 0.5
+MAX_QUERY_CHARS = 500
+
+
+class FusionMethod(StrEnum):
+    """How per-platform ranked lists become one list (see fusion.py and fusers.py)."""
+
+    RRF = "rrf"
+    SCORE = "score"
+    CONCAT = "concat"
+
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def split_platforms(value: Any) -> list[str]:
+    """`"docs, Vectors"` or `["docs", "vectors"]` -> `["docs", "vectors"]` (lower, deduped)."""
+    if isinstance(value, str):
+        parts = value.split(",")
+    elif isinstance(value, list | tuple):
+        parts = []
+        for item in value:
+            if not isinstance(item, str):
+                raise ValueError("platform names must be strings")
+            parts.extend(item.split(","))
+    else:
+        raise ValueError("platform must be a string or a list of strings")
+    names: list[str] = []
+    for part in parts:
+        name = part.strip().lower()
+        if name and name not in names:
+            names.append(name)
+    return names
+
+
+def _domains(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if not isinstance(value, list):
+        raise ValueError("must be a list of host names")
+    if len(value) > MAX_DOMAINS:
+        raise ValueError(f"at most {MAX_DOMAINS} domains, got {len(value)}")
+    domains: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValueError("domains must be strings")
+        host = normalize_domain(item)
+        problem = domain_problem(host)
+        if problem:
+            raise ValueError(problem)
+        if host not in domains:
+            domains.append(host)
+    return domains
+
+
+Domains = Annotated[list[str], BeforeValidator(_domains)]
+
+
+def _country(value: str) -> str:
+    code = value.strip().upper()
+    if code not in COUNTRIES:
+        raise ValueError(f"{value!r} is not an ISO 3166-1 alpha-2 country code (e.g. US, DE, CN)")
+    return code
+
+
+class SearchRequest(BaseModel):
+    """What an app sends. Validate with `context={"available": [...]}` to check platform names."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    query: list[str] = Field(description="one query, or a list of 1-5 queries")
+    platform: list[str] = Field(
+        default="all",  # type: ignore[assignment]
+        validate_default=True,
+        description='"all", one name, comma-separated names, or a list; resolved to names',
+    )
+    max_results: Annotated[int, Field(ge=1, le=100)] = 10
+    include_content: bool = False
+    fusion: FusionMethod | None = Field(
+        default=None, description="fuser; None means the default fuser (fusers.DEFAULT_FUSION)"
+    )
+    language: Annotated[str, Field(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$")] | None = None
+    weights: dict[str, Annotated[float, Field(ge=0, le=100)]] | None = None
+    include_domains: Domains = Field(
+        default_factory=list, description="host names; a domain also matches its subdomains"
+    )
+    exclude_domains: Domains = Field(default_factory=list)
+    time_range: TimeRange | None = None
+    country: Annotated[str, AfterValidator(_country)] | None = Field(
+        default=None, description="ISO 3166-1 alpha-2"
+    )
+    safesearch: SafeSearch | None = None
+    timeout_s: float | None = Field(
+        default=None,
+        description="the search's time budget in seconds, from 0.5 up to the deployment's "
+        "deadline; when it runs out the search is finalized with what has arrived",
+    )
+    cache: CacheMode = CacheMode.AUTO
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _queries(cls, value: Any) -> list[str]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise ValueError("query must be a string or a list of strings")
+        if not value:
+            raise ValueError("query must not be empty")
+        if len(value) > MAX_QUERIES:
+            raise ValueError(f"at most {MAX_QUERIES} queries per request, got {len(value)}")
+        queries: list[str] = []
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise ValueError(f"query {i + 1} must be a string")
+            text = item.strip()
+            if not text:
+                raise ValueError(f"query {i + 1} is empty")
+            if len(text) > MAX_QUERY_CHARS:
+                raise ValueError(
+                    f"query {i + 1} has {len(text)} characters; at most {MAX_QUERY_CHARS}"
+                )
+            queries.append(text)
+        return queries
+
+    @field_validator("platform", mode="before")
+    @classmethod
+    def _platforms(cls, value: Any, info: ValidationInfo) -> list[str]:
+        names = split_platforms(value)
+        if not names:
+            raise ValueError("platform selection is empty")
+        available = _available(info)
+        if available is None:
+            return names
+        if "all" in names:
+            if len(names) > 1:
+                raise ValueError('"all" cannot be combined with other platform names')
+            if not available:
+                raise ValueError("no platform is available (see `fanfuse platforms`)")
+            return list(available)
+        unavailable = (info.context or {}).get("unavailable", {})
+        not_here = [n for n in names if n in unavailable]
+        if not_here:
+            reasons = "; ".join(f"{n!r}: {unavailable[n]}" for n in not_here)
+            raise ValueError(
+                f"platform not available here ({reasons}); "
+                f"available: {', '.join(available) or 'none'}"
+            )
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            quoted = ", ".join(repr(n) for n in unknown)
+            raise ValueError(
+                f"unknown platform {quoted}; available: {', '.join(available) or 'none'}"
+            )
+        return names
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(
+        cls, value: dict[str, float] | None, info: ValidationInfo
+    ) -> dict[str, float] | None:
+        if value is None:
+            return None
+        lowered = {k.strip().lower(): v for k, v in value.items()}
+        chosen = info.data.get("platform")
+        if chosen:
+            unknown = sorted(set(lowered) - set(chosen))
+            if unknown:
+                raise ValueError(
+                    f"weights name platforms not in the selection: {', '.join(unknown)}"
+                )
+        return lowered
+
+    @field_validator("exclude_domains")
+    @classmethod
+    def _disjoint(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        both = sorted(set(value) & set(info.data.get("include_domains") or []))
+        if both:
+            raise ValueError(f"{', '.join(both)} both included and excluded")
+        return value
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _timeout(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:
+            return None
+        if not value >= MIN_TIMEOUT_S:  # also refuses NaN
+            raise ValueError(f"must be at least {MIN_TIMEOUT_S} seconds")
+        deadline = (info.context or {}).get("deadline_seconds")
+        if deadline is not None and value > deadline:
+            raise ValueError(f"must be at most the deployment's deadline, {deadline:g} seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _resolved(self) -> SearchRequest:
+        for name in self.platform:
+            if name != "all" and not _NAME.match(name):
+                raise ValueError(f"platform name {name!r} is not a valid name")
+        return self
+
+    @property
+    def options(self) -> SearchOptions:
+        return SearchOptions(
+            include_domains=self.include_domains,
+            exclude_domains=self.exclude_domains,
+            time_range=self.time_range,
+            country=self.country,
+            safesearch=self.safesearch,
+        )
+
+    @property
+    def queries(self) -> list[str]:
+        return self.query
+
+    @property
+    def platforms(self) -> list[str]:
+        return self.platform
+
+
+def _available(info: ValidationInfo) -> list[str] | None:
+    ctx = info.context or {}
+    available = ctx.get("available")
+    return list(available) if available is not None else None
