@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from fanfuse.models import Hit
 from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
+from fanfuse.queue.base import TaskQueue
 
 
 def hits(prefix: str, n: int, *, host: str = "example.com") -> list[Hit]:
@@ -30,8 +32,9 @@ class FakePlatform(Platform[PlatformSettings]):
         delay: float = 0.0,
         barrier: asyncio.Barrier | None = None,
         gate: asyncio.Event | None = None,
+        overrides: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(name)
+        super().__init__(name, overrides)
         self._results = results if results is not None else hits(name, 5)
         self.error, self.delay, self.barrier, self.gate = error, delay, barrier, gate
         self.calls = 0
@@ -51,3 +54,13 @@ class FakePlatform(Platform[PlatformSettings]):
             found = self._results(q) if callable(self._results) else self._results
             out.append(list(found))
         return out
+
+
+class NoQueue(TaskQueue):
+    """For requests that must be refused: enqueuing anything fails the test."""
+
+    def enqueue_platform(self, message: Any) -> None:
+        raise AssertionError("nothing may be enqueued for a bad request")
+
+    def enqueue_aggregate(self, message: Any, at: Any = None) -> None:
+        raise AssertionError("nothing may be enqueued for a bad request")

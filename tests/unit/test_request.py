@@ -10,11 +10,10 @@ from pydantic import ValidationError
 from fanfuse.errors import InvalidRequest
 from fanfuse.models import SearchRequest
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import TaskQueue
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-from tests.fakes import FakePlatform
+from tests.fakes import FakePlatform, NoQueue
 
 AVAILABLE = ["docs", "vectors", "google"]
 
@@ -110,17 +109,9 @@ def test_weights_must_name_selected_platforms() -> None:
     )
 
 
-class _NoQueue(TaskQueue):
-    def enqueue_platform(self, message: Any) -> None:
-        raise AssertionError("nothing may be enqueued for a bad request")
-
-    def enqueue_aggregate(self, message: Any, at: Any = None) -> None:
-        raise AssertionError("nothing may be enqueued for a bad request")
-
-
 def test_service_lists_every_problem_and_writes_nothing(settings: Settings) -> None:
     store = SqliteStore(settings.db_path)
-    service = SearchService(store, _NoQueue(), Registry.of([FakePlatform("docs")]), settings)
+    service = SearchService(store, NoQueue(), Registry.of([FakePlatform("docs")]), settings)
     with pytest.raises(InvalidRequest) as info:
         service.start({"query": [], "platform": "nope", "max_results": 0, "extra": 1})
     fields = {p.field: p.problem for p in info.value.problems}
@@ -139,7 +130,7 @@ def test_known_but_unconfigured_platform_says_why(settings: Settings) -> None:
             return "missing or invalid settings: FANFUSE_GOOGLE_API_KEY"
 
     registry = Registry.of([FakePlatform("docs"), NeedsKey("google")])
-    service = SearchService(SqliteStore(settings.db_path), _NoQueue(), registry, settings)
+    service = SearchService(SqliteStore(settings.db_path), NoQueue(), registry, settings)
     with pytest.raises(InvalidRequest) as info:
         service.start({"query": "q", "platform": "google"})
     assert "FANFUSE_GOOGLE_API_KEY" in str(info.value)
