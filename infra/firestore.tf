@@ -16,10 +16,12 @@ resource "google_firestore_database" "main" {
 
 # TTL: a document is deleted some time (typically within a day) after its expires_at. Deleting a
 # document does not delete its sub-collections, so platforms/ and contents/ documents carry
-# expires_at too and get their own policy. No single-field index on a TTL timestamp: it would
-# only cost writes and make a hotspot of monotonically increasing values.
+# expires_at too and get their own policy. The search cache (searches_cache, one document per
+# platform, query and options) expires the same way, after its own, shorter TTL. No single-field
+# index on a TTL timestamp: it would only cost writes and make a hotspot of monotonically
+# increasing values.
 resource "google_firestore_field" "ttl" {
-  for_each = toset(["searches", "platforms", "contents"])
+  for_each = toset(["searches", "platforms", "contents", "searches_cache"])
 
   database   = google_firestore_database.main.name
   collection = each.key
@@ -38,6 +40,7 @@ resource "google_firestore_field" "unindexed" {
     "platforms/results"         = { collection = "platforms", field = "results" }
     "platforms/calls"           = { collection = "platforms", field = "calls" }
     "contents/text"             = { collection = "contents", field = "text" }
+    "searches_cache/hits"       = { collection = "searches_cache", field = "hits" }
   }
 
   database   = google_firestore_database.main.name
