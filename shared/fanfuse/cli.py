@@ -9,100 +9,94 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
-from rich.table import Column, Table
+from rich.table import Table
+from rich.text import Text
 
+from fanfuse.cli_render import ProgressView, console, out, progress_bars, render_results
 from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
-from fanfuse.progress import platform_percent
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-console = Console(stderr=True)
-out = Console()
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    # soft_wrap: one line whatever the width (rich hard-wraps at 80 columns when piped).
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # soft_wrap: one line whatever the width (rich hard-wraps at 80 columns when piped); Text,
+    # not markup, so a message quoting brackets (a bad value, a path) prints as it is.
+    line = Text.assemble(("error:", "bold red"), f" {message}")
+    console.print(line, highlight=False, soft_wrap=True)
     return typer.Exit(code)
-
-
-class ProgressView:
-    """One bar per platform plus the overall bar, fed by successive TaskViews."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.bars: dict[str, TaskID] = {}
-        self.overall: TaskID | None = None
-
-    def __call__(self, view: TaskView) -> None:
-        if self.overall is None:
-            self.overall = self.progress.add_task("overall", total=100, note="")
-            for run in view.platform_runs:
-                self.bars[run.name] = self.progress.add_task(run.name, total=100, note="")
-        for run in view.platform_runs:
-            note = run.message.removeprefix(f"Platform {run.index}/{run.of} ({run.name}): ")
-            self.progress.update(self.bars[run.name], completed=platform_percent(run), note=note)
-        self.progress.update(
-            self.overall, completed=view.progress.percent, note=view.progress.message
-        )
-
-
-def render_results(view: TaskView) -> None:
-    for label, results in _result_lists(view):
-        table = Table(title=label, show_lines=False, expand=True)
-        table.add_column("#", justify="right", no_wrap=True)
-        table.add_column("score", justify="right", no_wrap=True)
-        table.add_column("title / url", ratio=3)
-        table.add_column("platforms", ratio=1)
-        for r in results:
-            ranks = ", ".join(f"{p}#{r.ranks.get(p, '-')}" for p in r.platforms)
-            table.add_row(str(r.rank), f"{r.score:.4f}", f"{r.title}\n[dim]{r.url}[/]", ranks)
-        out.print(table)
-    message = view.summary.message if view.summary else view.progress.message
-    out.print(f"[bold]{view.status.value}[/]: {message}", highlight=False)
-    for err in view.errors:
-        out.print(f"[red]{err.platform} {err.state.value}:[/] {err.error}", highlight=False)
-
-
-def _result_lists(view: TaskView) -> list[tuple[str, list[Any]]]:
-    if view.results_by_query:
-        lists: list[tuple[str, list[Any]]] = [
-            (f"{q.query!r}", q.results) for q in view.results_by_query
-        ]
-        return [*lists, ("all queries, fused", view.results)]
-    return [(", ".join(repr(q) for q in view.queries), view.results)]
 
 
 @app.command()
 def search(
-    query: Annotated[list[str], typer.Argument(help="one query, or up to 5")],
-    platform: Annotated[str, typer.Option("--platform", "-p", help="all | name | a, b")] = "all",
-    max_results: Annotated[int, typer.Option("--max-results", "-n")] = 10,
-    content: Annotated[bool, typer.Option("--content", help="fetch page content")] = False,
+    query: Annotated[
+        list[str] | None, typer.Argument(help="one query, or up to 5 (else the --request file's)")
+    ] = None,
+    platform: Annotated[
+        str | None, typer.Option("--platform", "-p", help="all (default) | name | a, b")
+    ] = None,
+    max_results: Annotated[
+        int | None, typer.Option("--max-results", "-n", help="default 10")
+    ] = None,
+    content: Annotated[
+        bool | None, typer.Option("--content/--no-content", help="fetch page content")
+    ] = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | score | concat")] = None,
     language: Annotated[str | None, typer.Option()] = None,
+    include_domain: Annotated[
+        list[str] | None,
+        typer.Option("--include-domain", help="keep only this host and its subdomains; repeat"),
+    ] = None,
+    exclude_domain: Annotated[
+        list[str] | None, typer.Option("--exclude-domain", help="drop this host; repeat")
+    ] = None,
+    time_range: Annotated[str | None, typer.Option(help="day | week | month | year")] = None,
+    country: Annotated[str | None, typer.Option(help="ISO 3166-1 alpha-2, e.g. US")] = None,
+    safesearch: Annotated[str | None, typer.Option(help="off | moderate | strict")] = None,
+    timeout: Annotated[
+        str | None, typer.Option(help="time budget in seconds (timeout_s), 0.5 to the deadline")
+    ] = None,
+    cache: Annotated[str | None, typer.Option(help="auto (default) | bypass | only")] = None,
+    request: Annotated[
+        str | None,
+        typer.Option(
+            "--request",
+            help="a JSON request body, as the HTTP API takes it (- for stdin); options given "
+            "here replace its fields, positional queries its query",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final task as JSON")] = False,
     endpoint: Annotated[
         str | None, typer.Option(help="start_search URL of a deployed or `fanfuse dev` stack")
     ] = None,
 ) -> None:
-    """Run one search and show live progress per platform, then the fused results."""
-    payload: dict[str, Any] = {
-        "query": query if len(query) > 1 else query[0],
+    """Run one search and show live progress per platform, then the fused results.
+
+    --request FILE (- for stdin): an HTTP API request body; queries and options given here win.
+    """
+    # Values go to the request model unchecked: a bad one gets the HTTP API's 400 message,
+    # naming the field, from the one validation both runtimes share.
+    payload = read_request(request) if request is not None else {}
+    given = {
+        "query": (query if len(query) > 1 else query[0]) if query else None,
         "platform": platform,
         "max_results": max_results,
         "include_content": content,
+        "fusion": fusion,
+        "language": language,
+        "include_domains": include_domain or None,
+        "exclude_domains": exclude_domain or None,
+        "time_range": time_range,
+        "country": country,
+        "safesearch": safesearch,
+        "timeout_s": _number(timeout),
+        "cache": cache,
     }
-    if fusion:
-        payload["fusion"] = fusion
-    if language:
-        payload["language"] = language
+    payload.update({name: value for name, value in given.items() if value is not None})
     try:
         view = asyncio.run(_run_search(payload, endpoint, show_progress=not as_json))
     except FanfuseError as exc:
-        raise fail(str(exc)) from None
+        raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
     if as_json:
         sys.stdout.write(view.model_dump_json(indent=2) + "\n")
     else:
@@ -111,16 +105,48 @@ def search(
         raise typer.Exit(1)
 
 
+def read_request(source: str) -> dict[str, Any]:
+    """The JSON object in the file `source` (`-`: stdin); a bad one is one error naming it."""
+    name = "stdin" if source == "-" else source
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise fail(f"{name}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"{name}: cannot read it ({exc})") from None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(f"{name}: not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise fail(f"{name}: expected a JSON object (a request body), got {_json_kind(body)}")
+    return body
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
+
+
+def _number(text: str | None) -> float | str | None:
+    """`--timeout` as a number when it is one; else as given, for the model to name the field."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 async def _run_search(
     payload: dict[str, Any], endpoint: str | None, show_progress: bool
 ) -> TaskView:
-    columns = (
-        TextColumn("{task.description}", table_column=Column(width=12, no_wrap=True)),
-        BarColumn(bar_width=16),
-        TextColumn("{task.percentage:>5.1f}%"),
-        TextColumn("{task.fields[note]}", table_column=Column(no_wrap=True, max_width=36)),
-    )
-    with Progress(*columns, console=console, disable=not show_progress) as bars:
+    with progress_bars(show_progress) as bars:
         on_update = ProgressView(bars)
         if endpoint:
             from fanfuse.client import HttpSearchClient

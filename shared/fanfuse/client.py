@@ -1,15 +1,25 @@
-"""A client of the HTTP API: start a search, then poll its status_url until it is terminal."""
+"""A client of the HTTP API: start a search, then poll its status_url until it is terminal.
+
+Every way the API can fail to answer becomes a FanfuseError naming the address (`Unreachable`,
+`Unavailable`) or carrying the API's error body (`ApiError`), so a caller, `fanfuse search
+--endpoint` first, can say what went wrong in one line without knowing httpx.
+"""
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
+from pydantic import BaseModel
 
-from fanfuse.errors import ApiError
+from fanfuse.errors import ApiError, Unavailable, Unreachable
 from fanfuse.models import Accepted, ErrorBody, TaskView
 from fanfuse.polling import until_terminal
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -22,6 +32,42 @@ def _raise_for(response: httpx.Response) -> None:
             error="http_error", message=f"HTTP {response.status_code}: {response.text[:200]}"
         )
     raise ApiError(response.status_code, body)
+
+
+def _parse(response: httpx.Response, model: type[M]) -> M:
+    """A success answer as `model`; one that is not (a web page, another API) is Unavailable."""
+    _raise_for(response)
+    try:
+        return model.model_validate(response.json())
+    except ValueError:  # not JSON, or not this shape (ValidationError is a ValueError)
+        raise Unavailable(
+            f"{response.request.url} answered HTTP {response.status_code} but not with a "
+            f"fanfuse {model.__name__} document; is it the start_search URL?"
+        ) from None
+
+
+def unreachable(url: str, exc: httpx.TransportError) -> Unreachable:
+    """`cannot reach URL: connection refused`, `... timed out connecting`, and the like."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return Unreachable(f"cannot reach {url}: timed out connecting")
+    if isinstance(exc, httpx.TimeoutException):
+        return Unreachable(f"no answer from {url}: timed out")
+    verb = "cannot reach" if isinstance(exc, httpx.ConnectError) else "no answer from"
+    return Unreachable(f"{verb} {url}: {_reason(exc)}")
+
+
+def _reason(exc: BaseException) -> str:
+    """The operating system's reason under httpx's wrappers ("All connection attempts failed")."""
+    cause: BaseException | None = exc
+    for _ in range(10):  # a cause chain is short; a cycle must not hang us
+        if cause is None:
+            break
+        if isinstance(cause, socket.gaierror):
+            return cause.strerror or str(cause)
+        if isinstance(cause, OSError) and cause.errno and cause.errno > 0:
+            return os.strerror(cause.errno).lower()
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__
 
 
 class HttpSearchClient:
@@ -57,13 +103,17 @@ class HttpSearchClient:
         payload: dict[str, Any],
         on_update: Callable[[TaskView], None] | None,
     ) -> TaskView:
-        response = await http.post(self.endpoint, json=payload)
-        _raise_for(response)
-        accepted = Accepted.model_validate(response.json())
+        try:
+            response = await http.post(self.endpoint, json=payload)
+        except httpx.TransportError as exc:
+            raise unreachable(self.endpoint, exc) from exc
+        accepted = _parse(response, Accepted)
 
         async def fetch() -> TaskView:
-            answer = await http.get(accepted.status_url)
-            _raise_for(answer)
-            return TaskView.model_validate(answer.json())
+            try:
+                answer = await http.get(accepted.status_url)
+            except httpx.TransportError as exc:
+                raise unreachable(accepted.status_url, exc) from exc
+            return _parse(answer, TaskView)
 
         return await until_terminal(fetch, interval=self.poll, on_update=on_update)

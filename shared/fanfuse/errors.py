@@ -89,6 +89,14 @@ class Unavailable(FanfuseError):
     code = "unavailable"
 
 
+class Unreachable(Unavailable):
+    """The HTTP API could not be reached, or did not answer (refused, unknown host, timed out).
+
+    Raised by the client with the address in the message, so `fanfuse search --endpoint` says
+    in one line which address failed and how, instead of an httpx traceback.
+    """
+
+
 class QueueUnavailable(FanfuseError):
     status_code = 503
     code = "queue_unavailable"

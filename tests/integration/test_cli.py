@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import click
+import httpx
 import pytest
+from pydantic import ValidationError
+from pytest_httpserver import HTTPServer
 from typer.testing import CliRunner, Result
 
 from fanfuse.cli import app
+from fanfuse.cli_render import platform_notes
+from fanfuse.client import HttpSearchClient
 from fanfuse.corpus import load_corpus
+from fanfuse.errors import InvalidRequest, Unavailable, Unreachable, problems_of
+from fanfuse.models import CacheNote, PlatformRun, QueryFailure
+from fanfuse.options import OptionUse
 from fanfuse.platforms import Registry
-from fanfuse.request import MAX_QUERIES
+from fanfuse.request import MAX_QUERIES, SearchRequest
 from fanfuse.retrieval import index_dir
 from fanfuse.retrieval.bm25 import KIND as BM25_KIND
 from fanfuse.retrieval.bm25 import Bm25Index
@@ -60,8 +70,8 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return corpus
 
 
-def invoke(*args: str) -> Result:
-    return runner.invoke(app, list(args))
+def invoke(*args: str, stdin: str | None = None) -> Result:
+    return runner.invoke(app, list(args), input=stdin)
 
 
 def error_line(result: Result) -> str:
@@ -220,3 +230,247 @@ def test_eval_with_a_missing_corpus_is_one_error_line(
 def test_a_long_error_message_stays_on_one_line(tmp_path: Path) -> None:
     missing = tmp_path / ("deeply-nested-folder-" * 6) / "corpus.trec"
     assert error_line(invoke("index", str(missing))) == f"error: {missing}: no such file or folder"
+
+
+# -- search options, --request, the results table, an unreachable endpoint -----------------------
+
+
+def test_domain_options_reach_the_request_and_are_recorded_per_platform() -> None:
+    # The docs platform's URLs are on lab.local: including only example.org removes them all.
+    include = ["--include-domain", "example.org", "--include-domain", "Example.NET."]
+    task = ok_json(invoke("search", "laser light", "-p", "docs", *include, "--json"))
+    assert task["request"]["include_domains"] == ["example.org", "example.net"]
+    [run] = task["platform_runs"]
+    use = run["options"]["include_domains"]
+    assert use["applied"] == "post_filter" and use["removed"] > 0
+    assert task["filtered"] == {"include_domains": use["removed"]}
+    assert task["results"] == []
+
+    exclude = ["--exclude-domain", "lab.local"]
+    task = ok_json(invoke("search", "laser light", "-p", "docs", *exclude, "--json"))
+    assert task["request"]["exclude_domains"] == ["lab.local"]
+    assert task["platform_runs"][0]["options"]["exclude_domains"]["removed"] > 0
+    assert task["results"] == []
+
+
+def test_every_other_option_reaches_the_request() -> None:
+    args = ["--time-range", "week", "--country", "de", "--safesearch", "strict"]
+    args += ["--timeout", "5", "--cache", "bypass"]
+    task = ok_json(invoke("search", "laser", "-p", "docs", *args, "--json"))
+    request = task["request"]
+    assert (request["time_range"], request["country"], request["safesearch"]) == (
+        "week",
+        "DE",
+        "strict",
+    )
+    assert (request["timeout_s"], request["cache"]) == (5.0, "bypass")
+    [run] = task["platform_runs"]
+    assert set(run["options"]) == {"time_range", "country", "safesearch"}
+    assert run["options"]["country"]["applied"] == "not_applied"  # no filter can enforce it
+    assert run["cache"]["mode"] == "bypass"
+
+
+def http_message(**fields: Any) -> str:
+    """The message of the HTTP API's 400 for this request body."""
+    with pytest.raises(ValidationError) as caught:
+        SearchRequest.model_validate({"query": "laser", **fields})
+    return str(InvalidRequest(problems_of(caught.value)))
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "value"),
+    [
+        (["--time-range", "fortnight"], "time_range", "fortnight"),
+        (["--country", "XX"], "country", "XX"),
+        (["--safesearch", "very"], "safesearch", "very"),
+        (["--cache", "never"], "cache", "never"),
+        (["--timeout", "soon"], "timeout_s", "soon"),
+        (["--timeout", "0.1"], "timeout_s", 0.1),
+        (["--include-domain", "https://example.org/"], "include_domains", ["https://example.org/"]),
+        (["--exclude-domain", "a b"], "exclude_domains", ["a b"]),
+    ],
+)
+def test_a_bad_option_value_is_the_http_apis_message_naming_the_field(
+    args: list[str], field: str, value: Any
+) -> None:
+    result = invoke("search", "laser", "-p", "docs", *args)
+    assert result.exit_code == 2
+    line = error_line(result)
+    assert line == f"error: {http_message(**{field: value})}"
+    assert line.startswith(f"error: {field}: ")
+
+
+def write_request(folder: Path, body: Any) -> Path:
+    path = folder / "request.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    return path
+
+
+REQUEST = {
+    "query": ["laser", "microwave"],
+    "platform": "docs",
+    "max_results": 3,
+    "exclude_domains": ["example.org"],
+    "time_range": "year",
+}
+
+
+def test_request_file_is_the_whole_body(tmp_path: Path) -> None:
+    path = write_request(tmp_path, REQUEST)
+    task = ok_json(invoke("search", "--request", str(path), "--json"))
+    assert task["queries"] == ["laser", "microwave"] and task["platforms"] == ["docs"]
+    assert task["request"]["max_results"] == 3
+    assert task["request"]["exclude_domains"] == ["example.org"]
+    assert task["request"]["time_range"] == "year"
+
+
+def test_queries_and_options_given_on_the_command_line_replace_the_files_fields(
+    tmp_path: Path,
+) -> None:
+    path = write_request(tmp_path, REQUEST)
+    args = ["-n", "1", "--exclude-domain", "example.net", "--json"]
+    task = ok_json(invoke("search", "waveguide", "--request", str(path), *args))
+    assert task["queries"] == ["waveguide"]  # not the file's two
+    request = task["request"]
+    assert request["max_results"] == 1
+    assert request["exclude_domains"] == ["example.net"]  # a list is replaced, not extended
+    assert request["time_range"] == "year" and request["platform"] == ["docs"]  # kept
+
+
+def test_request_from_stdin() -> None:
+    args = ["search", "--request", "-", "--cache", "bypass", "--json"]
+    task = ok_json(invoke(*args, stdin=json.dumps(REQUEST)))
+    assert task["queries"] == REQUEST["query"]
+    assert task["request"]["cache"] == "bypass"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("query: laser", "not JSON (Expecting value: line 1 column 1 (char 0))"),
+        ('["laser"]', "expected a JSON object (a request body), got an array"),
+    ],
+)
+def test_a_request_file_that_is_not_a_json_object_is_one_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, problem: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("body.json").write_text(text, encoding="utf-8")
+    assert error_line(invoke("search", "--request", "body.json")) == f"error: body.json: {problem}"
+    line = error_line(invoke("search", "--request", "-", stdin=text))
+    assert line == f"error: stdin: {problem}"
+
+
+def test_a_request_file_with_an_unknown_field_or_no_query_is_refused_like_the_api(
+    tmp_path: Path,
+) -> None:
+    path = write_request(tmp_path, {"query": "laser", "colour": "blue"})
+    assert error_line(invoke("search", "--request", str(path))) == "error: colour: unknown field"
+    path = write_request(tmp_path, {"platform": "docs"})
+    assert error_line(invoke("search", "--request", str(path))) == "error: query: field required"
+
+
+LONG_URL = "https://lab.local/" + "/".join(f"section-{i}-of-a-rather-deep-path" for i in range(6))
+
+
+def result_column(text: str) -> str:
+    """The table's third column, its lines joined: what a reader sees, without the wrapping."""
+    cells = [line.split("│")[3].strip() for line in text.splitlines() if line.count("│") == 5]
+    return "".join(cells)
+
+
+def test_the_table_shows_a_long_url_in_full_and_the_snippet_at_a_narrow_width(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = tmp_path / "long.jsonl"
+    record = {
+        "id": "L1",
+        "title": "Klystron",
+        "text": "A klystron amplifies microwave signals.",
+        "url": LONG_URL,
+    }
+    corpus.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    monkeypatch.setenv("FANFUSE_DOCS_CORPUS", str(corpus))
+    monkeypatch.setenv("COLUMNS", "60")
+    result = invoke("search", "klystron", "-p", "docs")
+    assert result.exit_code == 0, result.output
+    text = click.unstyle(result.stdout)
+    assert max(len(line) for line in text.splitlines()) <= 60
+    assert "…" not in text and "..." not in text
+    assert LONG_URL not in text  # it had to be wrapped...
+    column = result_column(text)
+    assert f"Klystron{LONG_URL}Aklystron" in column.replace(" ", "")  # ...yet is all there
+
+
+def test_the_second_identical_search_says_cache_hit() -> None:
+    args = ["search", "laser light", "-p", "docs", "--exclude-domain", "example.org"]
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    notes = [line for line in click.unstyle(first.stdout).splitlines() if line.startswith("docs:")]
+    assert notes == ["docs: filtered exclude_domains -0 (post_filter)"]
+    second = invoke(*args)
+    assert second.exit_code == 0, second.output
+    notes = [line for line in click.unstyle(second.stdout).splitlines() if line.startswith("docs:")]
+    [note] = notes
+    assert note.startswith("docs: filtered exclude_domains -0 (post_filter); cache hit (age ")
+
+
+def test_platform_notes_say_filters_cache_and_failed_queries() -> None:
+    run = PlatformRun(
+        task_id="t",
+        name="brave",
+        index=1,
+        of=1,
+        options={
+            "include_domains": OptionUse(applied="post_filter", removed=3),
+            "time_range": OptionUse(applied="native"),
+            "country": OptionUse(applied="not_applied"),
+        },
+        cache=CacheNote(state="partial", mode="auto", age_s=42.4, hits=1, misses=1),
+        failed_queries=[
+            QueryFailure(platform="brave", query_index=1, query="q2", error="HTTP 500")
+        ],
+    )
+    assert platform_notes(run) == [
+        "brave: filtered include_domains -3 (post_filter), time_range native, country not applied;"
+        " cache partial: 1 hit, 1 searched (age 42s)",
+        "brave: query 2 failed: HTTP 500",
+    ]
+    quiet = run.model_copy(update={"options": {}, "failed_queries": [], "cache": None})
+    assert platform_notes(quiet) == []
+
+
+def closed_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_an_unreachable_endpoint_is_one_line_naming_the_address() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/start_search"
+    result = invoke("search", "laser", "--endpoint", url)
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert error_line(result) == f"error: cannot reach {url}: connection refused"
+
+
+def test_an_endpoint_that_is_not_fanfuse_is_one_line_naming_it(server: HTTPServer) -> None:
+    server.expect_request("/start_search").respond_with_data("<html>hi</html>", 200)
+    url = server.url_for("/start_search")
+    line = error_line(invoke("search", "laser", "--endpoint", url, "--json"))
+    assert line.startswith(f"error: {url} answered HTTP 200 but not with a fanfuse Accepted")
+
+
+def test_a_connect_timeout_names_the_address() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectTimeout("timed out", request=request)
+
+    async def search() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(refuse)) as http:
+            await HttpSearchClient("http://127.0.0.1:9/start_search", http=http).search({})
+
+    with pytest.raises(Unreachable) as caught:
+        asyncio.run(search())
+    assert str(caught.value) == "cannot reach http://127.0.0.1:9/start_search: timed out connecting"
+    assert isinstance(caught.value, Unavailable)
