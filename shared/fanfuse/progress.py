@@ -65,7 +65,12 @@ def stage_message(stage: Stage, detail: str) -> str:
 
 
 def found_message(n_results: int) -> str:
-    return stage_message(Stage.SEARCHING, f"Found {n_results} results")
+    return stage_message(Stage.SEARCHING, f"Found {counted(n_results, 'result')}")
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """`1 result`, `2 results`: messages are read by people."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
@@ -75,7 +80,7 @@ def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
     if len(runs) == 1:
         run = runs[0]
         message = (
-            f"Search completed: {total_results} results"
+            f"Search completed: {counted(total_results, 'result')}"
             if run.state is PlatformState.SUCCEEDED
             else f"Search failed: {run.error or run.state.value}"
         )
@@ -86,7 +91,7 @@ def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
         )
     failed_queries = sum(len(r.failed_queries) for r in runs if r.state is PlatformState.SUCCEEDED)
     if failed_queries:
-        message += f"; {failed_queries} queries failed on a platform"
+        message += f"; {counted(failed_queries, 'query', 'queries')} failed on a platform"
     return Summary(
         platforms=len(runs),
         succeeded=succeeded,

@@ -34,7 +34,7 @@ async def test_one_failing_query_leaves_the_others_and_makes_the_search_partial(
     assert [(f.platform, f.error) for f in second.failed] == [("web", run.failed_queries[0].error)]
     assert all("web" not in r.platforms for r in second.results)
     assert view.summary is not None and view.summary.failed_queries == 1
-    assert "1 queries failed" in view.summary.message
+    assert "1 query failed on a platform" in view.summary.message
 
 
 async def test_a_platform_whose_every_query_failed_fails(settings: Settings) -> None:
