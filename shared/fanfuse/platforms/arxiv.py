@@ -6,6 +6,11 @@ an Atom feed whose `entry` elements carry `id`, `title`, `summary`, `published`,
 `author/name`, `link` (rel alternate, title pdf) and `arxiv:primary_category`, with
 `opensearch:totalResults` for paging. The manual asks for no more than one call every 3 seconds,
 hence the default `min_interval`. A bad query comes back as a feed with one `Error` entry.
+
+A time range is native: the manual's query syntax has `submittedDate:[YYYYMMDDTTTT TO
+YYYYMMDDTTTT]` (GMT, to the minute), ANDed to the search terms from the range's start to the
+search's time. Every result is on arxiv.org, so domains are post-filtered; there is no country or
+safe-search parameter.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from pydantic import field_validator
 from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import now_utc, since
 from fanfuse.platforms.parsing import parse_date
 
 NS = {
@@ -57,12 +64,17 @@ class ArxivPlatform(HttpPlatform[ArxivSettings]):
     description = "arXiv papers (Atom search API)"
     settings_model = ArxivSettings
     endpoint = "/api/query"
+    native = frozenset({OptionName.TIME_RANGE})
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: ArxivSettings
     ) -> RequestSpec:
         start = int(page or 0)
         terms = " AND ".join(f"{settings.field}:{word}" for word in queries[0].split())
+        start_date = since(params)
+        if start_date is not None:
+            span = f"{start_date:%Y%m%d%H%M} TO {now_utc(params):%Y%m%d%H%M}"
+            terms += f" AND submittedDate:[{span}]"
         return RequestSpec(
             url=self.url(settings),
             params=[

@@ -7,6 +7,14 @@ country&safesearch&freshness`, header `X-Subscription-Token`; results in `web.re
 `title, url, description, age, page_age, extra_snippets, meta_url`; `query.more_results_available`
 says whether another page exists. `offset` counts pages of `count` results, not results. A bad
 token answers 401 or 422 (`SUBSCRIPTION_TOKEN_INVALID`).
+
+Request options, from the same query-parameter reference (api-dashboard.search.brave.com,
+"API reference > Web search > GET", checked against Brave's own MCP server's parameter schema):
+`freshness` `pd`/`pw`/`pm`/`py`; `safesearch` `off`/`moderate`/`strict`; `country` one of the
+upper-case codes Brave lists (`COUNTRIES`), so any other country is not native. Brave has no
+domain parameter: domains are post-filtered. A request's value overrides `FANFUSE_BRAVE_COUNTRY`,
+`_SAFESEARCH` and `_FRESHNESS`, which stay the defaults; a country Brave does not list sends no
+country at all rather than the deployment's default.
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ from pydantic import SecretStr
 from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName, SearchOptions, TimeRange
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import (
     error_detail,
     json_items,
@@ -30,6 +40,15 @@ from fanfuse.platforms.parsing import (
 
 PAGE_SIZE = 20
 MAX_OFFSET = 9
+FRESHNESS = {TimeRange.DAY: "pd", TimeRange.WEEK: "pw", TimeRange.MONTH: "pm", TimeRange.YEAR: "py"}
+COUNTRIES = frozenset(
+    {
+        "AR", "AU", "AT", "BE", "BR", "CA", "CL", "DK", "FI", "FR", "DE", "HK", "IN", "ID", "IT",
+        "JP", "KR", "MY", "MX", "NL", "NZ", "NO", "CN", "PL", "PT", "PH", "RU", "SA", "ZA", "ES",
+        "SE", "CH", "TW", "TR", "GB", "US",
+    }
+)  # fmt: skip
+"""The search countries Brave serves (besides `ALL`)."""
 
 
 class BraveSettings(HttpSettings):
@@ -46,6 +65,16 @@ class BravePlatform(HttpPlatform[BraveSettings]):
     settings_model = BraveSettings
     endpoint = "/res/v1/web/search"
     key_fields = ("api_key",)
+    native = frozenset({OptionName.TIME_RANGE, OptionName.COUNTRY, OptionName.SAFESEARCH})
+
+    def native_options(
+        self, options: SearchOptions, settings: BraveSettings
+    ) -> frozenset[OptionName]:
+        """Time and safe search always; the country only when Brave lists it."""
+        native = options.given() & self.native
+        if options.country not in COUNTRIES:
+            native -= {OptionName.COUNTRY}
+        return native
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: BraveSettings
@@ -57,9 +86,17 @@ class BravePlatform(HttpPlatform[BraveSettings]):
         ]
         if params.language:
             query.append(("search_lang", params.language[:2].lower()))
-        for key in ("country", "safesearch", "freshness"):
-            if getattr(settings, key):
-                query.append((key, getattr(settings, key)))
+        options = params.options
+        country = options.country if options.country in COUNTRIES else None
+        safesearch = options.safesearch.value if options.safesearch else None
+        freshness = FRESHNESS[options.time_range] if options.time_range else None
+        for key, value in (
+            ("country", chosen(options, OptionName.COUNTRY, country, settings.country)),
+            ("safesearch", chosen(options, OptionName.SAFESEARCH, safesearch, settings.safesearch)),
+            ("freshness", chosen(options, OptionName.TIME_RANGE, freshness, settings.freshness)),
+        ):
+            if value:
+                query.append((key, value))
         return RequestSpec(
             url=self.url(settings),
             params=query,

@@ -12,6 +12,16 @@ model-studio "web-search": OpenAI-compatible `POST {base}/chat/completions` with
 The answer is kept as the summary (on each hit, `metadata.answer`); the sources become the hits.
 When this platform is not configured, or its call fails, it falls back to `perplexity` (if that
 is configured) and says so: `provider` on every hit's metadata and on the platform document.
+
+Request options: GLM's `web_search` tool takes `search_domain_filter` (one domain, a string) and
+`search_recency_filter` (`oneDay`/`oneWeek`/`oneMonth`/`oneYear`); Qwen's `search_options` take
+`assigned_site_list` (at most 25 sites) and `freshness` in days (7, 30, 180 or 365, so a day is
+not representable). Neither has an exclusion list, a country or a safe-search level. (The GLM
+fields are in Zhipu's chat and Web Search API references; the Qwen ones were read from DashScope
+clients quoting Model Studio's guide, whose stored copies did not show them: re-check there.)
+Since a call may be answered by the fallback, an option counts as native only when both the own
+flavor and the fallback apply it (only the fallback's, when no key is set): under-claiming merely
+post-filters dated results once more, over-claiming would let old ones through.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ from pydantic import SecretStr, ValidationError
 from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName, SearchOptions, TimeRange
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
@@ -33,6 +44,14 @@ ANSWER_CHARS = 2000
 MD_LINK = re.compile(r"\[([^\]]{1,300})\]\((https?://[^)\s]+)\)")
 BARE_URL = re.compile(r"https?://[^\s)\]>\"'\uff0c\u3002]+")
 SYSTEM_PROMPT = "Search the web and answer with the sources you used, citing them."
+GLM_RECENCY = {
+    TimeRange.DAY: "oneDay",
+    TimeRange.WEEK: "oneWeek",
+    TimeRange.MONTH: "oneMonth",
+    TimeRange.YEAR: "oneYear",
+}
+QWEN_FRESHNESS = {TimeRange.WEEK: 7, TimeRange.MONTH: 30, TimeRange.YEAR: 365}
+QWEN_MAX_SITES = 25
 
 
 class BuiltinSettings(HttpSettings):
@@ -54,12 +73,41 @@ def flavor_of(settings: BuiltinSettings) -> str:
     return "glm" if ("bigmodel" in where or "glm" in where) else "qwen"
 
 
+def search_filters(options: SearchOptions, flavor: str) -> dict[str, Any]:
+    """The flavor's own search fields for the request's domains and time range."""
+    found: dict[str, Any] = {}
+    sites, time_range = options.include_domains, options.time_range
+    if flavor == "glm":
+        if len(sites) == 1:
+            found["search_domain_filter"] = sites[0]
+        if time_range is not None:
+            found["search_recency_filter"] = GLM_RECENCY[time_range]
+        return found
+    if 0 < len(sites) <= QWEN_MAX_SITES:
+        found["assigned_site_list"] = list(sites)
+    if time_range in QWEN_FRESHNESS:
+        found["freshness"] = QWEN_FRESHNESS[time_range]
+    return found
+
+
+def own_native(options: SearchOptions, flavor: str) -> frozenset[OptionName]:
+    """The options `search_filters` maps for this flavor."""
+    fields = search_filters(options, flavor)
+    native = set()
+    if {"search_domain_filter", "assigned_site_list"} & fields.keys():
+        native.add(OptionName.INCLUDE_DOMAINS)
+    if {"search_recency_filter", "freshness"} & fields.keys():
+        native.add(OptionName.TIME_RANGE)
+    return frozenset(native)
+
+
 class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
     name = "builtin"
     description = "an LLM's built-in web search (Qwen/DashScope or GLM), falling back to perplexity"
     settings_model = BuiltinSettings
     endpoint = "/chat/completions"
     key_fields = ("api_key",)
+    native = frozenset({OptionName.INCLUDE_DOMAINS, OptionName.TIME_RANGE})
 
     # -- availability: configured itself, or through its fallback --------------------------
 
@@ -89,6 +137,19 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
             return None
         return f"{why}; fallback {fallback.name}: {fallback_why}"
 
+    def native_options(
+        self, options: SearchOptions, settings: BuiltinSettings
+    ) -> frozenset[OptionName]:
+        """What both possible answerers apply (see the module docstring)."""
+        fallback = self._fallback()
+        theirs = None
+        if fallback is not None and fallback.availability() is None:
+            theirs = fallback.native_options(options, fallback.load_settings())
+        if settings.api_key is None:
+            return theirs if theirs is not None else frozenset()
+        ours = own_native(options, flavor_of(settings)) & options.given()
+        return ours & theirs if theirs is not None else ours
+
     # -- the chat call ------------------------------------------------------------------------
 
     def build_request(
@@ -101,13 +162,14 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
                 {"role": "user", "content": queries[0]},
             ],
         }
-        if flavor_of(settings) == "glm":
-            body["tools"] = [
-                {"type": "web_search", "web_search": {"enable": True, "search_result": True}}
-            ]
+        flavor = flavor_of(settings)
+        filters = search_filters(params.options, flavor)
+        if flavor == "glm":
+            tool = {"enable": True, "search_result": True, **filters}
+            body["tools"] = [{"type": "web_search", "web_search": tool}]
         else:
             body["enable_search"] = True
-            body["search_options"] = {"enable_source": True, "forced_search": True}
+            body["search_options"] = {"enable_source": True, "forced_search": True, **filters}
         return RequestSpec(
             url=self.url(settings),
             method="POST",

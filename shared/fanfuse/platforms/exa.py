@@ -5,6 +5,13 @@ header `x-api-key`; body `{query, numResults (<=100), type: "auto"|"neural"|"key
 includeDomains, excludeDomains, startPublishedDate, contents: {text, highlights}}`; answer
 `results[]` of `{id, title, url, publishedDate, author, score, text, highlights}`. Page text is
 requested only when the search wants content.
+
+Request options, from the same reference: `includeDomains` and `excludeDomains` (both may be
+given), `startPublishedDate` in ISO 8601 (`2023-01-01T00:00:00.000Z`; here the search's time
+minus the range), and `userLocation`, "the two-letter ISO country code of the user" (upper case
+in the reference's example; added in Exa's changelog "Geolocation Filter Support", a bias, not a
+filter). Exa's boolean `moderation` flag is not a safe-search level, so safe search is not
+applied. A request's domains override `FANFUSE_EXA_INCLUDE_DOMAINS` / `_EXCLUDE_DOMAINS`.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ from pydantic import SecretStr
 
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import chosen, since
 from fanfuse.platforms.parsing import (
     as_float,
     as_str,
@@ -44,6 +53,14 @@ class ExaPlatform(HttpPlatform[ExaSettings]):
     settings_model = ExaSettings
     endpoint = "/search"
     key_fields = ("api_key",)
+    native = frozenset(
+        {
+            OptionName.INCLUDE_DOMAINS,
+            OptionName.EXCLUDE_DOMAINS,
+            OptionName.TIME_RANGE,
+            OptionName.COUNTRY,
+        }
+    )
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: ExaSettings
@@ -57,10 +74,22 @@ class ExaPlatform(HttpPlatform[ExaSettings]):
             "type": settings.type,
             "contents": contents,
         }
-        if settings.include_domains:
-            body["includeDomains"] = settings.include_domains
-        if settings.exclude_domains:
-            body["excludeDomains"] = settings.exclude_domains
+        options = params.options
+        include = chosen(
+            options, OptionName.INCLUDE_DOMAINS, options.include_domains, settings.include_domains
+        )
+        exclude = chosen(
+            options, OptionName.EXCLUDE_DOMAINS, options.exclude_domains, settings.exclude_domains
+        )
+        if include:
+            body["includeDomains"] = include
+        if exclude:
+            body["excludeDomains"] = exclude
+        start = since(params)
+        if start is not None:
+            body["startPublishedDate"] = start.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        if options.country:
+            body["userLocation"] = options.country
         return RequestSpec(
             url=self.url(settings),
             method="POST",

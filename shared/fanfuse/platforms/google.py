@@ -5,6 +5,15 @@ Written from Google's "Custom Search JSON API: Using REST" and the `cse.list` re
 `GET https://www.googleapis.com/customsearch/v1?key&cx&q&num&start`, `num` at most 10, `start`
 1-based, at most 100 results per query; results in `items[]`, absent when there are none. So
 paging past 10 asks for start=1, 11, 21, ...; a bad key is a 400 whose reason says so.
+
+Request options, from the same `cse.list` reference: `siteSearch` with `siteSearchFilter`
+(`i` include, `e` exclude) takes one site, so it carries the domain option only when that option
+names exactly one domain (the included one first, when both do); several domains are not native
+and are post-filtered. They are deliberately not turned into `site:` operators in `q`: Google
+reads at most 32 words of a query, so twenty domains would silently push the user's own words
+out. `dateRestrict` takes `d1`/`w1`/`m1`/`y1`; `gl` the lower-case country code (it boosts
+results from that country); `safe` is `active` or `off` (no middle level, so `moderate` asks for
+`active`). A request's safe search overrides `FANFUSE_GOOGLE_SAFE`.
 """
 
 from __future__ import annotations
@@ -14,12 +23,30 @@ from pydantic import SecretStr
 from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName, SafeSearch, SearchOptions, TimeRange
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, error_detail, load_json, require, secret
 
 PAGE_SIZE = 10
 MAX_RESULTS = 100  # the API serves at most the first 100 results of a query
+DATE_RESTRICT = {
+    TimeRange.DAY: "d1",
+    TimeRange.WEEK: "w1",
+    TimeRange.MONTH: "m1",
+    TimeRange.YEAR: "y1",
+}
+SAFE = {SafeSearch.OFF: "off", SafeSearch.MODERATE: "active", SafeSearch.STRICT: "active"}
+
+
+def site_search(options: SearchOptions) -> tuple[str, str] | None:
+    """(`siteSearch`, `siteSearchFilter`) for the request's domains, when one fits in it."""
+    if len(options.include_domains) == 1:
+        return options.include_domains[0], "i"
+    if len(options.exclude_domains) == 1:
+        return options.exclude_domains[0], "e"
+    return None
 
 
 class GoogleSettings(HttpSettings):
@@ -37,6 +64,18 @@ class GooglePlatform(HttpPlatform[GoogleSettings]):
     settings_model = GoogleSettings
     endpoint = "/customsearch/v1"
     key_fields = ("api_key",)
+    native = frozenset(OptionName)
+
+    def native_options(
+        self, options: SearchOptions, settings: GoogleSettings
+    ) -> frozenset[OptionName]:
+        """All but the domain option `siteSearch` cannot carry (two domains or more)."""
+        domains = {OptionName.INCLUDE_DOMAINS, OptionName.EXCLUDE_DOMAINS}
+        native = (options.given() & self.native) - domains
+        site = site_search(options)
+        if site is not None:
+            native |= {OptionName.INCLUDE_DOMAINS if site[1] == "i" else OptionName.EXCLUDE_DOMAINS}
+        return native
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: GoogleSettings
@@ -52,8 +91,18 @@ class GooglePlatform(HttpPlatform[GoogleSettings]):
         ]
         if params.language:
             query.append(("hl", params.language))
-        if settings.safe:
-            query.append(("safe", settings.safe))
+        options = params.options
+        site = site_search(options)
+        if site is not None:
+            query += [("siteSearch", site[0]), ("siteSearchFilter", site[1])]
+        if options.time_range is not None:
+            query.append(("dateRestrict", DATE_RESTRICT[options.time_range]))
+        if options.country:
+            query.append(("gl", options.country.lower()))
+        safe = SAFE[options.safesearch] if options.safesearch else None
+        safe = chosen(options, OptionName.SAFESEARCH, safe, settings.safe)
+        if safe:
+            query.append(("safe", safe))
         return RequestSpec(url=self.url(settings), params=query, secret_params=frozenset({"key"}))
 
     def check_response(self, resp: ProviderResponse[GoogleSettings]) -> None:

@@ -5,6 +5,12 @@ reference): `POST https://api.linkup.so/v1/search` with a bearer key and body
 `{q, depth: "fast"|"standard"|"deep", outputType: "searchResults", maxResults, includeDomains,
 excludeDomains, fromDate, toDate}`; answer `results[]` of `{type: "text", name, url, content}`.
 The `content` is text from the page, so it serves as the snippet and, when asked, the content.
+
+Request options, from the same reference and Linkup's "Filtering" and "Date filtering" pages:
+`includeDomains` / `excludeDomains` (arrays of domains; with both, only included URLs come back)
+and `fromDate` (ISO 8601 `YYYY-MM-DD`, here the day the range starts). Linkup has no country or
+safe-search parameter. A request's domains override `FANFUSE_LINKUP_INCLUDE_DOMAINS` /
+`_EXCLUDE_DOMAINS`.
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from pydantic import SecretStr
 
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import chosen, since
 from fanfuse.platforms.parsing import as_str, bearer, json_items, load_json, require
 
 SNIPPET_CHARS = 400
@@ -36,6 +44,9 @@ class LinkupPlatform(HttpPlatform[LinkupSettings]):
     settings_model = LinkupSettings
     endpoint = "/v1/search"
     key_fields = ("api_key",)
+    native = frozenset(
+        {OptionName.INCLUDE_DOMAINS, OptionName.EXCLUDE_DOMAINS, OptionName.TIME_RANGE}
+    )
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: LinkupSettings
@@ -46,10 +57,20 @@ class LinkupPlatform(HttpPlatform[LinkupSettings]):
             "outputType": "searchResults",
             "maxResults": params.limit,
         }
-        if settings.include_domains:
-            body["includeDomains"] = settings.include_domains
-        if settings.exclude_domains:
-            body["excludeDomains"] = settings.exclude_domains
+        options = params.options
+        include = chosen(
+            options, OptionName.INCLUDE_DOMAINS, options.include_domains, settings.include_domains
+        )
+        exclude = chosen(
+            options, OptionName.EXCLUDE_DOMAINS, options.exclude_domains, settings.exclude_domains
+        )
+        if include:
+            body["includeDomains"] = include
+        if exclude:
+            body["excludeDomains"] = exclude
+        start = since(params)
+        if start is not None:
+            body["fromDate"] = start.date().isoformat()
         return RequestSpec(
             url=self.url(settings),
             method="POST",

@@ -7,6 +7,16 @@ search_language_filter}`, bearer key; answer `results[]` of `{title, url, snippe
 last_updated}`. With several queries the docs are ambiguous (the SDK types show one flat list, a
 guide shows one list per query), so both shapes are accepted: grouped results are attributed to
 their query; a flat list answers the batch as a whole and is given to every query.
+
+Request options, from the `POST /search` reference and the SDK's request type
+(`ApiSearchRequest`): `search_domain_filter` is one list of at most 20 domains, an allowlist, or
+a denylist when every entry starts with `-`; Perplexity's domain-filter guide says the two are
+never mixed in one request. So included domains go as the allowlist (and excluded ones are then
+not native, only post-filtered); excluded domains alone go as the denylist.
+`search_recency_filter` takes `day`/`week`/`month`/`year`; `country` the ISO 3166-1 alpha-2
+code. There is no safe-search parameter. A request's domains replace the whole
+`FANFUSE_PERPLEXITY_SEARCH_DOMAIN_FILTER`, its time range `_SEARCH_RECENCY_FILTER` and its
+country `_COUNTRY`; those settings stay the defaults for requests that leave the option unset.
 """
 
 from __future__ import annotations
@@ -18,12 +28,25 @@ from pydantic import SecretStr
 from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName, SearchOptions
 from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
 
 MAX_QUERIES = 5
 MAX_RESULTS = 20
+MAX_DOMAIN_FILTER = 20
+
+
+def domain_filter(options: SearchOptions) -> list[str] | None:
+    """`search_domain_filter` for the request's domains: the allowlist when it includes some,
+    else the `-` denylist; None when it sets neither or the list would pass Perplexity's cap."""
+    if options.include_domains:
+        entries = list(options.include_domains)
+    else:
+        entries = [f"-{domain}" for domain in options.exclude_domains]
+    return entries if 0 < len(entries) <= MAX_DOMAIN_FILTER else None
 
 
 class PerplexitySettings(HttpSettings):
@@ -42,6 +65,25 @@ class PerplexityPlatform(HttpPlatform[PerplexitySettings]):
     endpoint = "/search"
     capabilities = Capabilities(multi_query=True)
     key_fields = ("api_key",)
+    native = frozenset(
+        {
+            OptionName.INCLUDE_DOMAINS,
+            OptionName.EXCLUDE_DOMAINS,
+            OptionName.TIME_RANGE,
+            OptionName.COUNTRY,
+        }
+    )
+
+    def native_options(
+        self, options: SearchOptions, settings: PerplexitySettings
+    ) -> frozenset[OptionName]:
+        """Excluded domains are native only when no domain is included (one filter, one mode)."""
+        native = options.given() & self.native
+        if domain_filter(options) is None or options.include_domains:
+            native -= {OptionName.EXCLUDE_DOMAINS}
+        if domain_filter(options) is None:
+            native -= {OptionName.INCLUDE_DOMAINS}
+        return native
 
     def build_request(
         self,
@@ -58,11 +100,22 @@ class PerplexityPlatform(HttpPlatform[PerplexitySettings]):
         }
         if params.language:
             body["search_language_filter"] = [params.language[:2].lower()]
-        for key in ("max_tokens_per_page", "country", "search_recency_filter"):
-            if getattr(settings, key) is not None:
-                body[key] = getattr(settings, key)
-        if settings.search_domain_filter:
-            body["search_domain_filter"] = settings.search_domain_filter
+        options = params.options
+        recency = options.time_range.value if options.time_range else None
+        domains_given = options.given() & {OptionName.INCLUDE_DOMAINS, OptionName.EXCLUDE_DOMAINS}
+        domains = domain_filter(options) if domains_given else settings.search_domain_filter
+        for key, value in (
+            ("max_tokens_per_page", settings.max_tokens_per_page),
+            ("country", chosen(options, OptionName.COUNTRY, options.country, settings.country)),
+            (
+                "search_recency_filter",
+                chosen(options, OptionName.TIME_RANGE, recency, settings.search_recency_filter),
+            ),
+        ):
+            if value is not None:
+                body[key] = value
+        if domains:
+            body["search_domain_filter"] = domains
         return RequestSpec(
             url=self.url(settings),
             method="POST",

@@ -4,6 +4,14 @@ Written from SearXNG's "Search API" page (docs.searxng.org/dev/search_api): `GET
 `q`, `format=json`, `categories`, `engines`, `language`, `pageno`, `time_range`, `safesearch`;
 an instance that has not enabled the json format answers 403. Several named instances can run
 side by side (`FANFUSE_EXTRA_PLATFORMS`), each with its own `base_url`.
+
+Request options: `time_range` (`day`, `week`, `month`, `year`: the page lists day/month/year,
+SearXNG's `webadapter.parse_time_range` accepts week too) and `safesearch` (`0` off, `1`
+moderate, `2` strict). With a time range set, SearXNG leaves out the engines that cannot apply
+one (`time_range_support`), so the range is native. There is no country or domain parameter
+(the `language` parameter is a locale, not a region filter): domains are post-filtered, the
+country is not applied. A request's value overrides `FANFUSE_SEARXNG_TIME_RANGE` and
+`_SAFESEARCH`, which stay the defaults.
 """
 
 from __future__ import annotations
@@ -11,9 +19,13 @@ from __future__ import annotations
 from fanfuse.errors import ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName, SafeSearch
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_float, as_str, json_items, load_json, parse_date, require
+
+SAFESEARCH = {SafeSearch.OFF: 0, SafeSearch.MODERATE: 1, SafeSearch.STRICT: 2}
 
 
 class SearxngSettings(HttpSettings):
@@ -30,18 +42,26 @@ class SearxngPlatform(HttpPlatform[SearxngSettings]):
     description = "a SearXNG metasearch instance (JSON format must be enabled)"
     settings_model = SearxngSettings
     endpoint = "/search"
+    native = frozenset({OptionName.TIME_RANGE, OptionName.SAFESEARCH})
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: SearxngSettings
     ) -> RequestSpec:
         query: list[tuple[str, str | int | float]] = [("q", queries[0]), ("format", "json")]
         query.append(("pageno", int(page or 1)))
-        for key in ("categories", "engines", "time_range"):
+        for key in ("categories", "engines"):
             value = getattr(settings, key)
             if value:
                 query.append((key, value))
-        if settings.safesearch is not None:
-            query.append(("safesearch", settings.safesearch))
+        options = params.options
+        time_range = options.time_range.value if options.time_range else None
+        time_range = chosen(options, OptionName.TIME_RANGE, time_range, settings.time_range)
+        if time_range:
+            query.append(("time_range", time_range))
+        level = SAFESEARCH[options.safesearch] if options.safesearch else None
+        safesearch = chosen(options, OptionName.SAFESEARCH, level, settings.safesearch)
+        if safesearch is not None:
+            query.append(("safesearch", safesearch))
         if params.language:
             query.append(("language", params.language))
         return RequestSpec(

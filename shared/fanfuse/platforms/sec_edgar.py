@@ -8,6 +8,12 @@ organisation and a contact e-mail, and no client may exceed 10 requests per seco
 `GET .../search-index?q&forms&startdt&enddt&from` answers Elasticsearch-style `hits.hits[]` with
 `_id` (`{adsh}:{file name}`) and `_source.{ciks, display_names, form, file_date, adsh,
 file_description}`; pages are 100 hits (`from` is a hit offset).
+
+A time range is native, as the search page's custom date range (`dateRange=custom`, `startdt`
+and `enddt` as `YYYY-MM-DD`, from the range's start to the search's day); it overrides
+`FANFUSE_SEC_EDGAR_STARTDT` / `_ENDDT`, which stay the defaults. Every filing is on
+www.sec.gov, so domains are post-filtered; there is no country (the search's location filter is
+a filer's address, not a search region) or safe-search parameter.
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from pydantic import field_validator
 
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import now_utc, since
 from fanfuse.platforms.parsing import as_str, load_json, parse_date, require
 
 PAGE_SIZE = 100
@@ -50,6 +58,7 @@ class SecEdgarPlatform(HttpPlatform[SecEdgarSettings]):
     description = "SEC EDGAR full-text search of company filings"
     settings_model = SecEdgarSettings
     endpoint = "/LATEST/search-index"
+    native = frozenset({OptionName.TIME_RANGE})
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: SecEdgarSettings
@@ -57,9 +66,12 @@ class SecEdgarPlatform(HttpPlatform[SecEdgarSettings]):
         query: list[tuple[str, str | int | float]] = [("q", queries[0])]
         if settings.forms:
             query.append(("forms", settings.forms))
-        if settings.startdt and settings.enddt:
-            query += [("dateRange", "custom"), ("startdt", settings.startdt)]
-            query.append(("enddt", settings.enddt))
+        start, end = settings.startdt, settings.enddt
+        start_date = since(params)
+        if start_date is not None:
+            start, end = start_date.date().isoformat(), now_utc(params).date().isoformat()
+        if start and end:
+            query += [("dateRange", "custom"), ("startdt", start), ("enddt", end)]
         if page:
             query.append(("from", int(page)))
         return RequestSpec(

@@ -6,6 +6,14 @@ topic, max_results (<=20), time_range, include_domains, exclude_domains, include
 country}`; answer `results[]` of `{title, url, content, score, raw_content, published_date}`
 plus `answer` and `response_time`. When the search wants page content it asks for
 `include_raw_content`, so the fetching stage has nothing left to fetch for those hits.
+
+Request options, from the same reference: `include_domains` (at most 300) and `exclude_domains`
+(at most 150) take host names; `time_range` takes `day`/`week`/`month`/`year` as they are;
+`country` takes a lower-case country *name* from Tavily's list ("united states"), and only with
+`topic` `general`. So a request's ISO code is native only when Tavily lists that country
+(`COUNTRY_NAMES`) and the deployment's topic is `general`; otherwise no country is sent. Tavily
+has no safe-search parameter. A request's value overrides `FANFUSE_TAVILY_TIME_RANGE`,
+`_COUNTRY`, `_INCLUDE_DOMAINS` and `_EXCLUDE_DOMAINS`, which stay the defaults.
 """
 
 from __future__ import annotations
@@ -16,8 +24,10 @@ from pydantic import SecretStr
 
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import OptionName, SearchOptions
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import (
     as_float,
     as_str,
@@ -29,6 +39,46 @@ from fanfuse.platforms.parsing import (
 )
 
 MAX_RESULTS = 20
+COUNTRY_NAMES = {
+    "AF": "afghanistan", "AL": "albania", "DZ": "algeria", "AD": "andorra", "AO": "angola",
+    "AR": "argentina", "AM": "armenia", "AU": "australia", "AT": "austria", "AZ": "azerbaijan",
+    "BS": "bahamas", "BH": "bahrain", "BD": "bangladesh", "BB": "barbados", "BY": "belarus",
+    "BE": "belgium", "BZ": "belize", "BJ": "benin", "BT": "bhutan", "BO": "bolivia",
+    "BA": "bosnia and herzegovina", "BW": "botswana", "BR": "brazil", "BN": "brunei",
+    "BG": "bulgaria", "BF": "burkina faso", "BI": "burundi", "KH": "cambodia", "CM": "cameroon",
+    "CA": "canada", "CV": "cape verde", "CF": "central african republic", "TD": "chad",
+    "CL": "chile", "CN": "china", "CO": "colombia", "KM": "comoros", "CG": "congo",
+    "CR": "costa rica", "HR": "croatia", "CU": "cuba", "CY": "cyprus", "CZ": "czech republic",
+    "DK": "denmark", "DJ": "djibouti", "DO": "dominican republic", "EC": "ecuador",
+    "EG": "egypt", "SV": "el salvador", "GQ": "equatorial guinea", "ER": "eritrea",
+    "EE": "estonia", "ET": "ethiopia", "FJ": "fiji", "FI": "finland", "FR": "france",
+    "GA": "gabon", "GM": "gambia", "GE": "georgia", "DE": "germany", "GH": "ghana",
+    "GR": "greece", "GT": "guatemala", "GN": "guinea", "HT": "haiti", "HN": "honduras",
+    "HU": "hungary", "IS": "iceland", "IN": "india", "ID": "indonesia", "IR": "iran",
+    "IQ": "iraq", "IE": "ireland", "IL": "israel", "IT": "italy", "JM": "jamaica",
+    "JP": "japan", "JO": "jordan", "KZ": "kazakhstan", "KE": "kenya", "KW": "kuwait",
+    "KG": "kyrgyzstan", "LV": "latvia", "LB": "lebanon", "LS": "lesotho", "LR": "liberia",
+    "LY": "libya", "LI": "liechtenstein", "LT": "lithuania", "LU": "luxembourg",
+    "MG": "madagascar", "MW": "malawi", "MY": "malaysia", "MV": "maldives", "ML": "mali",
+    "MT": "malta", "MR": "mauritania", "MU": "mauritius", "MX": "mexico", "MD": "moldova",
+    "MC": "monaco", "MN": "mongolia", "ME": "montenegro", "MA": "morocco", "MZ": "mozambique",
+    "MM": "myanmar", "NA": "namibia", "NP": "nepal", "NL": "netherlands", "NZ": "new zealand",
+    "NI": "nicaragua", "NE": "niger", "NG": "nigeria", "KP": "north korea",
+    "MK": "north macedonia", "NO": "norway", "OM": "oman", "PK": "pakistan", "PA": "panama",
+    "PG": "papua new guinea", "PY": "paraguay", "PE": "peru", "PH": "philippines",
+    "PL": "poland", "PT": "portugal", "QA": "qatar", "RO": "romania", "RU": "russia",
+    "RW": "rwanda", "SA": "saudi arabia", "SN": "senegal", "RS": "serbia", "SG": "singapore",
+    "SK": "slovakia", "SI": "slovenia", "SO": "somalia", "ZA": "south africa",
+    "KR": "south korea", "SS": "south sudan", "ES": "spain", "LK": "sri lanka", "SD": "sudan",
+    "SE": "sweden", "CH": "switzerland", "SY": "syria", "TW": "taiwan", "TJ": "tajikistan",
+    "TZ": "tanzania", "TH": "thailand", "TG": "togo", "TT": "trinidad and tobago",
+    "TN": "tunisia", "TR": "turkey", "TM": "turkmenistan", "UG": "uganda", "UA": "ukraine",
+    "AE": "united arab emirates", "GB": "united kingdom", "US": "united states",
+    "UY": "uruguay", "UZ": "uzbekistan", "VE": "venezuela", "VN": "vietnam", "YE": "yemen",
+    "ZM": "zambia", "ZW": "zimbabwe",
+}  # fmt: skip
+"""ISO 3166-1 alpha-2 -> the name Tavily's `country` takes, for the countries Tavily lists (its
+`congo` is read as the Republic of the Congo, CG; CD is left out as ambiguous)."""
 
 
 class TavilySettings(HttpSettings):
@@ -48,6 +98,23 @@ class TavilyPlatform(HttpPlatform[TavilySettings]):
     settings_model = TavilySettings
     endpoint = "/search"
     key_fields = ("api_key",)
+    native = frozenset(
+        {
+            OptionName.INCLUDE_DOMAINS,
+            OptionName.EXCLUDE_DOMAINS,
+            OptionName.TIME_RANGE,
+            OptionName.COUNTRY,
+        }
+    )
+
+    def native_options(
+        self, options: SearchOptions, settings: TavilySettings
+    ) -> frozenset[OptionName]:
+        """Domains and time always; the country when Tavily names it and the topic allows it."""
+        native = options.given() & self.native
+        if country_name(options, settings) is None:
+            native -= {OptionName.COUNTRY}
+        return native
 
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: TavilySettings
@@ -60,9 +127,17 @@ class TavilyPlatform(HttpPlatform[TavilySettings]):
         }
         if params.include_content:
             body["include_raw_content"] = True
-        for key in ("time_range", "country", "include_domains", "exclude_domains"):
-            if getattr(settings, key):
-                body[key] = getattr(settings, key)
+        options = params.options
+        mapped: dict[OptionName, Any] = {
+            OptionName.TIME_RANGE: options.time_range.value if options.time_range else None,
+            OptionName.COUNTRY: country_name(options, settings),
+            OptionName.INCLUDE_DOMAINS: options.include_domains,
+            OptionName.EXCLUDE_DOMAINS: options.exclude_domains,
+        }
+        for name, value in mapped.items():  # body keys, option names and settings agree here
+            chosen_value = chosen(options, name, value, getattr(settings, name.value))
+            if chosen_value:
+                body[name.value] = chosen_value
         return RequestSpec(
             url=self.url(settings),
             method="POST",
@@ -84,3 +159,10 @@ class TavilyPlatform(HttpPlatform[TavilySettings]):
             for item in json_items(self.name, data, "results")
         ]
         return Page(hits=hits)
+
+
+def country_name(options: SearchOptions, settings: TavilySettings) -> str | None:
+    """Tavily's name for the request's country, None when it has none or the topic forbids it."""
+    if options.country is None or settings.topic != "general":
+        return None
+    return COUNTRY_NAMES.get(options.country)

@@ -11,6 +11,13 @@ Result links are Sogou redirects (`/link?url=...`) whose page assembles the real
 during the resolving stage. Sogou guards itself: a redirect to its `antispider` page or a captcha
 form means this client is blocked for a while, reported as its own error, and the platform is
 suspended for `cooldown` seconds (as SearXNG suspends an engine) instead of hammering Sogou.
+
+A time range is sent as the page's own time filter, `tsn` (1 a day, 2 a week, 3 a month, 4 a
+year, with empty `ft`/`et`, as wechatsogou builds it), but declared not native: these pages are
+not an API and SearXNG's sogou_wechat engine has no time filter to confirm it, while every
+article carries its date, so the post-filter enforces the range exactly. Domains are
+post-filtered too, on the Sogou link URLs the search stage sees (their real `mp.weixin.qq.com`
+target is known only after resolving); country and safe search are not applied.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from pydantic import field_validator
 from fanfuse.errors import Blocked, ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
+from fanfuse.options import TimeRange
 from fanfuse.platforms.base import Capabilities, PlatformContext, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 
@@ -34,6 +42,7 @@ URL_PIECE = re.compile(r"url\s*\+=\s*'([^']*)'")
 TIME_CONVERT = re.compile(r"timeConvert\('(\d{9,11})'\)")
 NO_RESULTS = ("noresult_part1_container", "no-sosuo", "没有找到相关的微信公众号文章")
 BLOCKED = ("antispider", "seccodeForm", "seccodeImage")
+TSN = {TimeRange.DAY: 1, TimeRange.WEEK: 2, TimeRange.MONTH: 3, TimeRange.YEAR: 4}
 
 _suspended_until: dict[str, float] = {}
 """platform name -> monotonic time until which it is suspended (per process)."""
@@ -72,9 +81,17 @@ class WeixinPlatform(HttpPlatform[WeixinSettings]):
     def build_request(
         self, queries: list[str], params: SearchParams, page: PageToken, settings: WeixinSettings
     ) -> RequestSpec:
+        query: list[tuple[str, str | int | float]] = [
+            ("type", 2),
+            ("query", queries[0]),
+            ("ie", "utf8"),
+            ("page", int(page or 1)),
+        ]
+        if params.options.time_range is not None:  # a hint; the post-filter enforces the range
+            query += [("tsn", TSN[params.options.time_range]), ("ft", ""), ("et", "")]
         return RequestSpec(
             url=self.url(settings),
-            params=[("type", 2), ("query", queries[0]), ("ie", "utf8"), ("page", int(page or 1))],
+            params=query,
             headers={"User-Agent": settings.user_agent, "Accept": "text/html"},
             follow_redirects=False,  # a redirect is how Sogou says "blocked"
         )

@@ -6,6 +6,10 @@ https://{lang}.wikipedia.org/w/api.php?action=query&list=search&srsearch&srlimit
 format=json` answers `query.search[]` of `{title, pageid, snippet, timestamp, wordcount}`;
 `snippet` is HTML with `<span class="searchmatch">` highlights (stripped here);
 `continue.sroffset` is the next page. Errors come back as HTTP 200 with an `error` object.
+
+`list=search` has no date, country or safe-search parameter, and every result is on the wiki's
+own host, so no request option is native: domains and the time range are post-filtered, the
+latter on `timestamp`, the article's last edit; country and safe search are not applied.
 """
 
 from __future__ import annotations

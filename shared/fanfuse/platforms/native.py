@@ -1,0 +1,48 @@
+"""What request builders share when they map a search's options onto a provider's parameters.
+
+Two rules hold for every platform, so they live here once:
+- a request option overrides the platform's environment setting for the same thing, and the
+  setting stays the default when the request leaves the option unset (`chosen`); when the
+  request sets an option the provider cannot take in that form (a country it does not list),
+  the setting is not sent either, since it would ask for something the request did not;
+- a time range counts back from `params.now`, the search's own time, never from the clock, so
+  request builders stay pure and a test can pin the date (`since`).
+
+Which options a builder maps is declared next to it (`Platform.native`, `native_options`); the
+searching stage post-filters or records the rest (see `fanfuse.filters`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from fanfuse.options import OptionName, SearchOptions
+from fanfuse.platforms.base import SearchParams
+
+T = TypeVar("T")
+D = TypeVar("D")
+
+
+def chosen(options: SearchOptions, name: OptionName, mapped: T | None, default: D) -> T | D | None:
+    """`mapped` (the request's value in the provider's form, None when it has none) when the
+    request set `name`, else the platform's setting `default`."""
+    return mapped if name in options.given() else default
+
+
+def now_utc(params: SearchParams) -> datetime:
+    """The search's time as an aware UTC datetime (a naive one is read as UTC)."""
+    now = params.now
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
+def since(params: SearchParams) -> datetime | None:
+    """The start of the request's time range in UTC, None when it set none.
+
+    The range is `TimeRange.days` back from the search's time, the same span the post-filter
+    uses for providers without a date parameter, so both ways of applying it agree.
+    """
+    time_range = params.options.time_range
+    if time_range is None:
+        return None
+    return now_utc(params) - timedelta(days=time_range.days)
