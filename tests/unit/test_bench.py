@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 import typer
@@ -11,9 +13,11 @@ from typer.testing import CliRunner
 
 from fanfuse.bench import LatencyReport, Series, bench_app, run_latency
 from fanfuse.testing import (
+    DATE_STEP_DAYS,
     RESULTS_PER_PAGE,
     StubSearxServer,
     extra_platforms_env,
+    parse_steps,
     stub_platforms,
 )
 
@@ -47,6 +51,40 @@ def test_stub_gate_holds_requests_until_released() -> None:
         stub.release("g")
         worker.join(10)
         assert answers == [200]
+
+
+def test_stub_fails_only_the_queries_with_the_marker() -> None:
+    with StubSearxServer() as stub, httpx.Client() as http:
+        url = stub.url("fail-query/zz500") + "/search"
+        assert http.get(url, params={"q": "other zz500"}).status_code == 500
+        ok = http.get(url, params={"q": "permittivity"})
+        assert ok.status_code == 200 and len(ok.json()["results"]) == RESULTS_PER_PAGE
+        assert stub.requests == {"fail-query/zz500": 2}
+
+
+def test_stub_serves_results_on_chosen_hosts_with_dates() -> None:
+    with StubSearxServer() as stub, httpx.Client() as http:
+        answer = http.get(stub.url("domains/a.example,news.b.example") + "/search")
+        results = answer.json()["results"]
+        hosts = [urlsplit(r["url"]).hostname for r in results]
+        assert hosts == ["a.example", "news.b.example"] * (RESULTS_PER_PAGE // 2)
+        assert len({r["url"] for r in results}) == RESULTS_PER_PAGE
+        ages = [datetime.now(UTC) - datetime.fromisoformat(r["publishedDate"]) for r in results]
+        assert ages[0] < timedelta(days=1) and ages[-1] > timedelta(days=DATE_STEP_DAYS * 8)
+
+
+def test_stub_steps_combine_and_anything_else_is_a_404() -> None:
+    assert parse_steps("fail-query/zz500/delay/0.2") == [("fail-query", "zz500"), ("delay", "0.2")]
+    assert parse_steps("delay/0") == [("delay", "0")]
+    for bad in ("", "delay", "delay/x", "delay/-1", "status/9", "nope/1", "delay/0/extra"):
+        assert parse_steps(bad) is None, bad
+    with StubSearxServer() as stub, httpx.Client() as http:
+        combined = stub.url("domains/c.example/fail-query/zz/delay/0.01") + "/search"
+        assert http.get(combined, params={"q": "a zz"}).status_code == 500
+        hit = http.get(combined, params={"q": "fine"}).json()["results"][0]
+        assert urlsplit(hit["url"]).hostname == "c.example"
+        assert http.get(stub.url("delay/0/extra") + "/search").status_code == 404
+        assert http.get(stub.url("status/500/malformed") + "/search").status_code == 500
 
 
 def test_stub_platforms_are_searxng_instances_for_another_process() -> None:
