@@ -12,6 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from fanfuse.bench import LatencyReport, Series, bench_app, run_latency
+from fanfuse.bench_cache import run_cache
 from fanfuse.testing import (
     DATE_STEP_DAYS,
     RESULTS_PER_PAGE,
@@ -126,7 +127,19 @@ def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
     assert sequential.median >= 0.25  # the sum of the delays
 
 
-def test_the_cli_is_a_bench_group_with_a_latency_command() -> None:
+def test_the_cache_bench_runs_both_series_and_the_cached_one_asks_no_platform() -> None:
+    report = run_cache([0.01, 0.05], runs=2, poll=0.01)
+    uncached, cached = report.get("uncached"), report.get("cached")
+    assert len(uncached.samples) == len(cached.samples) == 2
+    assert len(uncached.in_store) == len(cached.in_store) == 2
+    assert uncached.requests == 3 * 2  # warm-up and two runs, two platforms each
+    assert cached.requests == 0
+    assert uncached.median >= 0.05  # the slowest platform; no wall-clock comparison here
+    text = report.render()
+    assert "uncached / cached (medians): " in text and "poll every 0.01 s" in text
+
+
+def test_the_cli_is_a_bench_group_with_latency_and_cache_commands() -> None:
     app = typer.Typer()
     app.add_typer(bench_app, name="bench")
 
@@ -144,3 +157,8 @@ def test_the_cli_is_a_bench_group_with_a_latency_command() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "target embedded <= 1.15x the limit" in result.output
+    result = runner.invoke(app, ["bench", "cache", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--runs" in result.output and "--poll" in result.output
+    result = runner.invoke(app, ["bench", "cache", "--delays", "-1"])
+    assert result.exit_code == 2 and "none negative" in result.output
