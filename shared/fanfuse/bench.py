@@ -37,6 +37,8 @@ from fanfuse.testing import RESULTS_PER_PAGE, StubSearxServer, extra_platforms_e
 DEFAULT_DELAYS = (0.2, 0.5, 1.0)
 DEFAULT_RUNS = 5
 DEFAULT_POLL = 0.05
+CACHE_POLL = 0.01
+"""`bench cache` polls more often: a cached search is done in milliseconds (see bench_cache.py)."""
 EMBEDDED_TARGET = 1.15
 STACK_TARGET = 1.5
 
@@ -108,7 +110,7 @@ class LatencyReport(BaseModel):
         return "\n".join(lines)
 
 
-def _payload(names: Sequence[str]) -> dict[str, Any]:
+def bench_payload(names: Sequence[str]) -> dict[str, Any]:
     """The same search each run, always asking the platforms (a cached answer is another bench:
     `fanfuse bench cache`)."""
     return {
@@ -130,10 +132,10 @@ async def measure_embedded(
     async with EmbeddedRuntime(settings) as runtime:
         for _ in range(runs + 1):
             started = time.perf_counter()
-            accepted = runtime.service.start(_payload(list(platforms)))
+            accepted = runtime.service.start(bench_payload(list(platforms)))
             view = await runtime.wait(accepted.task_id, poll=poll)
             timings.append(time.perf_counter() - started)
-            _check(view.status.value, "embedded")
+            check_completed(view.status.value, "embedded")
     return Series(runtime="embedded", warmup=timings[0], samples=timings[1:])
 
 
@@ -168,7 +170,7 @@ def measure_stack(
     env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
     with LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs") as addresses:
         url = addresses.functions["start_search"]
-        return asyncio.run(_measure_http(url, _payload(list(platforms)), runs, poll))
+        return asyncio.run(_measure_http(url, bench_payload(list(platforms)), runs, poll))
 
 
 async def _measure_http(url: str, payload: dict[str, Any], runs: int, poll: float) -> Series:
@@ -184,11 +186,11 @@ async def _measure_http(url: str, payload: dict[str, Any], runs: int, poll: floa
             started = time.perf_counter()
             view = await client.search(payload)
             timings.append(time.perf_counter() - started)
-            _check(view.status.value, "emulator")
+            check_completed(view.status.value, "emulator")
     return Series(runtime="emulator", warmup=timings[0], samples=timings[1:])
 
 
-def _check(status: str, runtime: str) -> None:
+def check_completed(status: str, runtime: str) -> None:
     if status != "completed":
         raise RuntimeError(f"{runtime}: a benchmark search ended {status}, not completed")
 
@@ -222,20 +224,10 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.")
 
 @bench_app.callback()
 def _bench() -> None:
-    """Benchmarks (a group even with one command, so `fanfuse bench latency` stays the name)."""
+    """Benchmarks: `fanfuse bench latency`, `fanfuse bench cache`."""
 
 
-@bench_app.command("latency")
-def latency(
-    runs: Annotated[int, typer.Option(min=1, help="measured runs per runtime")] = DEFAULT_RUNS,
-    delays: Annotated[
-        str, typer.Option(help="the stub platforms' delays in seconds, comma-separated")
-    ] = ",".join(f"{d:g}" for d in DEFAULT_DELAYS),
-    poll: Annotated[float, typer.Option(min=0.001, help="poll interval, seconds")] = DEFAULT_POLL,
-    stack: Annotated[bool, typer.Option(help="also measure the emulator stack")] = True,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Time fan-out searches against stub platforms: embedded, emulator stack, sequential."""
+def _parse_delays(delays: str) -> list[float]:
     try:
         parsed = [float(d) for d in delays.split(",") if d.strip()]
     except ValueError:
@@ -244,5 +236,38 @@ def latency(
         ) from None
     if not parsed or any(d < 0 for d in parsed):
         raise typer.BadParameter("give at least one delay, none negative", param_hint="--delays")
-    report = run_latency(parsed, runs, poll, stack=stack)
+    return parsed
+
+
+RunsOption = Annotated[int, typer.Option(min=1, help="measured runs per series")]
+DelaysOption = Annotated[
+    str, typer.Option(help="the stub platforms' delays in seconds, comma-separated")
+]
+JsonOption = Annotated[bool, typer.Option("--json")]
+
+
+@bench_app.command("latency")
+def latency(
+    runs: RunsOption = DEFAULT_RUNS,
+    delays: DelaysOption = ",".join(f"{d:g}" for d in DEFAULT_DELAYS),
+    poll: Annotated[float, typer.Option(min=0.001, help="poll interval, seconds")] = DEFAULT_POLL,
+    stack: Annotated[bool, typer.Option(help="also measure the emulator stack")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Time fan-out searches against stub platforms: embedded, emulator stack, sequential."""
+    report = run_latency(_parse_delays(delays), runs, poll, stack=stack)
+    typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
+
+
+@bench_app.command("cache")
+def cache(
+    runs: RunsOption = DEFAULT_RUNS,
+    delays: DelaysOption = ",".join(f"{d:g}" for d in DEFAULT_DELAYS),
+    poll: Annotated[float, typer.Option(min=0.001, help="poll interval, seconds")] = CACHE_POLL,
+    as_json: JsonOption = False,
+) -> None:
+    """Time the same search uncached and cached on the embedded runtime, and their ratio."""
+    from fanfuse.bench_cache import run_cache  # it imports this module: imported on use
+
+    report = run_cache(_parse_delays(delays), runs, poll)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())

@@ -49,6 +49,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+DEADLINE_GRACE = timedelta(seconds=0.25)
+"""The deadline task runs this long after the deadline. A worker still searching at the deadline
+stops and reports by itself, and its fan-in finalizes the search; the deadline task is the
+backstop for a worker that never reports. At the same instant, the two would transact on the
+task document together, which the Firestore emulator resolves only by its 2 s lock timeout
+(production Firestore by aborting one and retrying)."""
+
 
 class SearchService:
     def __init__(
@@ -112,7 +119,8 @@ class SearchService:
             for name in names:
                 self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
             self.queue.enqueue_aggregate(
-                AggregateMessage(task_id=task_id, deadline=True), at=task.deadline_at
+                AggregateMessage(task_id=task_id, deadline=True),
+                at=task.deadline_at + DEADLINE_GRACE,
             )
         except Exception as exc:
             # The task is written but cannot run: finalize it as failed rather than leave it.
@@ -251,7 +259,8 @@ class SearchService:
                         PlatformMessage(task_id=task.task_id, platform=run.name)
                     )
             self.queue.enqueue_aggregate(
-                AggregateMessage(task_id=task.task_id, deadline=True), at=task.deadline_at
+                AggregateMessage(task_id=task.task_id, deadline=True),
+                at=task.deadline_at + DEADLINE_GRACE,
             )
         return len(tasks)
 

@@ -1,12 +1,15 @@
 """Test doubles that the benchmark and the tests share: a stub SearXNG server on 127.0.0.1.
 
-A library module, not a tests/ one, because `fanfuse bench latency` runs against it from an
-installed package; it imports nothing beyond the standard library and the settings model.
+A library module, not a tests/ one, because `fanfuse bench latency` and `fanfuse bench cache` run
+against it from an installed package; it imports nothing beyond the standard library and the
+settings model.
 
-The stub answers each platform after a fixed delay (`/delay/{s}`), which is what the benchmark
-measures against. It also serves the end-to-end tests: it answers with an HTTP status
-(`/status/{code}`), a malformed body (`/malformed`), or only once a named gate is released
-(`/gate/{name}`).
+The stub answers each platform after a fixed delay (`/delay/{s}`), which is what the benchmarks
+measure against. It also serves the end-to-end tests: it answers with an HTTP status
+(`/status/{code}`), a malformed body (`/malformed`), only once a named gate is released
+(`/gate/{name}`), with HTTP 500 for the queries that contain a marker (`/fail-query/{marker}`),
+or with results on chosen hosts (`/domains/{host,host}`). See `StubSearxServer` for how they
+combine.
 """
 
 from __future__ import annotations
@@ -16,24 +19,46 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from fanfuse.settings import ExtraPlatform
 
 RESULTS_PER_PAGE = 10
 GATE_TIMEOUT = 60.0
 """A gated request answers anyway after this long, so a forgotten gate cannot hang a test run."""
+DATE_STEP_DAYS = 2
+"""Result i on chosen hosts (`/domains/...`) was published (i - 1) * DATE_STEP_DAYS days ago."""
+
+STEPS = {"delay": 1, "gate": 1, "status": 1, "malformed": 0, "fail-query": 1, "domains": 1}
+"""The path grammar's words and how many path segments each takes as its argument."""
+
+Step = tuple[str, str]
 
 
 class StubSearxServer:
     """SearXNG-shaped JSON answers on 127.0.0.1, behaviour chosen by the base URL's path.
 
-    Point a `searxng` platform's `base_url` at `url("delay/0.5")`, `url("status/500")`,
-    `url("malformed")` or `url("gate/NAME")`; the adapter appends `/search`. Page 1 carries
-    RESULTS_PER_PAGE hits (half of them URLs every platform shares, so fusion has work to do);
-    later pages are empty and immediate, so one search is one delayed call.
+    Point a `searxng` platform's `base_url` at `url(...)` of a behaviour; the adapter appends
+    `/search`. A behaviour is a sequence of steps, each a word and its argument:
+
+        delay/{seconds}      wait, then answer
+        gate/{name}          wait until the test releases gate `name`, then answer
+        status/{code}        answer HTTP `code` with an error body
+        malformed            answer 200 with a body that is not JSON
+        fail-query/{marker}  answer HTTP 500 to a query that contains `marker`
+        domains/{h1,h2,...}  results on those hosts, in turn, each with a `publishedDate`
+
+    Waits come first, in order; then the first of status, malformed or a matching fail-query
+    decides the answer; else the results. So `fail-query/zz500/delay/0.2` answers after 0.2 s,
+    with 500 for "other zz500" and results for "permittivity". An unknown word or a missing
+    argument is a 404.
+
+    Page 1 carries RESULTS_PER_PAGE hits (without `domains`, half of them URLs every platform
+    shares, so fusion has work to do); later pages are empty and immediate, so one search is
+    one delayed call. `requests` counts page-1 requests per behaviour path.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -68,8 +93,10 @@ class StubSearxServer:
             event.set()
 
     def waiting(self, name: str) -> int:
-        """Requests that reached gate `name` so far."""
-        return self.requests[f"gate/{name}"]
+        """Requests that reached gate `name` so far (on any path with that gate)."""
+        with self._lock:
+            counts = list(self.requests.items())
+        return sum(n for key, n in counts if ("gate", name) in (parse_steps(key) or []))
 
     def start(self) -> StubSearxServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -88,29 +115,32 @@ class StubSearxServer:
         self.stop()
 
     def _answer(self, path: str, query: dict[str, list[str]]) -> tuple[int, bytes]:
-        parts = [p for p in path.split("/") if p]
+        parts = [unquote(p) for p in path.split("/") if p]
         if parts and parts[-1] == "search":
             parts = parts[:-1]
-        kind = parts[0] if parts else ""
         key = "/".join(parts)
         page = int((query.get("pageno") or ["1"])[0])
         if page == 1:
             with self._lock:
                 self.requests[key] += 1
+        steps = parse_steps(key)
+        if steps is None:
+            return 404, b'{"error": "unknown stub path"}'
         q = (query.get("q") or [""])[0]
-        if kind == "delay" and len(parts) == 2:
-            if page == 1:
-                time.sleep(float(parts[1]))
-            return 200, _results(key, q, page)
-        if kind == "status" and len(parts) == 2:
-            return int(parts[1]), json.dumps({"error": f"stub status {parts[1]}"}).encode()
-        if kind == "malformed":
-            return 200, b"<html>this is not JSON</html>"
-        if kind == "gate" and len(parts) == 2:
-            if page == 1:
-                self.gate(parts[1]).wait(GATE_TIMEOUT)
-            return 200, _results(key, q, page)
-        return 404, b'{"error": "unknown stub path"}'
+        for word, arg in steps:
+            if page == 1 and word == "delay":
+                time.sleep(float(arg))
+            elif page == 1 and word == "gate":
+                self.gate(arg).wait(GATE_TIMEOUT)
+        for word, arg in steps:
+            if word == "status":
+                return int(arg), json.dumps({"error": f"stub status {arg}"}).encode()
+            if word == "malformed":
+                return 200, b"<html>this is not JSON</html>"
+            if word == "fail-query" and arg in q:
+                return 500, json.dumps({"error": f"stub failure for {arg!r}"}).encode()
+        hosts = next((arg.split(",") for word, arg in steps if word == "domains"), None)
+        return 200, _results(key, q, page, hosts)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -139,21 +169,59 @@ class StubSearxServer:
         return Handler
 
 
-def _results(key: str, query: str, page: int) -> bytes:
-    label = key.replace("/", "-")
-    results = []
+def parse_steps(key: str) -> list[Step] | None:
+    """`"fail-query/zz500/delay/0.2"` -> `[("fail-query", "zz500"), ("delay", "0.2")]`; None when
+    the path is not in the grammar (see `StubSearxServer`)."""
+    parts = [p for p in key.split("/") if p]
+    steps: list[Step] = []
+    i = 0
+    while i < len(parts):  # every turn consumes at least one part
+        word = parts[i]
+        arity = STEPS.get(word)
+        if arity is None or i + arity >= len(parts):  # an unknown word, a missing argument
+            return None
+        arg = parts[i + 1] if arity else ""
+        if not _valid(word, arg):
+            return None
+        steps.append((word, arg))
+        i += 1 + arity
+    return steps or None
+
+
+def _valid(word: str, arg: str) -> bool:
+    try:
+        if word == "delay":
+            return float(arg) >= 0
+        if word == "status":
+            return 100 <= int(arg) <= 599
+    except ValueError:
+        return False
+    if word == "domains":
+        return all(arg.split(","))
+    return True
+
+
+def _results(key: str, query: str, page: int, hosts: list[str] | None = None) -> bytes:
+    label = key.replace("/", "-").replace(",", "+")
+    now = datetime.now(UTC).replace(microsecond=0)
+    results: list[dict[str, Any]] = []
     if page == 1:
         for i in range(1, RESULTS_PER_PAGE + 1):
-            url = f"https://stub.test/shared/{i}" if i % 2 else f"https://stub.test/{label}/{i}"
-            results.append(
-                {
-                    "url": url,
-                    "title": f"{query} result {i} ({label})",
-                    "content": f"Stub answer {i} for {query!r} from {label}.",
-                    "engine": "stub",
-                    "score": 1.0 / i,
-                }
-            )
+            result: dict[str, Any] = {
+                "title": f"{query} result {i} ({label})",
+                "content": f"Stub answer {i} for {query!r} from {label}.",
+                "engine": "stub",
+                "score": 1.0 / i,
+            }
+            if hosts:
+                result["url"] = f"https://{hosts[(i - 1) % len(hosts)]}/{label}/{i}"
+                published = now - timedelta(days=(i - 1) * DATE_STEP_DAYS)
+                result["publishedDate"] = published.isoformat()
+            elif i % 2:
+                result["url"] = f"https://stub.test/shared/{i}"
+            else:
+                result["url"] = f"https://stub.test/{label}/{i}"
+            results.append(result)
     data = {"query": query, "number_of_results": len(results), "results": results}
     return json.dumps(data).encode()
 

@@ -11,7 +11,9 @@ is missing (devstack checks the prerequisites).
 Platforms: `docs` and `vectors` over a tiny corpus written to a temp dir, and `searxng` instances
 (FANFUSE_EXTRA_PLATFORMS) pointed at a stub server in this process that answers at once
 (`web_ok`), with HTTP 500 (`web_fail`), with a malformed body (`web_bad`), or only when the test
-releases a gate (`web_gate`). A second start_search process gives its searches a 3 s deadline.
+releases a gate (`web_gate`); and the option scenarios' doubles (tests/option_scenarios.py:
+`web_flaky`, `web_d1`..`web_d3`, `web_slow`). A second start_search process gives its searches a
+3 s deadline.
 Every function process appends its Firestore writes to one log, so tests count writes per document.
 """
 
@@ -34,6 +36,7 @@ from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
 from fanfuse.models import TERMINAL_TASK, FusionMethod, PlatformRun, SearchRequest, Task, utcnow
 from fanfuse.store.firestore import FirestoreStore, WriteLog
 from fanfuse.testing import StubSearxServer
+from tests import option_scenarios
 
 SHORT_DEADLINE = 3.0
 TERMINAL = {s.value for s in TERMINAL_TASK}
@@ -54,6 +57,7 @@ WEB = {
     "web_fail": "status/500",
     "web_bad": "malformed",
     "web_gate": "gate/web_gate",
+    **option_scenarios.DOUBLES,
 }
 PLATFORMS = ["docs", "vectors", *WEB]
 

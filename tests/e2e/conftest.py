@@ -12,6 +12,7 @@ import pytest
 from fanfuse.devstack import FunctionProcess, LocalStack
 from fanfuse.testing import StubSearxServer
 from tests.e2e.cloud import PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
+from tests.option_scenarios import web_platforms
 
 
 @pytest.fixture(scope="session")
@@ -20,13 +21,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     corpus = write_corpus(tmp / "physics.jsonl")
     write_log = tmp / "firestore-writes.jsonl"
     stub = StubSearxServer().start()
-    extra = {
-        name: {
-            "engine": "searxng",
-            "settings": {"base_url": stub.url(path), "max_attempts": 1, "timeout": 60},
-        }
-        for name, path in WEB.items()
-    }
+    extra = web_platforms(stub, WEB)
     env = {
         "FANFUSE_DOCS_CORPUS": str(corpus),
         "FANFUSE_VECTORS_CORPUS": str(corpus),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,13 +14,14 @@ from pydantic import ValidationError
 from fanfuse import lifecycle
 from fanfuse.errors import DocumentTooLarge, TaskConflict, TaskNotFound
 from fanfuse.models import (
+    CacheEntry,
     Hit,
     PlatformState,
     TaskStatus,
     utcnow,
 )
 from fanfuse.store.base import Snapshot, Writes
-from fanfuse.store.firestore import FirestoreStore
+from fanfuse.store.firestore import FirestoreStore, WriteLog
 from tests.e2e.cloud import Cloud, make_task
 
 
@@ -176,3 +178,63 @@ def test_a_document_over_one_mib_is_refused_before_anything_is_written(e2e: Clou
         store.transact("big1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
     assert store.get_task("big1").counters.done == 0  # type: ignore[union-attr]
     assert store.get_runs("big1")[0].state is PlatformState.RUNNING
+
+
+def cache_entry(key: str, stored_at: datetime, provider: str = "stub") -> CacheEntry:
+    return CacheEntry(
+        key=key,
+        platform="web_ok",
+        query="q",
+        limit=10,
+        hits=[Hit(title="t", url="https://e.test/1", rank=1, query_index=0)],
+        provider=provider,
+        stored_at=stored_at,
+        expires_at=stored_at + timedelta(minutes=10),
+    )
+
+
+def test_cache_entries_round_trip_and_are_rewritten_at_most_once_a_second(
+    e2e: Cloud, tmp_path: Path
+) -> None:
+    log = tmp_path / "writes.jsonl"
+    store = FirestoreStore(e2e.db, write_log=WriteLog(log))
+    now = utcnow()
+    entry = cache_entry("ck1", now)
+    store.put_cached(entry)
+    assert store.get_cached("ck1") == entry
+    assert store.get_cached("nope") is None
+    doc = raw(e2e.db, "searches_cache/ck1")
+    assert isinstance(doc["expires_at"], datetime) and doc["expires_at"] == entry.expires_at
+    assert isinstance(doc["stored_at"], datetime)  # the TTL policy needs native timestamps
+
+    # Within a second of the stored entry: skipped, the stored one stays.
+    store.put_cached(cache_entry("ck1", now + timedelta(seconds=0.5), provider="second"))
+    assert store.get_cached("ck1") == entry
+    later = cache_entry("ck1", now + timedelta(seconds=1.5), provider="later")
+    store.put_cached(later)
+    assert store.get_cached("ck1") == later
+    assert WriteLog.read_ops(log) == {("searches_cache/ck1", "cache"): 2}
+
+
+def test_identical_cache_puts_from_two_clients_at_once_write_once(
+    e2e: Cloud, tmp_path: Path
+) -> None:
+    """Two workers store the same answer at the same moment: one transaction writes it."""
+    log = tmp_path / "writes.jsonl"
+    stores = [FirestoreStore(e2e.firestore_client(), write_log=WriteLog(log)) for _ in range(2)]
+    entry = cache_entry("ck2", utcnow())
+    barrier = threading.Barrier(2)
+
+    def put(store: FirestoreStore) -> None:
+        barrier.wait()
+        store.put_cached(entry)
+
+    threads = [threading.Thread(target=put, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert WriteLog.read_ops(log) == {("searches_cache/ck2", "cache"): 1}
+    assert e2e.store.get_cached("ck2") == entry
+    for store in stores:
+        store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,8 @@ print(json.dumps({
 def probe(e2e: Cloud, target: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
     """Import functions/main.py in a fresh process, serve one request, list what got imported."""
     env = {**e2e.addresses.env(), **e2e.env, "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # a checkout run without installing it: import that one
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(
         [
             sys.executable,

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
+
 from fanfuse.errors import ProviderError
 from fanfuse.models import PlatformState, TaskStatus, TaskView, utcnow
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.service import DEADLINE_GRACE
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from tests.fakes import FakePlatform, hits
@@ -168,6 +171,31 @@ async def test_deadline_times_out_a_platform_that_never_reports(tmp_path: object
     states = {r.name: r.state for r in view.platform_runs}
     assert states == {"never": PlatformState.TIMED_OUT, "ok": PlatformState.SUCCEEDED}
     assert [e.platform for e in view.errors] == ["never"]
+
+
+async def test_a_worker_alive_at_the_deadline_finalizes_before_the_deadline_task(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The slow worker times itself out at the deadline and its fan-in finalizes; the deadline
+    task comes DEADLINE_GRACE later and finds nothing to do. Fired together, the two would
+    transact on the task document at once (2 s lost to the Firestore emulator's lock timeout)."""
+    slow, fast = FakePlatform("slow", delay=30), FakePlatform("fast")
+    outcomes: list[tuple[bool, str]] = []
+    async with EmbeddedRuntime(settings, registry=registry(slow, fast)) as rt:
+        aggregate = rt.service.aggregate
+
+        def recording(message: AggregateMessage) -> str:
+            outcome = aggregate(message)
+            outcomes.append((message.deadline, outcome))
+            return outcome
+
+        monkeypatch.setattr(rt.service, "aggregate", recording)
+        view = await asyncio.wait_for(rt.search({"query": "q", "timeout_s": 0.5}), 10)
+        assert view.status is TaskStatus.PARTIAL
+        assert outcomes == [(False, "partial")]  # the fan-in's aggregate
+        await asyncio.sleep(DEADLINE_GRACE.total_seconds() + 0.2)
+        assert outcomes == [(False, "partial"), (True, "already_final")]
+    assert {r.name: r.state for r in view.platform_runs}["slow"] is PlatformState.TIMED_OUT
 
 
 async def test_restart_keeps_a_finished_task(settings: Settings) -> None:

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
 
 import httpx
 import typer
 from typer.testing import CliRunner
 
 from fanfuse.bench import LatencyReport, Series, bench_app, run_latency
+from fanfuse.bench_cache import run_cache
 from fanfuse.testing import (
+    DATE_STEP_DAYS,
     RESULTS_PER_PAGE,
     StubSearxServer,
     extra_platforms_env,
+    parse_steps,
     stub_platforms,
 )
 
@@ -47,6 +52,40 @@ def test_stub_gate_holds_requests_until_released() -> None:
         stub.release("g")
         worker.join(10)
         assert answers == [200]
+
+
+def test_stub_fails_only_the_queries_with_the_marker() -> None:
+    with StubSearxServer() as stub, httpx.Client() as http:
+        url = stub.url("fail-query/zz500") + "/search"
+        assert http.get(url, params={"q": "other zz500"}).status_code == 500
+        ok = http.get(url, params={"q": "permittivity"})
+        assert ok.status_code == 200 and len(ok.json()["results"]) == RESULTS_PER_PAGE
+        assert stub.requests == {"fail-query/zz500": 2}
+
+
+def test_stub_serves_results_on_chosen_hosts_with_dates() -> None:
+    with StubSearxServer() as stub, httpx.Client() as http:
+        answer = http.get(stub.url("domains/a.example,news.b.example") + "/search")
+        results = answer.json()["results"]
+        hosts = [urlsplit(r["url"]).hostname for r in results]
+        assert hosts == ["a.example", "news.b.example"] * (RESULTS_PER_PAGE // 2)
+        assert len({r["url"] for r in results}) == RESULTS_PER_PAGE
+        ages = [datetime.now(UTC) - datetime.fromisoformat(r["publishedDate"]) for r in results]
+        assert ages[0] < timedelta(days=1) and ages[-1] > timedelta(days=DATE_STEP_DAYS * 8)
+
+
+def test_stub_steps_combine_and_anything_else_is_a_404() -> None:
+    assert parse_steps("fail-query/zz500/delay/0.2") == [("fail-query", "zz500"), ("delay", "0.2")]
+    assert parse_steps("delay/0") == [("delay", "0")]
+    for bad in ("", "delay", "delay/x", "delay/-1", "status/9", "nope/1", "delay/0/extra"):
+        assert parse_steps(bad) is None, bad
+    with StubSearxServer() as stub, httpx.Client() as http:
+        combined = stub.url("domains/c.example/fail-query/zz/delay/0.01") + "/search"
+        assert http.get(combined, params={"q": "a zz"}).status_code == 500
+        hit = http.get(combined, params={"q": "fine"}).json()["results"][0]
+        assert urlsplit(hit["url"]).hostname == "c.example"
+        assert http.get(stub.url("delay/0/extra") + "/search").status_code == 404
+        assert http.get(stub.url("status/500/malformed") + "/search").status_code == 500
 
 
 def test_stub_platforms_are_searxng_instances_for_another_process() -> None:
@@ -88,7 +127,19 @@ def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
     assert sequential.median >= 0.25  # the sum of the delays
 
 
-def test_the_cli_is_a_bench_group_with_a_latency_command() -> None:
+def test_the_cache_bench_runs_both_series_and_the_cached_one_asks_no_platform() -> None:
+    report = run_cache([0.01, 0.05], runs=2, poll=0.01)
+    uncached, cached = report.get("uncached"), report.get("cached")
+    assert len(uncached.samples) == len(cached.samples) == 2
+    assert len(uncached.in_store) == len(cached.in_store) == 2
+    assert uncached.requests == 3 * 2  # warm-up and two runs, two platforms each
+    assert cached.requests == 0
+    assert uncached.median >= 0.05  # the slowest platform; no wall-clock comparison here
+    text = report.render()
+    assert "uncached / cached (medians): " in text and "poll every 0.01 s" in text
+
+
+def test_the_cli_is_a_bench_group_with_latency_and_cache_commands() -> None:
     app = typer.Typer()
     app.add_typer(bench_app, name="bench")
 
@@ -106,3 +157,8 @@ def test_the_cli_is_a_bench_group_with_a_latency_command() -> None:
     )
     assert result.exit_code == 0, result.output
     assert "target embedded <= 1.15x the limit" in result.output
+    result = runner.invoke(app, ["bench", "cache", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--runs" in result.output and "--poll" in result.output
+    result = runner.invoke(app, ["bench", "cache", "--delays", "-1"])
+    assert result.exit_code == 2 and "none negative" in result.output
