@@ -74,6 +74,14 @@ class SearchOptions(BaseModel):
         """The options the request set (an empty domain list is not set)."""
         return frozenset(name for name in OptionName if getattr(self, name.value))
 
+    def split_domains(self) -> tuple[SearchOptions, SearchOptions]:
+        """(these options without the domain filters, the domain filters alone)."""
+        without = self.model_copy(update={"include_domains": [], "exclude_domains": []})
+        only = SearchOptions(
+            include_domains=self.include_domains, exclude_domains=self.exclude_domains
+        )
+        return without, only
+
     def key(self) -> dict[str, Any]:
         """A canonical form for cache keys: sorted domain lists, unset options left out."""
         data = self.model_dump(mode="json", exclude_defaults=True)

@@ -164,6 +164,7 @@ class SearchService:
             language=task.request.language,
             include_content=task.request.include_content,
             options=task.request.options,
+            now=task.created_at,  # every platform counts a time range back from the same instant
         )
         record = RunRecord()
         try:

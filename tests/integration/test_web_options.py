@@ -27,6 +27,7 @@ from fanfuse.platforms.base import Platform
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from tests.unit.platforms import cases
+from tests.unit.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -260,3 +261,41 @@ async def test_google_sends_no_site_search_for_several_domains(
     assert [r.title for r in view.results] == ["in"]
     args = server.log[0][0].args
     assert "siteSearch" not in args and "siteSearchFilter" not in args and args["q"] == "q"
+
+
+@pytest.mark.parametrize(
+    ("options", "kept", "record"),
+    [
+        ({"include_domains": ["weixin.qq.com"]}, 2, {"include_domains": ("post_filter", 0)}),
+        ({"exclude_domains": ["qq.com"]}, 0, {"exclude_domains": ("post_filter", 2)}),
+    ],
+)
+async def test_weixin_is_filtered_by_domain_after_its_links_are_resolved(
+    options: dict[str, Any],
+    kept: int,
+    record: dict[str, tuple[str, int]],
+    server: HTTPServer,
+    runner: Runner,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sogou's result links are `/link?url=` redirects: filtered on them, `weixin.qq.com` would
+    match nothing. The domains are checked on the article URLs the resolving stage finds."""
+    monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
+    items = [Item("first article", ""), Item("second article", "")]
+    server.expect_request("/weixin").respond_with_data(
+        weixin(items), content_type="text/html; charset=utf-8"
+    )
+    server.expect_request("/link").respond_with_data(
+        fixture("weixin/link.html"), content_type="text/html; charset=utf-8"
+    )
+    platform = cases._weixin(server.url_for("/").rstrip("/"))
+    request = {"query": "q", "platform": platform.name, **options}
+    async with EmbeddedRuntime(settings, registry=Registry.of([platform]), runner=runner) as rt:
+        view = await rt.search(request)
+    run = view.platform_runs[0]
+    assert run.state is PlatformState.SUCCEEDED, run.error
+    assert len(run.results) == kept  # (both links lead to the fixture's one article)
+    assert all(h.url.startswith("https://mp.weixin.qq.com/") for h in run.results)
+    assert [h.rank for h in run.results] == list(range(1, kept + 1))
+    assert {k: (u.applied.value, u.removed) for k, u in run.options.items()} == record

@@ -50,8 +50,11 @@ async def search(run: StageRun, hits: list[Hit]) -> list[Hit]:
     if run.cache is not None:
         run.ctx.record.cache = _note(run.cache.mode, len(queries), ages)
     lists = _lists(run, answers)
+    options = run.params.options
+    if run.platform.capabilities.resolves_urls:  # its URLs are redirects: see resolving.py
+        options, _ = options.split_domains()
     native = run.platform.native_options(run.params.options, run.ctx.settings)
-    filtered = filters.post_filter(lists, run.params.options, native, run.params.now)
+    filtered = filters.post_filter(lists, options, native, run.params.now)
     run.ctx.record.options = filtered.uses
     found = ranked(filtered.lists, run.params.limit)
     if run.reporter.stages[-1] is Stage.SEARCHING:  # the fan-in writes it with the run's end
