@@ -1,60 +1,26 @@
 """From per-platform hit lists to one ranked, deduplicated result list.
 
-Canonical URLs (what is stripped, exactly):
-- scheme and host lower-cased, IDN hosts to punycode, default ports (:80 for http, :443 for
-  https) removed, percent-encoding and dot segments normalized (url-normalize);
-- the fragment (`#...`) removed;
-- tracking parameters removed: every `utm_*` parameter and the names in TRACKING_PARAMS;
-- the remaining query parameters sorted (by name, then value), keeping blank values;
-- a trailing slash removed from a non-root path (`/a/b/` -> `/a/b`; `/` stays).
-Nothing else changes: `www.` is kept, and so is the scheme (http and https stay distinct).
-
-Two hits with the same canonical URL are one result that keeps every source.
+Two hits with the same canonical URL (urls.canonical_url) are one result that keeps every source.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-from url_normalize import url_normalize
 
 from fanfuse import fusers
 from fanfuse.models import FusionMethod, Hit, QueryResults, Result
+from fanfuse.urls import TRACKING_PARAMS, canonical_url, clean_url, content_id
 
-TRACKING_PARAMS = frozenset(
-    {
-        "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid",
-        "twclid", "ttclid", "li_fat_id", "igshid", "mc_cid", "mc_eid", "_hsenc", "_hsmi",
-        "mkt_tok", "vero_id", "oly_anon_id", "oly_enc_id", "rb_clickid", "s_cid",
-        "spm", "scm", "ref_src", "ref_url",
-    }
-)  # fmt: skip
-
-
-def _is_tracking(name: str) -> bool:
-    lowered = name.lower()
-    return lowered.startswith("utm_") or lowered in TRACKING_PARAMS
-
-
-def canonical_url(url: str) -> str:
-    """The form two URLs share when they name the same page (see the module docstring)."""
-    normalized = url_normalize(url.strip()) or url.strip()
-    parts = urlsplit(normalized)
-    query = sorted(
-        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)
-    )
-    path = parts.path
-    if len(path) > 1 and path.endswith("/"):
-        path = path.rstrip("/") or "/"
-    return urlunsplit((parts.scheme, parts.netloc, path, urlencode(query), ""))
-
-
-def content_id(url: str) -> str:
-    """Stable id of a result's page, used for `searches/{task}/contents/{id}`."""
-    return hashlib.sha256(canonical_url(url).encode()).hexdigest()[:24]
+__all__ = [
+    "TRACKING_PARAMS",
+    "PlatformLists",
+    "canonical_url",
+    "clean_url",
+    "content_id",
+    "fuse",
+    "fuse_queries",
+]
 
 
 @dataclass
