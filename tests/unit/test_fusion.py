@@ -1,4 +1,7 @@
-"""Clean and canonical URLs, dedup keeping every source, hand-computed RRF, concat."""
+"""Clean and canonical URLs, dedup keeping every source, hand-computed RRF, concat.
+
+The merge rules and near duplicates in detail: test_dedup.py.
+"""
 
 from __future__ import annotations
 
@@ -82,10 +85,15 @@ def test_duplicates_merge_and_keep_every_source() -> None:
     assert top.platform == "alpha"
     assert top.platforms == ["alpha", "beta"]
     assert top.ranks == {"alpha": 1, "beta": 1}
-    assert top.title == "a much longer title"
+    assert top.title == "a much longer title"  # one vote each: the longer title wins the tie
     assert top.snippet == "a long snippet here"
-    assert top.url == "https://x.org/1?utm_source=a"
+    assert top.url == "https://x.org/1"  # the clean form, never the tracking one
+    assert [(v.url, v.platforms) for v in top.variants] == [
+        ("https://x.org/1?utm_source=a", ["alpha"]),
+        ("HTTPS://X.ORG/1/#top", ["beta"]),
+    ]
     assert top.metadata["canonical_url"] == "https://x.org/1"
+    assert "near_duplicates" not in top.metadata
     assert [r.rank for r in results] == [1, 2]
 
 
