@@ -3,6 +3,9 @@
 This is how the default fuser was chosen and how a change to retrieval or fusion is judged:
 all queries of a TREC-format collection (Vaswani by default) go through `docs` (BM25) and
 `vectors` (dense), each run is fused by every fuser, and each list is scored against the qrels.
+The fused lists go the production way: the hits the platforms would return (`to_hits`) through
+`fusion.fuse_with`, deduplication included, mapped back to document ids; so a change to dedup
+shows here too.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from ir_measures import AP, RR, R, nDCG
 from pydantic import BaseModel
 from rich.table import Table
 
+from fanfuse import fusion
 from fanfuse.corpus import (
     Corpus,
     default_qrels_path,
@@ -25,6 +29,9 @@ from fanfuse.corpus import (
 )
 from fanfuse.errors import CorpusError
 from fanfuse.fusers import DEFAULT_FUSION, FUSERS, VARIANTS, Fuser
+from fanfuse.models import Hit
+from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.docs import to_hits
 from fanfuse.retrieval import Ranked
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.dense import DenseIndex, dense_unavailable_reason
@@ -90,11 +97,12 @@ def _ids(corpus: Corpus, ranked: list[Ranked]) -> IdRun:
     return [[(corpus.docs[position].id, score) for position, score in rs] for rs in ranked]
 
 
-def _fuse(fuser: Fuser, runs: Mapping[str, IdRun], depth: int, queries: int) -> IdRun:
+def _fuse(fuser: Fuser, hits: Mapping[str, list[list[Hit]]], depth: int, queries: int) -> IdRun:
+    """Each query's platform hits fused as production fuses them, as (doc id, fused score)."""
     fused: IdRun = []
     for i in range(queries):
-        per_platform = {name: run[i] for name, run in runs.items()}
-        fused.append(fuser(per_platform)[:depth])
+        results = fusion.fuse_with({name: lists[i] for name, lists in hits.items()}, fuser, depth)
+        fused.append([(str(r.metadata["doc_id"]), r.score) for r in results])
     return fused
 
 
@@ -132,17 +140,18 @@ def run_evaluation(
     if unjudged:
         notes.append(f"{len(unjudged)} queries have no judgements and are not scored")
 
-    platform_runs: dict[str, IdRun] = {
-        "docs": _ids(corpus, Bm25Index.load_or_build(corpus).search(texts, depth))
-    }
+    ranked: dict[str, list[Ranked]] = {"docs": Bm25Index.load_or_build(corpus).search(texts, depth)}
     reason = dense_unavailable_reason()
     if reason is None:
         dense = DenseIndex.load_or_build(corpus, show_progress=show_progress)
-        platform_runs["vectors"] = _ids(corpus, dense.search(texts, depth))
+        ranked["vectors"] = dense.search(texts, depth)
     else:
         notes.append(f"vectors not evaluated: {reason}")
-    if len(platform_runs) < 2:
+    if len(ranked) < 2:
         notes.append("only one platform ran, so every fuser just reproduces its ranking")
+    platform_runs = {name: _ids(corpus, rs) for name, rs in ranked.items()}
+    params = SearchParams(queries=texts, limit=depth)
+    platform_hits = {name: to_hits(corpus, rs, params) for name, rs in ranked.items()}
 
     runs = [
         EvalRun(name=name, kind="platform", metrics=_score(run, query_ids, qrels))
@@ -153,7 +162,7 @@ def run_evaluation(
     ]
     fusers += [(name, fuser, False) for name, fuser in VARIANTS.items()]
     for name, fuser, default in fusers:
-        fused = _fuse(fuser, platform_runs, depth, len(query_ids))
+        fused = _fuse(fuser, platform_hits, depth, len(query_ids))
         metrics = _score(fused, query_ids, qrels)
         runs.append(EvalRun(name=name, kind="fuser", default=default, metrics=metrics))
     return EvalReport(

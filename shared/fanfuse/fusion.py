@@ -1,160 +1,72 @@
 """From per-platform hit lists to one ranked, deduplicated result list.
 
-Canonical URLs (what is stripped, exactly):
-- scheme and host lower-cased, IDN hosts to punycode, default ports (:80 for http, :443 for
-  https) removed, percent-encoding and dot segments normalized (url-normalize);
-- the fragment (`#...`) removed;
-- tracking parameters removed: every `utm_*` parameter and the names in TRACKING_PARAMS;
-- the remaining query parameters sorted (by name, then value), keeping blank values;
-- a trailing slash removed from a non-root path (`/a/b/` -> `/a/b`; `/` stays).
-Nothing else changes: `www.` is kept, and so is the scheme (http and https stay distinct).
-
-Two hits with the same canonical URL are one result that keeps every source.
+Deduplication comes first (dedup.py): hits with one canonical URL (urls.py) are one page, and
+near-duplicate pages of one site are one cluster. The fusers then rank clusters, so a cluster
+gets the combined evidence of all its URLs: each list counts a cluster once, at the best rank
+it gave any of the cluster's hits. Every result keeps every source: its platforms, each
+platform's rank, and every URL variant.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-from url_normalize import url_normalize
 
 from fanfuse import fusers
+from fanfuse.dedup import Deduped, dedupe
+from fanfuse.fusers import Fuser
 from fanfuse.models import FusionMethod, Hit, QueryResults, Result
+from fanfuse.urls import TRACKING_PARAMS, canonical_url, clean_url, content_id
 
-TRACKING_PARAMS = frozenset(
-    {
-        "gclid", "gclsrc", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid",
-        "twclid", "ttclid", "li_fat_id", "igshid", "mc_cid", "mc_eid", "_hsenc", "_hsmi",
-        "mkt_tok", "vero_id", "oly_anon_id", "oly_enc_id", "rb_clickid", "s_cid",
-        "spm", "scm", "ref_src", "ref_url",
-    }
-)  # fmt: skip
-
-
-def _is_tracking(name: str) -> bool:
-    lowered = name.lower()
-    return lowered.startswith("utm_") or lowered in TRACKING_PARAMS
-
-
-def canonical_url(url: str) -> str:
-    """The form two URLs share when they name the same page (see the module docstring)."""
-    normalized = url_normalize(url.strip()) or url.strip()
-    parts = urlsplit(normalized)
-    query = sorted(
-        (k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _is_tracking(k)
-    )
-    path = parts.path
-    if len(path) > 1 and path.endswith("/"):
-        path = path.rstrip("/") or "/"
-    return urlunsplit((parts.scheme, parts.netloc, path, urlencode(query), ""))
-
-
-def content_id(url: str) -> str:
-    """Stable id of a result's page, used for `searches/{task}/contents/{id}`."""
-    return hashlib.sha256(canonical_url(url).encode()).hexdigest()[:24]
-
-
-@dataclass
-class _Merged:
-    """One canonical URL and everything the platforms said about it."""
-
-    key: str
-    first: Hit
-    platform: str
-    platforms: list[str] = field(default_factory=list)
-    ranks: dict[str, int] = field(default_factory=dict)
-    title: str = ""
-    snippet: str = ""
-    content: str | None = None
-    content_id: str | None = None
-
-    def add(self, platform: str, hit: Hit) -> None:
-        if platform not in self.platforms:
-            self.platforms.append(platform)
-        if hit.rank and (platform not in self.ranks or hit.rank < self.ranks[platform]):
-            self.ranks[platform] = hit.rank
-        if len(hit.title) > len(self.title):
-            self.title = hit.title
-        if len(hit.snippet) > len(self.snippet):
-            self.snippet = hit.snippet
-        if hit.content and len(hit.content) > len(self.content or ""):
-            self.content = hit.content
-        if hit.content_id and not self.content_id:
-            self.content_id = hit.content_id
-
-    def result(self, rank: int, score: float) -> Result:
-        hit = self.first
-        return Result(
-            rank=rank,
-            score=round(score, 10),
-            platform=self.platform,
-            platforms=list(self.platforms),
-            ranks=dict(self.ranks),
-            title=self.title,
-            url=hit.url,
-            snippet=self.snippet,
-            content=self.content,
-            content_id=self.content_id or (content_id(hit.url) if self.content else None),
-            published_at=hit.published_at,
-            language=hit.language,
-            retrieved_at=hit.retrieved_at,
-            metadata={**hit.metadata, "canonical_url": self.key},
-        )
-
+__all__ = [
+    "TRACKING_PARAMS",
+    "PlatformLists",
+    "canonical_url",
+    "clean_url",
+    "content_id",
+    "fuse",
+    "fuse_queries",
+    "fuse_with",
+]
 
 PlatformLists = Mapping[str, Sequence[Hit]]
 """platform name -> its ranked hits for one query (platforms in request order)."""
 
 
-def _merge(lists: Mapping[str, Sequence[Hit]], owner: Mapping[str, str]) -> dict[str, _Merged]:
-    merged: dict[str, _Merged] = {}
-    for run_key, hits in lists.items():
-        platform = owner[run_key]
-        for hit in hits:
-            key = canonical_url(hit.url)
-            if key not in merged:
-                merged[key] = _Merged(key=key, first=hit, platform=platform)
-            merged[key].add(platform, hit)
-    return merged
+def _by_rank(hits: Sequence[Hit]) -> list[int]:
+    """Positions of a list's hits, best rank first (a stable sort: equal ranks keep list order)."""
+    return sorted(range(len(hits)), key=lambda i: hits[i].rank or 0)
 
 
-def _ranked_ids(hits: Sequence[Hit]) -> list[tuple[str, float | None]]:
-    """A platform's list as (canonical id, score), first occurrence of each id kept."""
+def _run(hits: Sequence[Hit], ids: Sequence[str]) -> list[tuple[str, float | None]]:
+    """A platform's list as (cluster id, score), the best-ranked hit of each cluster kept."""
     seen: set[str] = set()
     run: list[tuple[str, float | None]] = []
-    for hit in sorted(hits, key=lambda h: h.rank or 0):
-        key = canonical_url(hit.url)
-        if key not in seen:
-            seen.add(key)
-            run.append((key, hit.score))
+    for i in _by_rank(hits):
+        if ids[i] not in seen:
+            seen.add(ids[i])
+            run.append((ids[i], hits[i].score))
     return run
 
 
 def _fuse(
     lists: Mapping[str, Sequence[Hit]],
     owner: Mapping[str, str],
-    method: FusionMethod,
+    method: FusionMethod | Fuser,
     limit: int,
     weights: Mapping[str, float] | None,
 ) -> list[Result]:
-    merged = _merge(lists, owner)
+    deduped = dedupe(lists, owner)
     if method is FusionMethod.CONCAT:
-        return _concat(lists, owner, merged, limit)
-    runs = {key: _ranked_ids(hits) for key, hits in lists.items()}
+        return _concat(lists, deduped, limit)
+    fuser = fusers.FUSERS[method] if isinstance(method, FusionMethod) else method
+    runs = {key: _run(hits, deduped.ids[key]) for key, hits in lists.items()}
     run_weights = {key: (weights or {}).get(owner[key], 1.0) for key in lists}
-    scored = fusers.FUSERS[method](runs, weights=run_weights)
-    return [merged[key].result(i, score) for i, (key, score) in enumerate(scored[:limit], 1)]
+    scored = fuser(runs, weights=run_weights)
+    clusters = deduped.clusters
+    return [clusters[cid].result(i, score) for i, (cid, score) in enumerate(scored[:limit], 1)]
 
 
-def _concat(
-    lists: Mapping[str, Sequence[Hit]],
-    owner: Mapping[str, str],
-    merged: Mapping[str, _Merged],
-    limit: int,
-) -> list[Result]:
+def _concat(lists: Mapping[str, Sequence[Hit]], deduped: Deduped, limit: int) -> list[Result]:
     """The original behaviour: quota `limit // n` each, the remainder to the last list."""
     keys = list(lists)
     quota, extra = divmod(limit, len(keys)) if keys else (0, 0)
@@ -162,14 +74,14 @@ def _concat(
     for i, run_key in enumerate(keys):
         allowed = quota + (extra if i == len(keys) - 1 else 0)
         count = 0
-        for hit in sorted(lists[run_key], key=lambda h: h.rank or 0):
+        ids = deduped.ids[run_key]
+        for position in _by_rank(lists[run_key]):
             if count >= allowed:
                 break
-            key = canonical_url(hit.url)
-            if key not in taken:
-                taken.append(key)
+            if ids[position] not in taken:
+                taken.append(ids[position])
                 count += 1
-    return [merged[key].result(i, 1.0 / i) for i, key in enumerate(taken, 1)]
+    return [deduped.clusters[cid].result(i, 1.0 / i) for i, cid in enumerate(taken, 1)]
 
 
 def fuse(
@@ -180,6 +92,16 @@ def fuse(
 ) -> list[Result]:
     """One query: fuse each platform's ranked list into at most `limit` results."""
     return _fuse(per_platform, {p: p for p in per_platform}, method, limit, weights)
+
+
+def fuse_with(
+    per_platform: PlatformLists,
+    fuser: Fuser,
+    limit: int,
+    weights: Mapping[str, float] | None = None,
+) -> list[Result]:
+    """`fuse` with any fuser, so that `fanfuse eval` scores fusers.VARIANTS on the same path."""
+    return _fuse(per_platform, {p: p for p in per_platform}, fuser, limit, weights)
 
 
 def fuse_queries(

@@ -80,8 +80,15 @@ class Hit(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class UrlVariant(BaseModel):
+    """One URL under which the platforms gave a fused result, as they gave it."""
+
+    url: str
+    platforms: list[str]
+
+
 class Result(BaseModel):
-    """One fused result, as the task document holds it."""
+    """One fused result, as the task document holds it (merge rules: see dedup.py)."""
 
     rank: int
     score: float
@@ -89,7 +96,10 @@ class Result(BaseModel):
     platforms: list[str]
     ranks: dict[str, int]
     title: str
-    url: str
+    url: str = Field(description="the cleanest of the URLs the platforms gave (see dedup.py)")
+    variants: list[UrlVariant] = Field(
+        default_factory=list, description="every URL the platforms gave, first seen first"
+    )
     snippet: str = ""
     content: str | None = None
     content_id: str | None = None

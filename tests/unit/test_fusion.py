@@ -1,22 +1,25 @@
-"""Canonical URLs, dedup that keeps every source, RRF against hand-computed values, concat."""
+"""Clean and canonical URLs, dedup keeping every source, hand-computed RRF, concat.
+
+The merge rules and near duplicates in detail: test_dedup.py.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from fanfuse.fusion import canonical_url, fuse, fuse_queries
+from fanfuse.fusion import canonical_url, clean_url, content_id, fuse, fuse_queries
 from fanfuse.models import FusionMethod, Hit
 from tests.fakes import hits
 
 
 @pytest.mark.parametrize(
-    ("url", "canonical"),
+    ("url", "clean"),
     [
         ("HTTP://Example.COM/Path", "http://example.com/Path"),
         ("https://example.com:443/a", "https://example.com/a"),
         ("http://example.com:80/a", "http://example.com/a"),
         ("https://example.com:8443/a", "https://example.com:8443/a"),
-        ("https://example.com/a/b/", "https://example.com/a/b"),
+        ("https://example.com/a/b/", "https://example.com/a/b/"),  # as served
         ("https://example.com/", "https://example.com/"),
         ("https://example.com", "https://example.com/"),
         ("https://example.com/a#section-2", "https://example.com/a"),
@@ -29,8 +32,41 @@ from tests.fakes import hits
         ("https://example.com/a/./b/../c", "https://example.com/a/c"),
     ],
 )
-def test_canonical_url(url: str, canonical: str) -> None:
+def test_clean_url(url: str, clean: str) -> None:
+    assert clean_url(url) == clean
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("HTTP://Example.COM/Path", "https://example.com/Path"),
+        ("http://example.com:80/a", "https://example.com/a"),
+        ("http://example.com:8080/a", "https://example.com:8080/a"),
+        ("https://example.com/a/b/", "https://example.com/a/b"),
+        ("https://example.com/", "https://example.com/"),
+        ("https://www.example.org/a", "https://example.org/a"),
+        ("http://WWW.Example.ORG/a/?utm_source=x#top", "https://example.org/a"),
+        ("https://m.example.org/a", "https://example.org/a"),
+        ("https://www.m.example.org/a", "https://m.example.org/a"),  # one label only
+        ("https://en.m.wikipedia.org/wiki/X", "https://en.m.wikipedia.org/wiki/X"),  # not leading
+        ("https://www2.example.org/a", "https://www2.example.org/a"),
+        ("https://www.co.uk/a", "https://www.co.uk/a"),  # co.uk is a public suffix
+        ("https://user@www.example.org/a", "https://user@example.org/a"),
+        ("http://127.0.0.1:5000/a", "https://127.0.0.1:5000/a"),
+        ("ftp://www.example.org/a", "ftp://www.example.org/a"),
+    ],
+)
+def test_canonical_url_folds_scheme_and_www(url: str, canonical: str) -> None:
     assert canonical_url(url) == canonical
+
+
+def test_one_page_one_content_id_whatever_the_spelling() -> None:
+    ids = {
+        content_id(u)
+        for u in ("http://www.x.org/a", "https://x.org/a?utm_source=z", "https://m.x.org/a/")
+    }
+    assert len(ids) == 1
+    assert content_id("https://x.org/b") not in ids
 
 
 def _h(url: str, rank: int, title: str = "t", snippet: str = "s", **kw: object) -> Hit:
@@ -49,10 +85,15 @@ def test_duplicates_merge_and_keep_every_source() -> None:
     assert top.platform == "alpha"
     assert top.platforms == ["alpha", "beta"]
     assert top.ranks == {"alpha": 1, "beta": 1}
-    assert top.title == "a much longer title"
+    assert top.title == "a much longer title"  # one vote each: the longer title wins the tie
     assert top.snippet == "a long snippet here"
-    assert top.url == "https://x.org/1?utm_source=a"
+    assert top.url == "https://x.org/1"  # the clean form, never the tracking one
+    assert [(v.url, v.platforms) for v in top.variants] == [
+        ("https://x.org/1?utm_source=a", ["alpha"]),
+        ("HTTPS://X.ORG/1/#top", ["beta"]),
+    ]
     assert top.metadata["canonical_url"] == "https://x.org/1"
+    assert "near_duplicates" not in top.metadata
     assert [r.rank for r in results] == [1, 2]
 
 

@@ -4,7 +4,8 @@ Results of some platforms are redirects (Sogou's `/link?url=...`, tracking links
 see the real page, or the same article found twice would not be merged. A URL is followed
 through at most `max_redirects` hops, every hop checked by the network guard; a platform whose
 redirect page assembles the target in a script says how to read it (`read_target`); a plain
-`<meta http-equiv="refresh">` page is read here. The answer is the canonical URL.
+`<meta http-equiv="refresh">` page is read here. The answer is the clean URL (`urls.clean_url`:
+no tracking parameters or fragment, but the scheme and host as served, so it stays fetchable).
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import re
 from collections.abc import Callable
 
 from fanfuse.content.settings import ContentSettings
-from fanfuse.fusion import canonical_url
 from fanfuse.models import CallRecord
 from fanfuse.net import guard
 from fanfuse.net.policy import RESOLVE_MAX_BYTES
 from fanfuse.net.runner import Runner
+from fanfuse.urls import clean_url
 
 META_REFRESH = re.compile(
     rb"""<meta[^>]+http-equiv=["']?refresh["']?[^>]+content=["']?\s*\d+\s*;\s*url=([^"'>\s]+)""",
@@ -42,11 +43,11 @@ async def resolve_url(
     calls: list[CallRecord] | None,
     read_target: TargetReader | None = None,
 ) -> str:
-    """The canonical URL of the page `url` leads to (redirects followed, every hop checked)."""
+    """The clean URL of the page `url` leads to (redirects followed, every hop checked)."""
     policy = settings.fetch_policy(max_bytes=RESOLVE_MAX_BYTES)
     response, final = await guard.get(runner, key, url, policy, calls)
     target = read_target(final, response.body) if read_target is not None else None
     target = target or meta_refresh_target(response.body)
     if target and target.startswith(("http://", "https://")):
         final = target  # not fetched here; the fetching stage checks it first
-    return canonical_url(final)
+    return clean_url(final)
