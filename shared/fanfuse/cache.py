@@ -105,7 +105,7 @@ class QueryCache:
         if entry is None or entry.expires_at <= now or entry.limit < self.limit:
             return None
         age = max((now - entry.stored_at).total_seconds(), 0.0)
-        hits = [h for h in entry.hits if h.query_index == 0][: self.limit]
+        hits = entry.hits[: self.limit]
         return Cached(hits=hits, age_s=round(age, 3), provider=entry.provider)
 
     def save(self, query: str, hits: list[Hit], provider: str | None) -> None:

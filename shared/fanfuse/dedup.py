@@ -68,12 +68,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from fanfuse.models import Hit, Result, UrlVariant
+from fanfuse.models import Hit, Result, UrlVariant, as_utc
 from fanfuse.urls import canonical_url, clean_url, content_id, is_mobile_host, registered_domain
 
 NEAR_DUPLICATE_THRESHOLD = 0.8
@@ -183,13 +183,8 @@ def url_variants(seen: Sequence[Seen]) -> list[UrlVariant]:
     return [UrlVariant(url=url, platforms=platforms) for url, platforms in given.items()]
 
 
-def _utc(when: datetime) -> datetime:
-    """A naive datetime is taken as UTC, so that naive and aware dates compare."""
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
 def earliest(dates: Iterable[datetime | None]) -> datetime | None:
-    return min((d for d in dates if d is not None), key=_utc, default=None)
+    return min((d for d in dates if d is not None), key=as_utc, default=None)
 
 
 @dataclass

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-from fanfuse.models import Hit
+from fanfuse.models import Hit, as_utc
 from fanfuse.options import (
     POST_FILTERABLE,
     Applied,
@@ -54,10 +54,7 @@ def _removes(name: OptionName, hit: Hit, options: SearchOptions, cutoff: datetim
     if name is OptionName.EXCLUDE_DOMAINS:
         return _in(host_of(hit.url), options.exclude_domains)
     if name is OptionName.TIME_RANGE and cutoff is not None and hit.published_at is not None:
-        published = hit.published_at
-        if published.tzinfo is None:
-            published = published.replace(tzinfo=UTC)
-        return published < cutoff
+        return as_utc(hit.published_at) < cutoff
     return False
 
 

@@ -21,6 +21,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(when: datetime) -> datetime:
+    """A naive datetime read as UTC, so naive and aware dates compare (providers send both)."""
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
 class TaskStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"

@@ -118,10 +118,7 @@ class SearchService:
         try:
             for name in names:
                 self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
-            self.queue.enqueue_aggregate(
-                AggregateMessage(task_id=task_id, deadline=True),
-                at=task.deadline_at + DEADLINE_GRACE,
-            )
+            self._enqueue_deadline(task)
         except Exception as exc:
             # The task is written but cannot run: finalize it as failed rather than leave it.
             log.exception("enqueue failed for %s", task_id)
@@ -259,11 +256,14 @@ class SearchService:
                     self.queue.enqueue_platform(
                         PlatformMessage(task_id=task.task_id, platform=run.name)
                     )
-            self.queue.enqueue_aggregate(
-                AggregateMessage(task_id=task.task_id, deadline=True),
-                at=task.deadline_at + DEADLINE_GRACE,
-            )
+            self._enqueue_deadline(task)
         return len(tasks)
+
+    def _enqueue_deadline(self, task: Task) -> None:
+        self.queue.enqueue_aggregate(
+            AggregateMessage(task_id=task.task_id, deadline=True),
+            at=task.deadline_at + DEADLINE_GRACE,
+        )
 
     def _cancelled(self, task_id: str) -> bool:
         task = self.store.get_task(task_id)

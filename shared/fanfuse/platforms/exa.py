@@ -25,7 +25,7 @@ from fanfuse.net.runner import RequestSpec
 from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
-from fanfuse.platforms.native import chosen, since
+from fanfuse.platforms.native import domains, since
 from fanfuse.platforms.parsing import (
     as_float,
     as_str,
@@ -75,12 +75,7 @@ class ExaPlatform(HttpPlatform[ExaSettings]):
             "contents": contents,
         }
         options = params.options
-        include = chosen(
-            options, OptionName.INCLUDE_DOMAINS, options.include_domains, settings.include_domains
-        )
-        exclude = chosen(
-            options, OptionName.EXCLUDE_DOMAINS, options.exclude_domains, settings.exclude_domains
-        )
+        include, exclude = domains(options, settings.include_domains, settings.exclude_domains)
         if include:
             body["includeDomains"] = include
         if exclude:

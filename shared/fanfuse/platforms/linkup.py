@@ -24,7 +24,7 @@ from fanfuse.net.runner import RequestSpec
 from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
-from fanfuse.platforms.native import chosen, since
+from fanfuse.platforms.native import domains, since
 from fanfuse.platforms.parsing import as_str, bearer, json_items, load_json, require
 
 SNIPPET_CHARS = 400
@@ -58,12 +58,7 @@ class LinkupPlatform(HttpPlatform[LinkupSettings]):
             "maxResults": params.limit,
         }
         options = params.options
-        include = chosen(
-            options, OptionName.INCLUDE_DOMAINS, options.include_domains, settings.include_domains
-        )
-        exclude = chosen(
-            options, OptionName.EXCLUDE_DOMAINS, options.exclude_domains, settings.exclude_domains
-        )
+        include, exclude = domains(options, settings.include_domains, settings.exclude_domains)
         if include:
             body["includeDomains"] = include
         if exclude:

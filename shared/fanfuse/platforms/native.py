@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from fanfuse.models import as_utc
 from fanfuse.options import OptionName, SearchOptions
 from fanfuse.platforms.base import SearchParams
 
@@ -30,10 +31,19 @@ def chosen(options: SearchOptions, name: OptionName, mapped: T | None, default: 
     return mapped if name in options.given() else default
 
 
+def domains(
+    options: SearchOptions, include: list[str] | None, exclude: list[str] | None
+) -> tuple[list[str] | None, list[str] | None]:
+    """(included, excluded) domains to send: the request's lists, else the settings' defaults."""
+    return (
+        chosen(options, OptionName.INCLUDE_DOMAINS, options.include_domains, include),
+        chosen(options, OptionName.EXCLUDE_DOMAINS, options.exclude_domains, exclude),
+    )
+
+
 def now_utc(params: SearchParams) -> datetime:
     """The search's time as an aware UTC datetime (a naive one is read as UTC)."""
-    now = params.now
-    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+    return as_utc(params.now).astimezone(UTC)
 
 
 def since(params: SearchParams) -> datetime | None:
