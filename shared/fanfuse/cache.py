@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel, SecretStr
 
+from fanfuse.errors import DocumentTooLarge
 from fanfuse.models import CacheEntry, Hit
 from fanfuse.options import CacheMode, SearchOptions
 from fanfuse.store.base import TaskStore
+
+log = logging.getLogger(__name__)
 
 
 def settings_fingerprint(settings: BaseModel) -> str:
@@ -113,15 +117,17 @@ class QueryCache:
         if self.ttl_s <= 0 or self.mode is CacheMode.ONLY:
             return
         now = self.clock()
-        self.store.put_cached(
-            CacheEntry(
-                key=self.key(query),
-                platform=self.platform,
-                query=query,
-                limit=self.limit,
-                hits=[h.model_copy(update={"query_index": 0}) for h in hits],
-                provider=provider,
-                stored_at=now,
-                expires_at=now + timedelta(seconds=self.ttl_s),
-            )
+        entry = CacheEntry(
+            key=self.key(query),
+            platform=self.platform,
+            query=query,
+            limit=self.limit,
+            hits=[h.model_copy(update={"query_index": 0}) for h in hits],
+            provider=provider,
+            stored_at=now,
+            expires_at=now + timedelta(seconds=self.ttl_s),
         )
+        try:
+            self.store.put_cached(entry)
+        except DocumentTooLarge as exc:  # page content can pass Firestore's 1 MiB: not kept
+            log.warning("not cached: %s", exc)

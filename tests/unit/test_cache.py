@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pydantic import SecretStr
 
 from fanfuse.cache import QueryCache, cache_key, settings_fingerprint
-from fanfuse.models import Hit
+from fanfuse.errors import DocumentTooLarge
+from fanfuse.models import CacheEntry, Hit
 from fanfuse.options import CacheMode, SearchOptions
 from fanfuse.platforms.base import PlatformSettings
 from fanfuse.store.sqlite import SqliteStore
@@ -127,3 +128,16 @@ def test_expired_entries_are_purged_with_the_tasks() -> None:
     assert store.get_cached(key) is not None
     store.purge_expired(T0 + timedelta(seconds=11))
     assert store.get_cached(key) is None
+
+
+class TooLargeStore(SqliteStore):
+    """A store that refuses every entry, as Firestore refuses a document over 1 MiB."""
+
+    def put_cached(self, entry: CacheEntry) -> None:
+        raise DocumentTooLarge(f"cache/{entry.key} would be 2000000 bytes")
+
+
+def test_an_entry_too_large_to_store_is_skipped_not_an_error() -> None:
+    store, clock = TooLargeStore(":memory:"), Clock()
+    make(store, clock).save("q", answer(1), provider=None)
+    assert make(store, clock).lookup("q") is None
