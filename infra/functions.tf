@@ -225,6 +225,7 @@ resource "google_cloudfunctions2_function" "start_search" {
     environment_variables = merge(local.common_env, local.status_url_env, {
       FANFUSE_FUNCTION_URLS = jsonencode({
         search_status = google_cloudfunctions2_function.search_status.service_config[0].uri
+        cancel_search = google_cloudfunctions2_function.cancel_search.service_config[0].uri
         run_platform  = google_cloudfunctions2_function.run_platform.service_config[0].uri
         aggregate     = google_cloudfunctions2_function.aggregate.service_config[0].uri
       })

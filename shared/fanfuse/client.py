@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import httpx
@@ -71,9 +72,11 @@ def _reason(exc: BaseException) -> str:
 
 
 class HttpSearchClient:
-    """Searches through a deployed (or `fanfuse dev`) stack's `start_search` endpoint.
+    """Searches through a deployed (or `fanfuse dev`, or `fanfuse serve`) stack's `start_search`.
 
-    `http`: a client to reuse across searches (its connection pool); else one per search.
+    `start`, `status` and `cancel` are the API's three calls, each one request; `search` starts
+    and polls `status_url` until the search is terminal. `http`: a client to reuse across calls
+    (its connection pool); else one per call.
     """
 
     def __init__(
@@ -89,31 +92,58 @@ class HttpSearchClient:
         self.timeout = timeout
         self.http = http
 
+    @asynccontextmanager
+    async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self.http is not None:
+            yield self.http
+        else:
+            async with httpx.AsyncClient(timeout=self.timeout) as http:
+                yield http
+
+    async def _call(
+        self, http: httpx.AsyncClient, method: str, url: str, model: type[M], **kw: Any
+    ) -> M:
+        try:
+            response = await http.request(method, url, **kw)
+        except httpx.TransportError as exc:
+            raise unreachable(url, exc) from exc
+        return _parse(response, model)
+
+    async def start(self, payload: dict[str, Any]) -> Accepted:
+        async with self._client() as http:
+            return await self._call(http, "POST", self.endpoint, Accepted, json=payload)
+
+    async def status(self, accepted: Accepted) -> TaskView:
+        async with self._client() as http:
+            return await self._call(http, "GET", accepted.status_url, TaskView)
+
+    async def cancel(self, accepted: Accepted) -> TaskView:
+        """POST `cancel_url`; Unavailable when the stack named none (an older deployment)."""
+        if accepted.cancel_url is None:
+            raise Unavailable(f"{self.endpoint} gave no cancel_url for {accepted.task_id}")
+        async with self._client() as http:
+            return await self._call(http, "POST", accepted.cancel_url, TaskView)
+
+    async def wait(
+        self, accepted: Accepted, on_update: Callable[[TaskView], None] | None = None
+    ) -> TaskView:
+        async with self._client() as http:
+            return await self._poll(http, accepted, on_update)
+
     async def search(
         self, payload: dict[str, Any], on_update: Callable[[TaskView], None] | None = None
     ) -> TaskView:
-        if self.http is not None:
-            return await self._search(self.http, payload, on_update)
-        async with httpx.AsyncClient(timeout=self.timeout) as http:
-            return await self._search(http, payload, on_update)
+        async with self._client() as http:
+            accepted = await self._call(http, "POST", self.endpoint, Accepted, json=payload)
+            return await self._poll(http, accepted, on_update)
 
-    async def _search(
+    async def _poll(
         self,
         http: httpx.AsyncClient,
-        payload: dict[str, Any],
+        accepted: Accepted,
         on_update: Callable[[TaskView], None] | None,
     ) -> TaskView:
-        try:
-            response = await http.post(self.endpoint, json=payload)
-        except httpx.TransportError as exc:
-            raise unreachable(self.endpoint, exc) from exc
-        accepted = _parse(response, Accepted)
-
         async def fetch() -> TaskView:
-            try:
-                answer = await http.get(accepted.status_url)
-            except httpx.TransportError as exc:
-                raise unreachable(accepted.status_url, exc) from exc
-            return _parse(answer, TaskView)
+            return await self._call(http, "GET", accepted.status_url, TaskView)
 
         return await until_terminal(fetch, interval=self.poll, on_update=on_update)

@@ -279,6 +279,9 @@ class Accepted(BaseModel):
     task_id: str
     status: TaskStatus
     status_url: str
+    cancel_url: str | None = Field(
+        default=None, description="POST here to cancel the search (None: no cancel endpoint known)"
+    )
 
 
 class Problem(BaseModel):

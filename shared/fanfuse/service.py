@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
@@ -124,11 +125,21 @@ class SearchService:
             log.exception("enqueue failed for %s", task_id)
             self.store.transact(task_id, None, lifecycle.finalize(self.clock(), force=True))
             raise QueueUnavailable(f"could not enqueue the search: {exc}") from exc
-        return Accepted(task_id=task_id, status=task.status, status_url=self.status_url(task_id))
+        return Accepted(
+            task_id=task_id,
+            status=task.status,
+            status_url=self.status_url(task_id),
+            cancel_url=self.cancel_url(task_id),
+        )
 
     def status_url(self, task_id: str) -> str:
         base = self.settings.status_url_base or self.settings.function_urls.get("search_status")
         return f"{base.rstrip('/')}/{task_id}" if base else f"fanfuse://searches/{task_id}"
+
+    def cancel_url(self, task_id: str) -> str | None:
+        """`cancel_search?task_id=...`: a POST there cancels, with no body to build."""
+        base = self.settings.function_urls.get("cancel_search")
+        return f"{base}?{urlencode({'task_id': task_id})}" if base else None
 
     # -- run_platform ----------------------------------------------------------------------
 
