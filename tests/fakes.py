@@ -7,7 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from fanfuse.models import Hit
-from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
+from fanfuse.platforms.base import (
+    Capabilities,
+    Platform,
+    PlatformContext,
+    PlatformSettings,
+    SearchParams,
+)
 from fanfuse.queue.base import TaskQueue
 
 
@@ -33,14 +39,21 @@ class FakePlatform(Platform[PlatformSettings]):
         barrier: asyncio.Barrier | None = None,
         gate: asyncio.Event | None = None,
         overrides: dict[str, Any] | None = None,
+        content: bool = False,
     ) -> None:
+        """`content`: the hits carry their page content, so a search that asks for content
+        fetches nothing (a fake's example.com URLs must never be fetched)."""
         super().__init__(name, overrides)
+        if content:
+            self.capabilities = Capabilities(content=True)
         self._results = results if results is not None else hits(name, 5)
         self.error, self.delay, self.barrier, self.gate = error, delay, barrier, gate
         self.calls = 0
+        self.params: list[SearchParams] = []
 
     async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
         self.calls += 1
+        self.params.append(params)
         if self.barrier is not None:
             await asyncio.wait_for(self.barrier.wait(), timeout=10)
         if self.gate is not None:

@@ -6,13 +6,24 @@ documents that transaction read; nothing else builds a final status, summary or 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from fanfuse import fusion, progress
-from fanfuse.models import PlatformError, PlatformRun, PlatformState, Progress, Task, TaskStatus
+from fanfuse.models import (
+    PlatformError,
+    PlatformRun,
+    PlatformState,
+    Progress,
+    QueryResults,
+    RerankNote,
+    Result,
+    Task,
+    TaskStatus,
+)
 from fanfuse.options import Applied
+from fanfuse.rerank.base import Reranked, apply_order
 
 DEADLINE_ERROR = "no result before the deadline"
 
@@ -52,14 +63,64 @@ def filtered_totals(runs: Sequence[PlatformRun]) -> dict[str, int]:
     return totals
 
 
-def final_document(task: Task, runs: Sequence[PlatformRun], now: datetime) -> Final:
+def _fused(
+    task: Task, succeeded: Sequence[PlatformRun], limit: int
+) -> tuple[list[Result], list[QueryResults]]:
+    return fusion.fuse_queries(
+        task.queries,
+        {r.name: r.results for r in succeeded},
+        task.fusion,
+        limit,
+        task.request.weights,
+    )
+
+
+def candidates(task: Task, runs: Sequence[PlatformRun]) -> list[QueryResults]:
+    """Per query, the pool a reranker reorders: the succeeded runs fused at the mode's depth.
+
+    The service reranks these outside the finalizing transaction (an LLM call must not hold
+    one); `final_document` then fuses the same way and applies the orders it was given.
+    """
+    succeeded = [r for r in runs if r.state is PlatformState.SUCCEEDED]
+    return _fused(task, succeeded, task.request.depth)[1]
+
+
+def _apply_reranks(
+    task: Task,
+    results: list[Result],
+    by_query: list[QueryResults],
+    reranked: Mapping[int, Reranked],
+) -> tuple[list[Result], RerankNote]:
+    """Each query's pool in its reranked order, cut to `max_results`. With several queries the
+    combined list stays fused: no single query is the one to rerank it against."""
+    limit = task.request.max_results
+    for qi, query_results in enumerate(by_query):
+        plan = reranked.get(qi)
+        order = plan.order if plan is not None else []
+        query_results.results = apply_order(query_results.results, order, limit)
+    results = by_query[0].results if len(by_query) == 1 else apply_order(results, [], limit)
+    notes = [reranked[qi].note for qi in sorted(reranked)]
+    failed = [n for n in notes if not n.applied]
+    if not notes:
+        return results, RerankNote(method="none", applied=False, error="no reranker ran")
+    note = failed[0] if failed else notes[0]
+    return results, note.model_copy(update={"candidates": sum(n.candidates for n in notes)})
+
+
+def final_document(
+    task: Task,
+    runs: Sequence[PlatformRun],
+    now: datetime,
+    reranked: Mapping[int, Reranked] | None = None,
+) -> Final:
     """Fuse the succeeded platforms' results, rank, limit, and set the final status.
 
     Platforms still running become `timed_out`. `completed` when every platform succeeded with
     every query, `partial` when some platform or some query of one failed, `failed` (with every
     platform's error) when no platform succeeded. A query that failed on a platform is listed
     with its query in `results_by_query`; what the post-filters removed is added up per option
-    in `filtered`.
+    in `filtered`. A mode that reranks fuses its deeper pool and applies `reranked` (query
+    index -> order, from `candidates`), and the note says how.
     """
     ended = [
         ended_run(r, PlatformState.TIMED_OUT, DEADLINE_ERROR, "Timed out", now)
@@ -68,13 +129,12 @@ def final_document(task: Task, runs: Sequence[PlatformRun], now: datetime) -> Fi
     ]
     final_runs = [next((e for e in ended if e.name == r.name), r) for r in runs]
     succeeded = [r for r in final_runs if r.state is PlatformState.SUCCEEDED]
-    results, by_query = fusion.fuse_queries(
-        task.queries,
-        {r.name: r.results for r in succeeded},
-        task.fusion,
-        task.request.max_results,
-        task.request.weights,
-    )
+    note = None
+    if task.request.reranks:
+        results, by_query = _fused(task, succeeded, task.request.depth)
+        results, note = _apply_reranks(task, results, by_query, reranked or {})
+    else:
+        results, by_query = _fused(task, succeeded, task.request.max_results)
     summary = progress.summarize(final_runs, len(results))
     errors = [
         PlatformError(platform=r.name, state=r.state, error=r.error or r.state.value)
@@ -105,6 +165,7 @@ def final_document(task: Task, runs: Sequence[PlatformRun], now: datetime) -> Fi
             "results": results,
             "results_by_query": by_query if len(task.queries) > 1 else [],
             "filtered": filtered_totals(succeeded),
+            "rerank": note,
             "progress": Progress(percent=100.0, stage=status.value, message=summary.message),
             "updated_at": now,
             "finalized_at": now,

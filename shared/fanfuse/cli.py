@@ -35,6 +35,10 @@ def search(
     platform: Annotated[
         str | None, typer.Option("--platform", "-p", help="all (default) | name | a, b")
     ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", "-m", help="fast | balanced (default) | comprehensive"),
+    ] = None,
     max_results: Annotated[
         int | None, typer.Option("--max-results", "-n", help="default 10")
     ] = None,
@@ -80,6 +84,7 @@ def search(
     given = {
         "query": (query if len(query) > 1 else query[0]) if query else None,
         "platform": platform,
+        "mode": mode,
         "max_results": max_results,
         "include_content": content,
         "fusion": fusion,

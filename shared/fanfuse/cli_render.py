@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column, Table
 from rich.text import Text
 
-from fanfuse.models import CacheNote, CacheState, PlatformRun, Result, TaskView
+from fanfuse.models import CacheNote, CacheState, PlatformRun, RerankNote, Result, TaskView
 from fanfuse.options import Applied, CacheMode, OptionUse
 from fanfuse.progress import platform_percent
 
@@ -73,6 +73,8 @@ def render_results(view: TaskView) -> None:
     for run in view.platform_runs:
         for line in platform_notes(run):
             out.print(line, highlight=False, markup=False, soft_wrap=True)
+    if view.rerank is not None:
+        out.print(rerank_line(view.rerank), highlight=False, markup=False, soft_wrap=True)
     message = view.summary.message if view.summary else view.progress.message
     out.print(f"[bold]{view.status.value}[/]: {message}", highlight=False)
     for err in view.errors:
@@ -120,6 +122,14 @@ def platform_notes(run: PlatformRun) -> list[str]:
         f"{run.name}: query {f.query_index + 1} failed: {f.error}" for f in run.failed_queries
     ]
     return lines
+
+
+def rerank_line(note: RerankNote) -> str:
+    """`reranked by llm (qwen-plus): 20 candidates` or `not reranked: <why>`."""
+    if not note.applied:
+        return f"not reranked ({note.method}): {note.error}"
+    model = f" ({note.model})" if note.model else ""
+    return f"reranked by {note.method}{model}: {note.candidates} candidates"
 
 
 def _option(name: str, use: OptionUse) -> str:

@@ -361,7 +361,7 @@ def run_platform(message: PlatformMessage) -> dict[str, Any]:
 @task_target(AggregateMessage)
 def aggregate(message: AggregateMessage) -> dict[str, Any]:
     """Finalize the search once, or wait for its platforms (before the deadline)."""
-    return {"task_id": message.task_id, "outcome": service().aggregate(message)}
+    return {"task_id": message.task_id, "outcome": loops.run(service().aggregate(message))}
 
 
 __all__ = [

@@ -7,6 +7,7 @@ second time: a platform is counted once, a task is finalized once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -16,13 +17,16 @@ from fanfuse.models import (
     CacheNote,
     CallRecord,
     Hit,
+    PlatformRun,
     PlatformState,
     Progress,
     QueryFailure,
     Stage,
+    Task,
     TaskStatus,
 )
 from fanfuse.options import OptionUse
+from fanfuse.rerank.base import Reranked
 from fanfuse.store.base import Mutator, Snapshot, Writes
 
 
@@ -141,22 +145,33 @@ def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
     return mutate
 
 
-def finalize(now: datetime, *, force: bool) -> Mutator:
+def finalization_due(
+    task: Task, runs: Sequence[PlatformRun], now: datetime, *, force: bool
+) -> bool:
+    """A search is finalized once every platform has ended, or at its deadline (`force`, or a
+    late call): never while platforms still run within their time."""
+    if task.status.terminal:
+        return False
+    running = any(not r.state.terminal for r in runs)
+    return not running or force or now >= task.deadline_at
+
+
+def finalize(
+    now: datetime, *, force: bool, reranked: Mapping[int, Reranked] | None = None
+) -> Mutator:
     """Finalize once, only from a non-terminal status (see `aggregate.final_document`).
 
     Waits (declines) while platforms are still running, unless `force` (the deadline) or the
-    deadline has passed; then the stragglers become `timed_out`.
+    deadline has passed; then the stragglers become `timed_out`. `reranked`: the orders the
+    service got for the candidate pool of a mode that reranks.
     """
 
     def mutate(snap: Snapshot) -> Writes | None:
         task = snap.task
-        if task.status.terminal:
-            return None
         runs = [snap.runs[p] for p in task.platforms if p in snap.runs]
-        running = any(not r.state.terminal for r in runs)
-        if running and not force and now < task.deadline_at:
+        if not finalization_due(task, runs, now, force=force):
             return None
-        final = aggregate.final_document(task, runs, now)
+        final = aggregate.final_document(task, runs, now, reranked)
         return Writes(task=final.task, runs=final.ended)
 
     return mutate

@@ -242,6 +242,16 @@ class PlatformRun(BaseModel):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class RerankNote(BaseModel):
+    """How a `comprehensive` search's candidates were reranked, or why they were not."""
+
+    method: str = Field(description='"llm", "offline:<name>", or "none"')
+    model: str | None = None
+    applied: bool = Field(description="false: the fused order was kept (see `error`)")
+    candidates: int = Field(default=0, description="how many fused candidates were reranked")
+    error: str | None = Field(default=None, description="why the fused order was kept")
+
+
 class Task(BaseModel):
     """`searches/{task_id}`."""
 
@@ -262,6 +272,7 @@ class Task(BaseModel):
     filtered: dict[str, int] = Field(
         default_factory=dict, description="per option, results the post-filters removed in all"
     )
+    rerank: RerankNote | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     deadline_at: datetime
@@ -273,6 +284,18 @@ class TaskView(Task):
     """What status() returns: the task merged with its platform documents."""
 
     platform_runs: list[PlatformRun] = Field(default_factory=list)
+
+
+class PlatformHealth(BaseModel):
+    """`{collection}_health/{name}`: what this deployment has measured of one platform."""
+
+    name: str
+    latency_s: float = Field(
+        description="moving average of the searching stage's seconds, over runs that asked "
+        "the provider (cache hits and failures are not latency)"
+    )
+    samples: int = Field(ge=1)
+    updated_at: datetime
 
 
 class Accepted(BaseModel):

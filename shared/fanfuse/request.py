@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from fanfuse.modes import DEFAULT_MODE, MODES, Mode
 from fanfuse.options import (
     COUNTRIES,
     MAX_DOMAINS,
@@ -107,13 +108,22 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
     query: list[str] = Field(description="one query, or a list of 1-5 queries")
+    mode: Mode = Field(
+        default=DEFAULT_MODE,
+        description="fast | balanced | comprehensive: which platforms `all` means, how deep "
+        "each platform searches, whether content is fetched and results reranked (modes.py)",
+    )
     platform: list[str] = Field(
         default="all",  # type: ignore[assignment]
         validate_default=True,
         description='"all", one name, comma-separated names, or a list; resolved to names',
     )
     max_results: Annotated[int, Field(ge=1, le=100)] = 10
-    include_content: bool = False
+    include_content: bool = Field(
+        default=False,
+        description="fetch each result's page content; when not given, the mode decides "
+        "(fast: no, balanced: no, comprehensive: yes)",
+    )
     fusion: FusionMethod | None = Field(
         default=None, description="fuser; None means the default fuser (fusers.DEFAULT_FUSION)"
     )
@@ -174,7 +184,7 @@ class SearchRequest(BaseModel):
                 raise ValueError('"all" cannot be combined with other platform names')
             if not available:
                 raise ValueError("no platform is available (see `fanfuse platforms`)")
-            return list(available)
+            return _all(available, info)
         unavailable = (info.context or {}).get("unavailable", {})
         not_here = [n for n in names if n in unavailable]
         if not_here:
@@ -233,7 +243,19 @@ class SearchRequest(BaseModel):
         for name in self.platform:
             if name != "all" and not _NAME.match(name):
                 raise ValueError(f"platform name {name!r} is not a valid name")
+        content = MODES[self.mode].content
+        if "include_content" not in self.model_fields_set and content is not None:
+            self.include_content = content
         return self
+
+    @property
+    def depth(self) -> int:
+        """How many results each platform is asked for: the mode's candidate pool."""
+        return MODES[self.mode].depth(self.max_results)
+
+    @property
+    def reranks(self) -> bool:
+        return MODES[self.mode].rerank
 
     @property
     def options(self) -> SearchOptions:
@@ -252,6 +274,18 @@ class SearchRequest(BaseModel):
     @property
     def platforms(self) -> list[str]:
         return self.platform
+
+
+def _all(available: list[str], info: ValidationInfo) -> list[str]:
+    """What `all` means in the request's mode: every available platform, or the quickest N
+    of them by the `by_latency` ordering the context gives (listed in `available`'s order)."""
+    quickest = MODES[info.data.get("mode", DEFAULT_MODE)].quickest
+    if quickest is None:
+        return available
+    by_latency = (info.context or {}).get("by_latency")
+    ordered = by_latency(available) if by_latency is not None else available
+    chosen = set(ordered[:quickest])
+    return [name for name in available if name in chosen]
 
 
 def _available(info: ValidationInfo) -> list[str] | None:

@@ -70,7 +70,7 @@ class EmbeddedRuntime:
         if isinstance(message, PlatformMessage):
             await self.service.run_platform(message)
         else:
-            self.service.aggregate(message)
+            await self.service.aggregate(message)
 
     async def wait(
         self,

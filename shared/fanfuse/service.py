@@ -10,14 +10,14 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
-from fanfuse import fusers, lifecycle, progress
+from fanfuse import aggregate, fusers, health, lifecycle, progress
 from fanfuse.errors import (
     Cancelled,
     InvalidRequest,
@@ -28,10 +28,12 @@ from fanfuse.errors import (
 )
 from fanfuse.models import (
     Accepted,
+    CacheState,
     PlatformRun,
     PlatformState,
     Problem,
     SearchRequest,
+    Stage,
     Task,
     TaskStatus,
     TaskView,
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from fanfuse.cache import QueryCache
     from fanfuse.content.settings import ContentSettings
     from fanfuse.net.runner import Runner
+    from fanfuse.rerank.base import Reranked
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +89,17 @@ class SearchService:
             "available": [n for n, r in reasons.items() if r is None],
             "unavailable": {n: r for n, r in reasons.items() if r is not None},
             "deadline_seconds": self.settings.deadline_seconds,
+            "by_latency": self.by_latency,  # called only for a mode that picks the quickest
         }
         try:
             return SearchRequest.model_validate(dict(payload), context=context)
         except ValidationError as exc:
             raise InvalidRequest(problems_of(exc)) from None
+
+    def by_latency(self, names: Sequence[str]) -> list[str]:
+        """`names` quickest first, by this deployment's measurements (see health.py)."""
+        priors = {n: self.registry.get(n).typical_latency_s for n in names}
+        return health.by_latency(names, self.store.get_health(), priors)
 
     def start(self, payload: Any, *, owner: str | None = None) -> Accepted:
         request = self.validate(payload)
@@ -158,6 +167,7 @@ class SearchService:
         written = self.store.transact(
             task_id, [name], lifecycle.finish(name, outcome, self.clock())
         )
+        self._observe_latency(name, outcome)
         if written is None or written.task is None:
             return "discarded"
         if written.task.counters.done == len(written.task.platforms):
@@ -168,7 +178,7 @@ class SearchService:
         started = time.monotonic()
         params = SearchParams(
             queries=task.queries,
-            limit=task.request.max_results,
+            limit=task.request.depth,
             language=task.request.language,
             include_content=task.request.include_content,
             options=task.request.options,
@@ -245,6 +255,22 @@ class SearchService:
             clock=self.clock,
         )
 
+    def _observe_latency(self, name: str, outcome: lifecycle.Outcome) -> None:
+        """Fold a run's searching time into the platform's health. Only runs that asked the
+        provider count (a cache hit or a failure says nothing of its latency), and health is
+        advice: a store error here is logged, never the run's failure."""
+        seconds = outcome.timings.get(Stage.SEARCHING.value)
+        hit = outcome.cache is not None and outcome.cache.state is CacheState.HIT
+        if outcome.state is not PlatformState.SUCCEEDED or seconds is None or hit:
+            return
+        try:
+            now = self.clock()
+            update = health.observed(self.store.get_health().get(name), name, seconds, now)
+            if update is not None:
+                self.store.put_health(update)
+        except Exception:
+            log.warning("could not record %s's latency", name, exc_info=True)
+
     def _resume_fan_in(self, task_id: str) -> None:
         """A redelivery after the fan-in committed but its aggregate enqueue failed: enqueue it
         again (the task name makes a second enqueue harmless) instead of waiting for the deadline.
@@ -282,20 +308,41 @@ class SearchService:
 
     # -- aggregate, status, cancel -----------------------------------------------------------
 
-    def aggregate(self, message: AggregateMessage) -> str:
+    async def aggregate(self, message: AggregateMessage) -> str:
         """Finalize exactly once: a no-op when terminal, or still running before the deadline."""
         task = self.store.get_task(message.task_id)
         if task is None:
             raise TaskNotFound(message.task_id)
         if task.status.terminal:
             return "already_final"
+        reranked = await self._rerank(task, message.deadline) if task.request.reranks else None
         written = self.store.transact(
-            message.task_id, None, lifecycle.finalize(self.clock(), force=message.deadline)
+            message.task_id,
+            None,
+            lifecycle.finalize(self.clock(), force=message.deadline, reranked=reranked),
         )
         if written is None:
             latest = self.store.get_task(message.task_id)
             return "already_final" if latest and latest.status.terminal else "waiting"
         return written.task.status.value if written.task else "finalized"
+
+    async def _rerank(self, task: Task, force: bool) -> dict[int, Reranked] | None:
+        """Each query's candidate pool reranked, when the search is due to be finalized.
+
+        Runs before the finalizing transaction, which must stay short; if a straggler lands in
+        between, the orders still apply (a result they do not name keeps its fused place).
+        """
+        runs = self.store.get_runs(task.task_id)
+        if not lifecycle.finalization_due(task, runs, self.clock(), force=force):
+            return None
+        from fanfuse.rerank.choice import reranker_for
+
+        reranker = reranker_for(self.settings, self._runner)
+        pools = aggregate.candidates(task, runs)
+        orders = await asyncio.gather(
+            *(reranker.rerank(task.queries[qi], pool.results) for qi, pool in enumerate(pools))
+        )
+        return dict(enumerate(orders))
 
     def status(self, task_id: str) -> TaskView:
         task = self.store.get_task(task_id)

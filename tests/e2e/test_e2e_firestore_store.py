@@ -16,6 +16,7 @@ from fanfuse.errors import DocumentTooLarge, TaskConflict, TaskNotFound
 from fanfuse.models import (
     CacheEntry,
     Hit,
+    PlatformHealth,
     PlatformState,
     TaskStatus,
     utcnow,
@@ -238,3 +239,16 @@ def test_identical_cache_puts_from_two_clients_at_once_write_once(
     assert e2e.store.get_cached("ck2") == entry
     for store in stores:
         store.close()
+
+
+def test_platform_health_round_trips_one_document_per_platform(e2e: Cloud) -> None:
+    store = e2e.store
+    now = utcnow()
+    docs = PlatformHealth(name="docs", latency_s=0.05, samples=1, updated_at=now)
+    store.put_health(docs)
+    store.put_health(docs.model_copy(update={"name": "google", "latency_s": 1.2}))
+    store.put_health(docs.model_copy(update={"samples": 2, "latency_s": 0.07}))
+    health = store.get_health()
+    assert health["docs"].samples == 2 and health["docs"].latency_s == 0.07
+    assert health["google"].latency_s == 1.2
+    assert isinstance(raw(e2e.db, "searches_health/docs")["updated_at"], datetime)

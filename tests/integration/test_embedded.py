@@ -99,8 +99,8 @@ async def test_running_or_aggregating_twice_changes_nothing(settings: Settings) 
         assert await svc.run_platform(PlatformMessage(task_id=view.task_id, platform="a")) == (
             "skipped"
         )
-        assert svc.aggregate(AggregateMessage(task_id=view.task_id)) == "already_final"
-        assert svc.aggregate(AggregateMessage(task_id=view.task_id, deadline=True)) == (
+        assert await svc.aggregate(AggregateMessage(task_id=view.task_id)) == "already_final"
+        assert await svc.aggregate(AggregateMessage(task_id=view.task_id, deadline=True)) == (
             "already_final"
         )
         assert svc.status(view.task_id).model_dump() == before
@@ -184,8 +184,8 @@ async def test_a_worker_alive_at_the_deadline_finalizes_before_the_deadline_task
     async with EmbeddedRuntime(settings, registry=registry(slow, fast)) as rt:
         aggregate = rt.service.aggregate
 
-        def recording(message: AggregateMessage) -> str:
-            outcome = aggregate(message)
+        async def recording(message: AggregateMessage) -> str:
+            outcome = await aggregate(message)
             outcomes.append((message.deadline, outcome))
             return outcome
 

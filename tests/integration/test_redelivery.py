@@ -46,8 +46,8 @@ async def test_retry_after_failed_aggregate_enqueue_finalizes(settings: Settings
     assert await service.run_platform(message) == "skipped"
     fan_in = queue.aggregates[-1]
     assert fan_in == AggregateMessage(task_id=accepted.task_id)
-    assert service.aggregate(fan_in) == "completed"
-    assert service.aggregate(fan_in) == "already_final"
+    assert await service.aggregate(fan_in) == "completed"
+    assert await service.aggregate(fan_in) == "already_final"
     view = service.status(accepted.task_id)
     assert view.status is TaskStatus.COMPLETED and view.counters.done == 1
     assert len(view.results) == 5

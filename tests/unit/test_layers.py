@@ -49,6 +49,7 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
         ("content", ("fanfuse.platforms", "fanfuse.stages", "fanfuse.service")),
         ("net", ("fanfuse.platforms", "fanfuse.content", "fanfuse.stages", "fanfuse.service")),
         ("stages", ("importlib", "fanfuse.service", "fanfuse.lifecycle")),
+        ("rerank", ("fanfuse.platforms", "fanfuse.stages", "fanfuse.service", "fanfuse.store")),
     ],
 )
 def test_no_import_goes_up_or_sideways(package: str, forbidden: tuple[str, ...]) -> None:
@@ -58,6 +59,7 @@ def test_no_import_goes_up_or_sideways(package: str, forbidden: tuple[str, ...])
 
 def test_fusion_is_pure() -> None:
     pure = ("fusion.py", "fusers.py", "dedup.py", "urls.py", "aggregate.py", "progress.py")
+    pure += ("modes.py", "health.py", "rerank/base.py")
     for name in (*pure, "lifecycle.py"):
         assert not {
             n for n in imported(LIBRARY / name) if n.startswith(("httpx", "fanfuse.net", "asyncio"))

@@ -9,7 +9,6 @@ at the last sentence boundary within the budget and marked `truncated` in its me
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -17,7 +16,8 @@ from typing import Any
 from fanfuse.content.settings import ContentSettings
 from fanfuse.errors import ProviderError
 from fanfuse.models import CallRecord
-from fanfuse.net.runner import RequestSpec, Runner
+from fanfuse.net.chat import chat_answer, chat_request
+from fanfuse.net.runner import Runner
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f\uff1b;])[\"'\u201d\u2019)\]]*\s*|\n+")
@@ -54,43 +54,22 @@ def truncate_at_sentence(text: str, budget: int) -> str:
     return text[:cut].rstrip()
 
 
-def chat_request(settings: ContentSettings, text: str) -> RequestSpec:
-    """The OpenAI-compatible chat completion that compresses `text` (pure)."""
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else ""
-    return RequestSpec(
-        url=f"{(settings.llm_base_url or '').rstrip('/')}/chat/completions",
-        method="POST",
-        headers={"Authorization": f"Bearer {key}"} if key else {},
-        json={
-            "model": settings.llm_model,
-            "messages": [
-                {"role": "system", "content": SYSTEM_PROMPT.format(budget=settings.token_budget)},
-                {"role": "user", "content": text[: settings.llm_max_input_chars]},
-            ],
-            "temperature": 0.1,
-        },
-    )
-
-
-def chat_answer(body: bytes) -> str:
-    """The assistant's text from a chat completion body, or ValueError."""
-    data = json.loads(body)
-    content = data["choices"][0]["message"]["content"]
-    if not isinstance(content, str) or not content.strip():
-        raise ValueError("empty completion")
-    return content.strip()
-
-
 async def llm_compress(
     runner: Runner, settings: ContentSettings, text: str, calls: list[CallRecord]
 ) -> str:
-    request = chat_request(settings, text)
+    request = chat_request(
+        settings.llm_base_url or "",
+        settings.llm_api_key,
+        settings.llm_model,
+        SYSTEM_PROMPT.format(budget=settings.token_budget),
+        text[: settings.llm_max_input_chars],
+    )
     response = await runner.request("compressor", request, settings.llm_policy(), calls)
     if response.status >= 400:
         raise ProviderError("compressor", f"HTTP {response.status}")
     try:
         answer = chat_answer(response.body)
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+    except ValueError as exc:
         raise ProviderError("compressor", f"malformed response: {exc}") from exc
     return truncate_at_sentence(answer, settings.token_budget)
 

@@ -122,6 +122,9 @@ class Platform(ABC, Generic[S]):
     capabilities: ClassVar[Capabilities] = Capabilities()
     native: ClassVar[frozenset[OptionName]] = frozenset()
     """The request options this platform's provider applies itself (see `native_options`)."""
+    typical_latency_s: ClassVar[float] = 1.5
+    """Seconds a search usually takes, until this deployment has measured it (health.py): a
+    web search API answers in about a second; LLM-backed and scraping platforms override it."""
 
     def __init__(self, name: str | None = None, overrides: dict[str, Any] | None = None) -> None:
         if name is not None:

@@ -103,6 +103,7 @@ def own_native(options: SearchOptions, flavor: str) -> frozenset[OptionName]:
 
 class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
     name = "builtin"
+    typical_latency_s = 10.0  # an LLM's own search tool, then its answer: the slowest kind
     description = "an LLM's built-in web search (Qwen/DashScope or GLM), falling back to perplexity"
     settings_model = BuiltinSettings
     endpoint = "/chat/completions"

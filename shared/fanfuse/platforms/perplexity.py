@@ -60,6 +60,7 @@ class PerplexitySettings(HttpSettings):
 
 class PerplexityPlatform(HttpPlatform[PerplexitySettings]):
     name = "perplexity"
+    typical_latency_s = 8.0  # an LLM answers with citations: several seconds
     description = "Perplexity Search API (ranked web results, several queries per call)"
     settings_model = PerplexitySettings
     endpoint = "/search"

@@ -98,6 +98,7 @@ def _from_json(data: Any) -> list[dict[str, str]]:
 
 class WebSearchMcpPlatform(Platform[WebSearchMcpSettings]):
     name = "web_search_mcp"
+    typical_latency_s = 4.0  # an MCP server that itself scrapes a search engine
     description = "a web-search MCP server (full-web-search and friends) over stdio or HTTP"
     settings_model = WebSearchMcpSettings
 

@@ -72,6 +72,7 @@ class WeixinSettings(HttpSettings):
 
 class WeixinPlatform(HttpPlatform[WeixinSettings]):
     name = "weixin"
+    typical_latency_s = 5.0  # Sogou's page, then one redirect per article to resolve
     description = "WeChat public-account articles (Sogou weixin search)"
     settings_model = WeixinSettings
     endpoint = "/weixin"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fanfuse.models import CacheEntry, PlatformRun, Task
+from fanfuse.models import CacheEntry, PlatformHealth, PlatformRun, Task
 
 
 @dataclass
@@ -77,6 +77,14 @@ class TaskStore(ABC):
     def put_cached(self, entry: CacheEntry) -> None:
         """Store (replace) a search-cache entry; a store may skip a write that would replace an
         entry written less than a second ago (Firestore: one sustained write/s per document)."""
+
+    @abstractmethod
+    def get_health(self) -> dict[str, PlatformHealth]:
+        """Every platform's health document, by name (a handful: one per platform)."""
+
+    @abstractmethod
+    def put_health(self, health: PlatformHealth) -> None:
+        """Store (replace) one platform's health; callers write rarely (see health.py)."""
 
     def recoverable(self) -> list[Task]:
         """Tasks not yet terminal, for an embedded runtime to resume after a restart."""

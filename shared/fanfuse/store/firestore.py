@@ -6,6 +6,7 @@ Documents (see the design):
 - `{collection}/{task_id}/platforms/{name}`: one platform run (`models.PlatformRun`);
 - `{collection}/{task_id}/contents/{content_id}`: `{"text": ...}`, page content kept out of the
   documents above so that none of them nears Firestore's 1 MiB cap;
+- `{collection}_health/{name}`: one platform's measured health (`models.PlatformHealth`);
 - `{collection}_cache/{key}`: one search-cache entry (`models.CacheEntry`), with its own TTL
   policy on `expires_at`.
 
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fanfuse.errors import DocumentTooLarge, TaskNotFound
-from fanfuse.models import CacheEntry, PlatformRun, Task
+from fanfuse.models import CacheEntry, PlatformHealth, PlatformRun, Task
 from fanfuse.settings import Settings
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
@@ -50,6 +51,7 @@ LOCK_STRIPES = 64
 PURGE_BATCH = 100
 
 CACHE_SUFFIX = "_cache"
+HEALTH_SUFFIX = "_health"
 MIN_CACHE_REWRITE_S = 1.0
 """Firestore sustains about one write per second per document: a cache entry is not rewritten
 sooner (an entry that young is as fresh as the one that would replace it)."""
@@ -307,6 +309,17 @@ class FirestoreStore(TaskStore):
             wrote = run(self.client.transaction(max_attempts=TRANSACTION_ATTEMPTS))
         if wrote:
             self.writes.record("cache", [ref.path])
+
+    def get_health(self) -> dict[str, PlatformHealth]:
+        docs = self.client.collection(self.collection + HEALTH_SUFFIX).stream()
+        healths = [PlatformHealth.model_validate(decode(doc.to_dict())) for doc in docs]
+        return {h.name: h for h in healths}
+
+    def put_health(self, health: PlatformHealth) -> None:
+        """A plain set: two workers racing write two fresh estimates, and either will do."""
+        ref = self.client.collection(self.collection + HEALTH_SUFFIX).document(health.name)
+        ref.set(model_data(health))
+        self.writes.record("health", [ref.path])
 
     def purge_expired(self, now: datetime) -> int:
         """Delete tasks past `expires_at`, with their platform and content documents.

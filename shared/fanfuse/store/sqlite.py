@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse.errors import TaskNotFound
-from fanfuse.models import TERMINAL_TASK, CacheEntry, PlatformRun, Task
+from fanfuse.models import TERMINAL_TASK, CacheEntry, PlatformHealth, PlatformRun, Task
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
 
 _SCHEMA = """
@@ -46,6 +46,10 @@ CREATE TABLE IF NOT EXISTS cache (
     doc        TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires_at);
+CREATE TABLE IF NOT EXISTS health (
+    name TEXT PRIMARY KEY,
+    doc  TEXT NOT NULL
+);
 """
 
 
@@ -171,6 +175,19 @@ class SqliteStore(TaskStore):
             db.execute(
                 "INSERT OR REPLACE INTO cache (key, expires_at, doc) VALUES (?, ?, ?)",
                 (entry.key, _ts(entry.expires_at), entry.model_dump_json()),
+            )
+
+    def get_health(self) -> dict[str, PlatformHealth]:
+        with self._lock:
+            rows = self._db.execute("SELECT doc FROM health").fetchall()
+        healths = [PlatformHealth.model_validate_json(row[0]) for row in rows]
+        return {h.name: h for h in healths}
+
+    def put_health(self, health: PlatformHealth) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO health (name, doc) VALUES (?, ?)",
+                (health.name, health.model_dump_json()),
             )
 
     def purge_expired(self, now: datetime) -> int:
