@@ -1,3 +1,40 @@
-"""fanfuse: one search request, many platforms, one fused answer."""
+"""fanfuse: one search request, many platforms, one fused answer.
+
+The Python API (docs/python-api.md): `fanfuse.search(...)` runs one search synchronously;
+`async with fanfuse.Runtime() as rt: await rt.search(...)` keeps models and indexes loaded across
+searches. Both take a `SearchRequest`, its JSON body as a dict, or a query with keyword fields.
+
+They are loaded on first use (PEP 562), so `import fanfuse.cloud` in a Cloud Function does not
+pay for the embedded runtime at cold start.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+__all__ = ["Mode", "Runtime", "SearchRequest", "TaskView", "search"]
+
+if TYPE_CHECKING:
+    from fanfuse.models import TaskView
+    from fanfuse.modes import Mode
+    from fanfuse.request import SearchRequest
+    from fanfuse.runtime import EmbeddedRuntime as Runtime
+    from fanfuse.runtime import search
+
+_LAZY = {
+    "Runtime": ("fanfuse.runtime", "EmbeddedRuntime"),
+    "search": ("fanfuse.runtime", "search"),
+    "SearchRequest": ("fanfuse.request", "SearchRequest"),
+    "TaskView": ("fanfuse.models", "TaskView"),
+    "Mode": ("fanfuse.modes", "Mode"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'fanfuse' has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LAZY[name]
+    return getattr(importlib.import_module(module), attribute)

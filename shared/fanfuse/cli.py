@@ -160,7 +160,7 @@ async def _run_search(
         from fanfuse.runtime import EmbeddedRuntime
 
         async with EmbeddedRuntime() as runtime:
-            return await runtime.search(payload, on_update)
+            return await runtime.search(payload, on_update=on_update)
 
 
 @app.command()

@@ -7,11 +7,11 @@ searches a previous process left unfinished (their platforms re-run; the deadlin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from fanfuse.models import TaskView, utcnow
+from fanfuse.models import Accepted, SearchRequest, TaskView, utcnow
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.polling import until_terminal
@@ -85,8 +85,68 @@ class EmbeddedRuntime:
 
         return await until_terminal(fetch, interval=poll, on_update=on_update)
 
+    def start(self, request: RequestLike = None, /, **fields: Any) -> Accepted:
+        """Start a search and return at once; `wait`, `status` and `cancel` take its task id."""
+        return self.service.start(request_payload(request, fields))
+
+    def status(self, task_id: str) -> TaskView:
+        return self.service.status(task_id)
+
+    def cancel(self, task_id: str) -> TaskView:
+        return self.service.cancel(task_id)
+
     async def search(
-        self, payload: Any, on_update: Callable[[TaskView], None] | None = None
+        self,
+        request: RequestLike = None,
+        /,
+        *,
+        on_update: Callable[[TaskView], None] | None = None,
+        **fields: Any,
     ) -> TaskView:
-        accepted = self.service.start(payload)
+        """Run one search to its end: `search("laser", platform="docs")`, a SearchRequest, or
+        a request body as a dict (fields given by keyword replace its own)."""
+        accepted = self.start(request, **fields)
         return await self.wait(accepted.task_id, on_update)
+
+
+RequestLike = SearchRequest | Mapping[str, Any] | str | Sequence[str] | None
+"""A request as the Python API takes it: the model, its JSON body, or just the query."""
+
+
+def request_payload(request: RequestLike, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """One request body from the forms `RequestLike` allows plus keyword fields. Validation is
+    left to the service, so a bad value gets the HTTP API's message, naming the field."""
+    if isinstance(request, SearchRequest):
+        payload = request.model_dump(exclude_none=True, exclude_defaults=True)
+    elif isinstance(request, Mapping):
+        payload = dict(request)
+    elif request is None:
+        payload = {}
+    else:
+        payload = {"query": request if isinstance(request, str) else list(request)}
+    return {**payload, **fields}
+
+
+def search(request: RequestLike = None, /, **fields: Any) -> TaskView:
+    """Run one search in a fresh embedded runtime and return the final task document.
+
+    Synchronous, for scripts and notebooks without an event loop; inside one (or for many
+    searches, which then share loaded models and indexes), use `async with Runtime()`.
+    Runtime settings come from `FANFUSE_*` (see settings.py); `settings=` overrides them.
+    """
+    settings = fields.pop("settings", None)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            "fanfuse.search() runs its own event loop; inside a running one use "
+            "`async with fanfuse.Runtime() as rt: await rt.search(...)`"
+        )
+
+    async def run() -> TaskView:
+        async with EmbeddedRuntime(settings) as runtime:
+            return await runtime.search(request, **fields)
+
+    return asyncio.run(run())

@@ -28,7 +28,7 @@ async def test_two_platforms_complete_with_fused_results(settings: Settings) -> 
     b = FakePlatform("beta", [*shared, *hits("b", 4)])
     seen: list[TaskView] = []
     async with EmbeddedRuntime(settings, registry=registry(a, b)) as rt:
-        view = await rt.search({"query": "q", "max_results": 6}, seen.append)
+        view = await rt.search({"query": "q", "max_results": 6}, on_update=seen.append)
     assert view.status is TaskStatus.COMPLETED
     assert len(view.results) == 6
     top = view.results[0]
