@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 Report = Callable[[float, str], Awaitable[None]]
 """Sends one progress notification: percent (of 100) and the merged progress message."""
 
-FINALIZE_GRACE = 5.0
+FINALIZE_GRACE = 2.0
 """`search` waits this long past the search's budget: the deadline's aggregate finalizes it
 a moment after the budget runs out, and a stack's queue adds its own delay."""
 
@@ -161,26 +161,27 @@ class Tools:
         accepted = await self.backend.start(args)
         task_id = accepted.task_id
         sent: tuple[float, str] | None = None
+        latest: TaskView | None = None
 
         async def fetch() -> TaskView:
-            nonlocal sent
-            view = await self.backend.status(task_id)
+            nonlocal sent, latest
+            latest = view = await self.backend.status(task_id)
             percent = max(view.progress.percent, sent[0] if sent else 0.0)  # never backwards
             if (percent, view.progress.message) != sent:
                 sent = (percent, view.progress.message)
                 await report(percent, view.progress.message)
             return view
 
-        view = await fetch()
-        budget = min(view.request.timeout_s or self.max_wait, self.max_wait) + FINALIZE_GRACE
+        first = await fetch()
+        budget = min(first.request.timeout_s or self.max_wait, self.max_wait) + FINALIZE_GRACE
         try:
-            with anyio.move_on_after(budget):
-                view = await until_terminal(fetch, interval=self.backend.poll)
+            with anyio.move_on_after(budget):  # then: the latest view, still running
+                await until_terminal(fetch, interval=self.backend.poll)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._cancel_quietly(task_id)
             raise
-        return view
+        return latest or first
 
     async def _cancel_quietly(self, task_id: str) -> None:
         try:
