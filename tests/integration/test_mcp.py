@@ -3,7 +3,8 @@
 The server runs as a child process with its own cache and database, the offline `docs`
 platform over a tiny corpus (`vectors` is made unavailable: no model is loaded), and searxng
 platforms on a stub server in this process: `slow` answers after a delay (several progress
-notifications), `fail` with HTTP 500 (a partial search), `held` only when the test releases
+notifications), `fail` with HTTP 500 (a partial search), `flaky` with HTTP 500 to queries containing
+`zz500` (a failed query), `held` only when the test releases
 its gate (a search that stays running for start/status/cancel).
 """
 
@@ -25,14 +26,17 @@ from tests.mcp_harness import http_server, stdio_server, structured, text
 from tests.option_scenarios import web_platforms
 
 DOCS = {
-    "D1": "Microwave radiation fed through a rectangular waveguide.",
-    "D2": "The dielectric constant of liquids measured at microwave frequencies.",
-    "D3": "A laser produces coherent light by stimulated emission.",
-    "D4": "Semiconductor lasers emit light from a forward biased junction.",
-    "D5": "Plasma waves propagate in the ionosphere.",
-    "D6": "Plasma oscillations and waves in a magnetic field.",
+    "L1": "A laser produces coherent light by stimulated emission.",
+    "L2": "Semiconductor lasers emit light from a forward biased junction.",
+    "P1": "Plasma waves propagate in the ionosphere.",
+    "P2": "Plasma oscillations and waves in a magnetic field.",
 }
-DOUBLES = {"slow": "delay/0.6", "fail": "status/500", "held": "gate/held"}
+DOUBLES = {
+    "slow": "delay/0.6",
+    "fail": "status/500",
+    "held": "gate/held",
+    "flaky": "fail-query/zz500",
+}
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +140,22 @@ async def test_a_failed_platform_makes_a_partial_search_named_on_the_status_line
     md, data = text(result), structured(result)
     assert md.startswith('## Query 1: "laser"\n\n1. **')
     status = md.rsplit("\n\n---\n\n", 1)[1]
-    assert status.startswith("**partial**: ") and "Failed: fail (failed: " in status
+    assert status.startswith("**partial**: ") and "Failed: fail (failed: HTTP 500: " in status
     assert data["failed_platforms"] == ["fail"]
+    assert "- failed on" not in md  # the platform is named once, on the status line
+
+
+async def test_a_failed_query_is_named_in_its_section(env: dict[str, str]) -> None:
+    async with client(env) as c:
+        result = await c.call_tool(
+            "search", {"query": ["laser", "zz500 laser"], "platform": "docs, flaky"}
+        )
+    first, second, status = text(result).split("\n\n---\n\n")
+    assert "failed on" not in first
+    assert "\n- failed on flaky: HTTP 500: " in second
+    assert status.startswith("**partial**: ") and "Failed:" not in status
+    failed = structured(result)["queries"][1]["failed"]
+    assert len(failed) == 1 and failed[0].startswith("flaky: HTTP 500: ")
 
 
 async def test_a_bad_argument_is_a_tool_error_with_the_apis_message_naming_the_field(
@@ -153,7 +171,7 @@ async def test_a_bad_argument_is_a_tool_error_with_the_apis_message_naming_the_f
         still_fine = await c.call_tool("list_platforms", {})
     assert bad.is_error and text(bad) == (
         "query: at most 5 queries per request, got 6; platform: unknown platform 'nope'; "
-        "available: docs, slow, fail, held; colour: unknown field"
+        "available: docs, slow, fail, held, flaky; colour: unknown field"
     )
     assert missing.is_error and text(missing) == "query: field required"
     assert no_id.is_error and text(no_id) == "task_id: field required"

@@ -114,11 +114,12 @@ def markdown(d: Digest) -> str:
     """Results per query and one status line; while running, the progress and what to call."""
     if d.status in (TaskStatus.PENDING, TaskStatus.RUNNING):
         return progress_markdown(d)
-    sections = [_section(i, q) for i, q in enumerate(d.queries, 1)]
+    down = set(d.failed_platforms)  # on the status line already
+    sections = [_section(i, q, down) for i, q in enumerate(d.queries, 1)]
     return "\n\n---\n\n".join([*sections, status_line(d)])
 
 
-def _section(number: int, q: DigestQuery) -> str:
+def _section(number: int, q: DigestQuery, down: set[str]) -> str:
     lines = [f'## Query {number}: "{q.query}"', ""]
     if not q.results:
         lines.append("No results.")
@@ -131,7 +132,8 @@ def _section(number: int, q: DigestQuery) -> str:
         if r.content:
             lines.append("   content: " + r.content.strip().replace("\n", "\n   "))
     for failure in q.failed:
-        lines.append(f"- failed on {snippet(failure, ERROR_CHARS)}")
+        if failure.partition(":")[0] not in down:
+            lines.append(f"- failed on {snippet(failure, ERROR_CHARS)}")
     return "\n".join(lines)
 
 
@@ -140,11 +142,13 @@ def status_line(d: Digest) -> str:
     line = f"**{d.status.value}**: {d.message}"
     failed = [p for p in d.platforms if p.name in d.failed_platforms]
     if failed:
-        notes = ", ".join(
-            f"{p.name} ({p.state.value}: {snippet(p.error or '', ERROR_CHARS)})" for p in failed
-        )
+        notes = ", ".join(f"{p.name} ({p.state.value}: {_error(p)})" for p in failed)
         line += f". Failed: {notes}"
     return f"{line} (task_id {d.task_id})"
+
+
+def _error(p: DigestPlatform) -> str:
+    return snippet((p.error or "").removeprefix(f"{p.name}: "), ERROR_CHARS)
 
 
 def progress_markdown(d: Digest) -> str:
