@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from fanfuse.request import MAX_QUERIES, SearchRequest
 from fanfuse.testing import StubSearxServer
@@ -236,6 +237,24 @@ async def test_search_returns_a_running_search_at_the_servers_bound(
         assert data["status"] == "running" and 0.5 <= waited < 5
         assert f'get_search_status with task_id "{data["task_id"]}"' in text(result)
         await c.call_tool("cancel_search", {"task_id": data["task_id"]})
+
+
+async def test_a_search_call_the_client_gives_up_on_cancels_the_search(
+    env: dict[str, str], stub: StubSearxServer
+) -> None:
+    async with client(env) as c:
+        with pytest.raises(MCPError):  # the client's timeout sends notifications/cancelled
+            await c.call_tool(
+                "search", {"query": "laser", "platform": "held"}, read_timeout_seconds=1
+            )
+        assert await c.call_tool("list_platforms", {})  # the connection is still up
+        for _ in range(250):
+            with sqlite3.connect(env["FANFUSE_DB_PATH"]) as db:
+                statuses = [row[0] for row in db.execute("SELECT status FROM tasks")]
+            if statuses == ["cancelled"]:
+                break
+            await asyncio.sleep(0.02)
+    assert statuses == ["cancelled"]
 
 
 async def test_over_streamable_http(env: dict[str, str]) -> None:
