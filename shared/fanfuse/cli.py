@@ -1,8 +1,9 @@
-"""`fanfuse search | platforms | index | eval | dev | bench`: a thin shell over the service."""
+"""`fanfuse search | platforms | index | eval | dev | mcp | bench`: a thin shell, no logic."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -253,6 +254,27 @@ def dev(
         pass
     except RuntimeError as exc:
         raise fail(str(exc), 1) from None
+
+
+@app.command()
+def mcp(
+    http: Annotated[bool, typer.Option("--http", help="streamable HTTP instead of stdio")] = False,
+    host: Annotated[str, typer.Option(help="address to listen on (--http)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port (--http); 0: a free one, printed")] = 8765,
+    endpoint: Annotated[
+        str | None, typer.Option(help="start_search URL of a deployed stack (default: embedded)")
+    ] = None,
+    max_wait: Annotated[
+        float | None, typer.Option(help="seconds `search` waits at most (default: the deadline)")
+    ] = None,
+) -> None:
+    """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
+    from fanfuse.agent.serve import McpOptions, log_to_stderr, serve
+
+    log_to_stderr()
+    options = McpOptions(http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
+        asyncio.run(serve(options))
 
 
 def _register_bench() -> None:

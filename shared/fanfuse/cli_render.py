@@ -89,13 +89,17 @@ def _cell(r: Result) -> Text:
     cell = Text(r.title)
     cell.append("\n")
     cell.append(r.url, style="cyan")
-    snippet = " ".join(r.snippet.split())
-    if snippet and snippet != " ".join(r.title.split()):
-        if len(snippet) > SNIPPET_CHARS:
-            snippet = snippet[: SNIPPET_CHARS - 1].rstrip() + "…"
+    text = snippet(r.snippet)
+    if text and text != " ".join(r.title.split()):
         cell.append("\n")
-        cell.append(snippet, style="dim")
+        cell.append(text, style="dim")
     return cell
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """`text` on one line, cut to `limit` characters (an ellipsis marks the cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
 def _result_lists(view: TaskView) -> list[tuple[str, list[Result]]]:

@@ -8,6 +8,7 @@ every runtime and in `fanfuse search`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -70,6 +71,30 @@ def split_platforms(value: Any) -> list[str]:
     return names
 
 
+def one_or_list(
+    max_items: int | None = None, *, min_items: int = 1, **item: Any
+) -> Callable[[dict[str, Any]], None]:
+    """The JSON schema of a list field whose before-validator also takes one string.
+
+    pydantic sees only `list[str]`; this rewrites the field's schema to what the validator
+    takes (`"a"` or `["a", "b"]`), with the list's limits, so the request's JSON schema (the MCP
+    tools' input schema) says what the API accepts.
+    """
+
+    def rewrite(schema: dict[str, Any]) -> None:
+        string = {"type": "string", **item}
+        array: dict[str, Any] = {"type": "array", "items": string}
+        if min_items:
+            array["minItems"] = min_items
+        if max_items is not None:
+            array["maxItems"] = max_items
+        schema.pop("type", None)
+        schema.pop("items", None)
+        schema["anyOf"] = [string, array]
+
+    return rewrite
+
+
 def _domains(value: Any) -> list[str]:
     if value is None:
         return []
@@ -92,7 +117,11 @@ def _domains(value: Any) -> list[str]:
     return domains
 
 
-Domains = Annotated[list[str], BeforeValidator(_domains)]
+Domains = Annotated[
+    list[str],
+    BeforeValidator(_domains),
+    Field(json_schema_extra=one_or_list(MAX_DOMAINS, min_items=0)),
+]
 
 
 def _country(value: str) -> str:
@@ -107,7 +136,10 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
-    query: list[str] = Field(description="one query, or a list of 1-5 queries")
+    query: list[str] = Field(
+        description="one query, or a list of 1-5 queries",
+        json_schema_extra=one_or_list(MAX_QUERIES, minLength=1, maxLength=MAX_QUERY_CHARS),
+    )
     mode: Mode = Field(
         default=DEFAULT_MODE,
         description="fast | balanced | comprehensive: which platforms `all` means, how deep "
@@ -117,8 +149,11 @@ class SearchRequest(BaseModel):
         default="all",  # type: ignore[assignment]
         validate_default=True,
         description='"all", one name, comma-separated names, or a list; resolved to names',
+        json_schema_extra=one_or_list(),
     )
-    max_results: Annotated[int, Field(ge=1, le=100)] = 10
+    max_results: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=10, description="results in all after fusion (per query when there are several)"
+    )
     include_content: bool = Field(
         default=False,
         description="fetch each result's page content; when not given, the mode decides "
@@ -142,6 +177,7 @@ class SearchRequest(BaseModel):
         default=None,
         description="the search's time budget in seconds, from 0.5 up to the deployment's "
         "deadline; when it runs out the search is finalized with what has arrived",
+        json_schema_extra={"minimum": MIN_TIMEOUT_S},
     )
     cache: CacheMode = CacheMode.AUTO
 

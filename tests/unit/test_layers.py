@@ -50,11 +50,23 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
         ("net", ("fanfuse.platforms", "fanfuse.content", "fanfuse.stages", "fanfuse.service")),
         ("stages", ("importlib", "fanfuse.service", "fanfuse.lifecycle")),
         ("rerank", ("fanfuse.platforms", "fanfuse.stages", "fanfuse.service", "fanfuse.store")),
+        ("agent", ("fanfuse.cli", "fanfuse.cloud", "fanfuse.devstack", "fanfuse.bench")),
     ],
 )
 def test_no_import_goes_up_or_sideways(package: str, forbidden: tuple[str, ...]) -> None:
     assert modules(package), f"no modules under {package}/"
     assert offenders(package, forbidden) == {}
+
+
+def test_only_the_command_imports_the_mcp_server() -> None:
+    """`agent/` sits at the top with cli.py and cloud.py: nothing below may need the MCP SDK."""
+    users = {
+        str(p.relative_to(LIBRARY))
+        for p in modules()
+        if "agent" not in p.relative_to(LIBRARY).parts
+        and any(n == "fanfuse.agent" or n.startswith("fanfuse.agent.") for n in imported(p))
+    }
+    assert users == {"cli.py"}
 
 
 def test_fusion_is_pure() -> None:

@@ -1,0 +1,133 @@
+"""The port the MCP tools call: start, status, cancel and list platforms, on either runtime.
+
+The tools are written once against `SearchBackend`; `EmbeddedBackend` runs the service in this
+process (SQLite, in-process queue), `RemoteBackend` calls a deployed stack's HTTP API through
+`HttpSearchClient`. Both raise FanfuseError with the HTTP API's message (a bad field is an
+InvalidRequest or a 400 ApiError naming it), which the tools return as a tool error.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+import httpx
+from pydantic import BaseModel, Field
+
+from fanfuse.client import HttpSearchClient
+from fanfuse.errors import TaskNotFound
+from fanfuse.models import Accepted, TaskView
+from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.settings import Settings
+
+REMEMBERED = 1000
+"""Searches a remote backend keeps the URLs of: the API has no URL to derive from a task id."""
+
+
+class PlatformInfo(BaseModel):
+    name: str
+    available: bool
+    reason: str | None = Field(default=None, description="why it is not available")
+
+
+class Platforms(BaseModel):
+    """`list_platforms`' structured answer."""
+
+    platforms: list[PlatformInfo]
+    note: str | None = Field(default=None, description="what this list cannot say")
+
+
+class SearchBackend(Protocol):
+    poll: float
+    """Seconds between status reads while a tool waits for a search."""
+
+    async def start(self, payload: dict[str, Any]) -> Accepted: ...
+
+    async def status(self, task_id: str) -> TaskView: ...
+
+    async def cancel(self, task_id: str) -> TaskView: ...
+
+    async def platforms(self) -> Platforms: ...
+
+
+class EmbeddedBackend:
+    """The service in this process: the same validation, documents and messages as the API."""
+
+    def __init__(self, runtime: EmbeddedRuntime, poll: float = 0.1) -> None:
+        self.runtime = runtime
+        self.poll = poll
+
+    async def start(self, payload: dict[str, Any]) -> Accepted:
+        return self.runtime.service.start(payload)
+
+    async def status(self, task_id: str) -> TaskView:
+        return self.runtime.service.status(task_id)
+
+    async def cancel(self, task_id: str) -> TaskView:
+        return self.runtime.service.cancel(task_id)
+
+    async def platforms(self) -> Platforms:
+        registry = self.runtime.registry
+        rows = [(name, registry.unavailable_reason(name)) for name in registry.names()]
+        return Platforms(
+            platforms=[PlatformInfo(name=n, available=r is None, reason=r) for n, r in rows]
+        )
+
+
+class RemoteBackend:
+    """A deployed (or `fanfuse dev`) stack, through its `start_search` URL.
+
+    The API answers a start with the search's `status_url` and `cancel_url`; they are kept per
+    task id (the last REMEMBERED searches this server started), so `get_search_status` can take
+    just the id. A search started elsewhere is unknown here.
+    """
+
+    def __init__(self, client: HttpSearchClient) -> None:
+        self.client = client
+        self.poll = client.poll
+        self._accepted: OrderedDict[str, Accepted] = OrderedDict()
+
+    async def start(self, payload: dict[str, Any]) -> Accepted:
+        accepted = await self.client.start(payload)
+        self._accepted[accepted.task_id] = accepted
+        while len(self._accepted) > REMEMBERED:
+            self._accepted.popitem(last=False)
+        return accepted
+
+    def _known(self, task_id: str) -> Accepted:
+        try:
+            return self._accepted[task_id]
+        except KeyError:
+            raise TaskNotFound(task_id) from None
+
+    async def status(self, task_id: str) -> TaskView:
+        return await self.client.status(self._known(task_id))
+
+    async def cancel(self, task_id: str) -> TaskView:
+        return await self.client.cancel(self._known(task_id))
+
+    async def platforms(self) -> Platforms:
+        return Platforms(
+            platforms=[],
+            note=f"searches go to {self.client.endpoint}, whose API does not list its "
+            'platforms: use platform "all", or a name (an unknown one is refused with the '
+            "list of available ones)",
+        )
+
+
+@asynccontextmanager
+async def open_backend(
+    endpoint: str | None, settings: Settings | None = None
+) -> AsyncIterator[SearchBackend]:
+    """The remote backend when `endpoint` is given (one connection pool), else the embedded one.
+
+    The embedded runtime resumes searches a previous process left unfinished when it starts.
+    """
+    if endpoint:
+        async with httpx.AsyncClient(timeout=30.0) as http:
+            yield RemoteBackend(HttpSearchClient(endpoint, http=http))
+        return
+    async with EmbeddedRuntime(settings) as runtime:
+        yield EmbeddedBackend(runtime)

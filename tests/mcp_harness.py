@@ -1,0 +1,67 @@
+"""Starting `fanfuse mcp` in a child process and talking to it with the SDK's own client.
+
+Shared by tests/integration/test_mcp.py (embedded runtime) and tests/e2e/test_e2e_mcp.py
+(`--endpoint` on the emulator stack). The child gets only the variables given here, so no
+provider key, extra platform or database of the machine leaks into it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+SHARED = Path(__file__).resolve().parents[1] / "shared"
+
+
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    """The child's variables: this environment without FANFUSE_*, then `extra`, and the
+    worktree's library first on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FANFUSE_")}
+    path = os.pathsep.join(p for p in (str(SHARED), env.get("PYTHONPATH")) if p)
+    return {**env, **extra, "PYTHONPATH": path}
+
+
+def stdio_server(env: dict[str, str], *args: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "fanfuse.cli", "mcp", *args], env=child_env(env)
+    )
+
+
+@contextmanager
+def http_server(env: dict[str, str], *args: str) -> Iterator[str]:
+    """`fanfuse mcp --http --port 0`: the URL it announces once it prints `ready`."""
+    command = [sys.executable, "-m", "fanfuse.cli", "mcp", "--http", "--port", "0", *args]
+    proc = subprocess.Popen(command, env=child_env(env), stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first, second = proc.stdout.readline().split(), proc.stdout.readline().strip()
+        assert first[:1] == ["url"] and second == "ready", (first, second)
+        yield first[1]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def text(result: CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, text(result)
+    data = result.structured_content
+    assert isinstance(data, dict)
+    return data
