@@ -283,3 +283,20 @@ async def test_past_the_cap_search_answers_the_running_document_and_the_stream_s
             stub.reset()
     finally:
         stub.reset()
+
+
+def test_bench_serve_fails_saying_why_when_vectors_is_unavailable(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    from fanfuse.bench_serve import ServeReport, measure_warm
+
+    broken = {**env, "FANFUSE_VECTORS_CORPUS": str(tmp_path / "missing.trec")}
+    with pytest.raises(RuntimeError) as caught:
+        measure_warm(["laser"], broken, tmp_path / "logs")
+    assert "cannot warm vectors (vectors: corpus not found" in str(caught.value)
+
+    report = ServeReport(
+        platforms=["docs", "vectors"], startup=9, warmup=0.3, warm=[0.1] * 9 + [0.5], cold=[8.0]
+    )
+    assert (report.warm_median, report.ratio) == (0.1, 80.0)
+    assert report.warm_p90 == pytest.approx(0.14)
