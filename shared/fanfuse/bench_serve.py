@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 from pydantic import BaseModel
@@ -83,14 +84,14 @@ class ServeReport(BaseModel):
         )
 
 
-def _payload(query: str) -> dict[str, object]:
+def _payload(query: str) -> dict[str, Any]:
     return {"query": query, "platform": ", ".join(PLATFORMS), "cache": "bypass"}
 
 
-def _check(view: dict[str, object], how: str) -> None:
+def _check(view: dict[str, Any], how: str) -> None:
     if view.get("status") != "completed":
         runs = view.get("platform_runs") or []
-        errors = [f"{r['name']}: {r['error']}" for r in runs if isinstance(r, dict) and r["error"]]
+        errors = [f"{r['name']}: {r['error']}" for r in runs if r.get("error")]
         raise RuntimeError(f"{how}: a search ended {view.get('status')}: {'; '.join(errors)}")
 
 
