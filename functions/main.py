@@ -21,7 +21,8 @@ def start_search(request: flask.Request) -> flask.Response:
 
 @functions_framework.http
 def search_status(request: flask.Request) -> flask.Response:
-    """GET `/{task_id}` (or `?task_id=`) -> the search with its platforms' progress."""
+    """GET `/{task_id}` (or `?task_id=`) -> the search with its platforms' progress;
+    GET `/openapi.json` -> the API's OpenAPI document."""
     return cloud.search_status(request)
 
 

@@ -224,7 +224,7 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.")
 
 @bench_app.callback()
 def _bench() -> None:
-    """Benchmarks: `fanfuse bench latency`, `fanfuse bench cache`."""
+    """Benchmarks: `fanfuse bench latency`, `fanfuse bench cache`, `fanfuse bench serve`."""
 
 
 def _parse_delays(delays: str) -> list[float]:
@@ -270,4 +270,21 @@ def cache(
     from fanfuse.bench_cache import run_cache  # it imports this module: imported on use
 
     report = run_cache(_parse_delays(delays), runs, poll)
+    typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
+
+
+@bench_app.command("serve")
+def serve(
+    runs: Annotated[int, typer.Option(min=2, help="warm POST /search runs")] = 20,
+    cold_runs: Annotated[int, typer.Option(min=1, help="cold `fanfuse search` processes")] = 3,
+    as_json: JsonOption = False,
+) -> None:
+    """Time warm POST /search on `fanfuse serve` against cold `fanfuse search` processes."""
+    from fanfuse.bench_serve import run_serve
+
+    try:
+        report = run_serve(runs, cold_runs)
+    except (RuntimeError, TimeoutError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())

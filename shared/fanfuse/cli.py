@@ -1,4 +1,5 @@
-"""`fanfuse search | platforms | index | eval | dev | mcp | bench`: a thin shell, no logic."""
+"""`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | bench`: a thin
+shell over the service."""
 
 from __future__ import annotations
 
@@ -170,15 +171,14 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from fanfuse.platforms import Registry
     from fanfuse.settings import Settings
 
-    registry = Registry.from_settings(Settings())
-    rows = [(name, registry.unavailable_reason(name)) for name in registry.names()]
+    rows = Registry.from_settings(Settings()).describe()
     if as_json:
-        data = [{"name": n, "available": r is None, "reason": r} for n, r in rows]
+        data = [row.model_dump(mode="json") for row in rows]
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     table = Table("platform", "available", "why not")
-    for name, reason in rows:
-        table.add_row(name, "yes" if reason is None else "no", reason or "")
+    for row in rows:
+        table.add_row(row.name, "yes" if row.available else "no", row.reason or "")
     out.print(table)
 
 
@@ -275,6 +275,47 @@ def mcp(
     options = McpOptions(http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
         asyncio.run(serve(options))
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0: a free port")] = 8000,
+    public_url: Annotated[
+        str | None, typer.Option(help="base of the links handed out, if not the bound address")
+    ] = None,
+    warm: Annotated[
+        str | None,
+        typer.Option(help="platforms to load at startup: a, b | none (default: docs, vectors)"),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn's log level")] = "warning",
+) -> None:
+    """Serve the HTTP API from one resident embedded runtime until Ctrl-C or SIGTERM.
+
+    Prints `url http://HOST:PORT`, then `ready` once it answers. The routes (those of the
+    functions, plus /search, events, /platforms): GET /openapi.json, docs/serve.md.
+    """
+    from fanfuse.request import split_platforms
+    from fanfuse.serve import run_server
+
+    names = None if warm is None else [n for n in split_platforms(warm) if n != "none"]
+    try:
+        run_server(host, port, public_url=public_url, warm=names, log_level=log_level)
+    except FanfuseError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
+    except RuntimeError as exc:
+        raise fail(str(exc), 1) from None
+    out.print("stopped", highlight=False)
+
+
+@app.command()
+def openapi() -> None:
+    """Print the HTTP API's OpenAPI 3.1 document (`fanfuse openapi > docs/openapi.json`)."""
+    from fanfuse.openapi import render
+
+    sys.stdout.write(render())
 
 
 def _register_bench() -> None:

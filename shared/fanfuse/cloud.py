@@ -40,17 +40,20 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import flask
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel
 
-from fanfuse.errors import (
-    FanfuseError,
-    InvalidRequest,
-    MethodNotAllowed,
-    PayloadTooLarge,
-    TaskNotFound,
-    Unavailable,
-    problems_of,
+from fanfuse.api import (
+    MAX_BODY_BYTES,
+    TASK_ID,
+    CancelRequest,
+    check_length,
+    check_task_id,
+    decode_json,
+    error_answer,
+    parse,
+    require_method,
 )
+from fanfuse.errors import FanfuseError, InvalidRequest, TaskNotFound, Unavailable
 from fanfuse.models import Problem, TaskView
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
@@ -66,11 +69,8 @@ Handler = Callable[[flask.Request], flask.Response]
 
 USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
 TASK_NAME_HEADER = "X-CloudTasks-TaskName"
-MAX_BODY_BYTES = 64 * 1024
-"""A request is at most 5 queries of 500 characters and a few options: 64 KiB is plenty."""
-TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-"""What a task id may look like (the service makes uuid4 hex ids); also a safe document id."""
 PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+OPENAPI_NAME = "openapi.json"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,48 +146,14 @@ def json_response(
 
 
 def error_response(exc: FanfuseError) -> flask.Response:
-    headers = {}
-    if isinstance(exc, MethodNotAllowed):
-        headers["Allow"] = ", ".join(exc.allowed)
-    return json_response(exc.body(), exc.status_code, headers)
+    answer = error_answer(exc)
+    return json_response(answer.body, answer.status, answer.headers)
 
 
 def read_json(request: flask.Request) -> Any:
-    """The body as JSON, or a 400/413 that says what is wrong with it."""
-    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
-    raw = request.get_data(cache=True)
-    if len(raw) > MAX_BODY_BYTES:
-        raise PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
-    if not raw.strip():
-        raise InvalidRequest([Problem(field="body", problem="expected a JSON object, got nothing")])
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:
-        raise InvalidRequest([Problem(field="body", problem="not UTF-8 text")]) from None
-    except json.JSONDecodeError as exc:
-        problem = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        raise InvalidRequest([Problem(field="body", problem=problem)]) from None
-
-
-def parse(model: type[BaseModel], data: Any) -> Any:
-    """Validate `data` as `model`, turning pydantic's errors into a 400 listing each field."""
-    if not isinstance(data, dict):
-        raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidRequest(problems_of(exc)) from None
-
-
-def check_task_id(value: Any, field: str = "task_id") -> str:
-    if value is None or value == "":
-        raise InvalidRequest([Problem(field=field, problem="field required")])
-    if not isinstance(value, str) or not TASK_ID.match(value):
-        raise InvalidRequest(
-            [Problem(field=field, problem="not a task id (letters, digits, - and _; at most 128)")]
-        )
-    return value
+    """The body as JSON, or a 400/413 that says what is wrong with it (see `fanfuse.api`)."""
+    check_length(request.content_length)
+    return decode_json(request.get_data(cache=True))
 
 
 def check_message(message: PlatformMessage | AggregateMessage) -> None:
@@ -242,8 +208,7 @@ def _infrastructure(target: str) -> flask.Response:
 
 
 def _require_method(request: flask.Request, target: str, allowed: tuple[str, ...]) -> None:
-    if request.method not in allowed:
-        raise MethodNotAllowed(target, request.method, allowed)
+    require_method(target, request.method, allowed)
 
 
 def public_target(*methods: str) -> Callable[[Handler], Handler]:
@@ -317,12 +282,6 @@ def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]
 # The five targets: each holds only its own work
 
 
-class CancelRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    task_id: str
-
-
 @public_target("POST")
 def start_search(request: flask.Request) -> flask.Response:
     """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`)."""
@@ -334,7 +293,16 @@ def start_search(request: flask.Request) -> flask.Response:
 
 @public_target("GET", "HEAD")
 def search_status(request: flask.Request) -> flask.Response:
-    """GET `/{task_id}` or `?task_id=` -> the merged TaskView; 404 for an unknown id."""
+    """GET `/{task_id}` or `?task_id=` -> the merged TaskView; 404 for an unknown id.
+
+    GET `/openapi.json` -> the API's one OpenAPI document (`fanfuse.openapi`), which `serve`
+    answers at the same name: `.` is never in a task id, so the two cannot clash, and the
+    document needs no store (no service is built for it).
+    """
+    if request.args.get("task_id") is None and request.path.endswith("/" + OPENAPI_NAME):
+        from fanfuse.openapi import document
+
+        return json_response(document())
     task_id = task_id_of(request)
     return json_response(visible(service().status(task_id), request))
 
@@ -365,6 +333,9 @@ def aggregate(message: AggregateMessage) -> dict[str, Any]:
 
 
 __all__ = [
+    "MAX_BODY_BYTES",
+    "TASK_ID",
+    "CancelRequest",
     "aggregate",
     "cancel_search",
     "public_target",

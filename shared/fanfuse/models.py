@@ -318,3 +318,11 @@ class ErrorBody(BaseModel):
     error: str
     message: str
     problems: list[Problem] = Field(default_factory=list)
+
+
+class PlatformInfo(BaseModel):
+    """One platform as `fanfuse platforms --json` and `GET /platforms` list it."""
+
+    name: str
+    available: bool
+    reason: str | None = Field(default=None, description="why it is not available here")

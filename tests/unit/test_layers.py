@@ -81,3 +81,25 @@ def test_fusion_is_pure() -> None:
 def test_no_library_module_is_over_the_limit() -> None:
     sizes = {str(p.relative_to(LIBRARY)): len(p.read_text().splitlines()) for p in modules()}
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+FRAMEWORKS = ("flask", "functions_framework", "starlette", "uvicorn", "sse_starlette")
+
+
+def test_the_http_fronts_sit_at_the_top_and_share_only_the_api_module() -> None:
+    """cloud.py (Flask) and serve/ (Starlette) share `fanfuse.api`, never each other or each
+    other's framework; the API rules stay framework-neutral; only the CLI starts a server."""
+    assert (
+        offenders("serve", ("fanfuse.cloud", "fanfuse.cli", "flask", "functions_framework")) == {}
+    )
+    cloud = imported(LIBRARY / "cloud.py")
+    assert not {n for n in cloud if n.startswith(("fanfuse.serve", "starlette", "uvicorn", "sse"))}
+    for neutral in ("api.py", "openapi.py"):
+        assert not {n for n in imported(LIBRARY / neutral) if n.startswith(FRAMEWORKS)}, neutral
+    users = {
+        str(p.relative_to(LIBRARY))
+        for p in modules()
+        if "serve" not in p.relative_to(LIBRARY).parts
+        and any(n == "fanfuse.serve" or n.startswith("fanfuse.serve.") for n in imported(p))
+    }
+    assert users <= {"cli.py"}

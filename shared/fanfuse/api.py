@@ -1,0 +1,109 @@
+"""The public HTTP API's rules, without a web framework: what the Cloud Functions and `serve` share.
+
+The functions (`cloud.py`, Flask under functions-framework) and `fanfuse serve` (`serve/`,
+Starlette under uvicorn) answer the same three public calls, so the same input must get the same
+status and the same JSON body from both. Everything that decides that lives here, in terms of
+bytes and models: the body size limit, how a body becomes JSON (or a 400 naming `body`), how a
+model's errors become a 400 naming each field, what a task id may look like, and how an error
+becomes (status, body, headers). Each front only reads its framework's request and writes its
+framework's response.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fanfuse.errors import (
+    FanfuseError,
+    InvalidRequest,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    problems_of,
+)
+from fanfuse.models import Problem
+
+MAX_BODY_BYTES = 64 * 1024
+"""A request is at most 5 queries of 500 characters and a few options: 64 KiB is plenty."""
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+"""What a task id may look like (the service makes uuid4 hex ids); also a safe document id."""
+PUBLIC_TARGETS = ("start_search", "search_status", "cancel_search")
+"""The public calls, named as the functions are: `serve` mounts them under the same names."""
+
+
+class CancelRequest(BaseModel):
+    """The body of `cancel_search` (or `?task_id=` instead)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+
+
+def too_large() -> PayloadTooLarge:
+    return PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
+
+
+def check_length(content_length: int | None) -> None:
+    """413 at once from a declared length, before reading a byte of the body."""
+    if content_length is not None and content_length > MAX_BODY_BYTES:
+        raise too_large()
+
+
+def decode_json(raw: bytes) -> Any:
+    """The body as JSON, or a 400/413 that says what is wrong with it."""
+    if len(raw) > MAX_BODY_BYTES:
+        raise too_large()
+    if not raw.strip():
+        raise InvalidRequest([Problem(field="body", problem="expected a JSON object, got nothing")])
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise InvalidRequest([Problem(field="body", problem="not UTF-8 text")]) from None
+    except json.JSONDecodeError as exc:
+        problem = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        raise InvalidRequest([Problem(field="body", problem=problem)]) from None
+
+
+def parse(model: type[BaseModel], data: Any) -> Any:
+    """Validate `data` as `model`, turning pydantic's errors into a 400 listing each field."""
+    if not isinstance(data, dict):
+        raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidRequest(problems_of(exc)) from None
+
+
+def check_task_id(value: Any, field: str = "task_id") -> str:
+    if value is None or value == "":
+        raise InvalidRequest([Problem(field=field, problem="field required")])
+    if not isinstance(value, str) or not TASK_ID.match(value):
+        raise InvalidRequest(
+            [Problem(field=field, problem="not a task id (letters, digits, - and _; at most 128)")]
+        )
+    return value
+
+
+def require_method(target: str, method: str, allowed: tuple[str, ...]) -> None:
+    if method not in allowed:
+        raise MethodNotAllowed(target, method, allowed)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An error as the fronts send it: status, JSON body, extra headers (`Allow` for a 405)."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def error_answer(exc: FanfuseError) -> Answer:
+    headers = {}
+    if isinstance(exc, MethodNotAllowed):
+        headers["Allow"] = ", ".join(exc.allowed)
+    return Answer(exc.status_code, exc.body().model_dump(mode="json"), headers)

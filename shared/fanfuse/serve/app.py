@@ -1,0 +1,235 @@
+"""The Starlette application of `fanfuse serve`: routes named like the functions, one runtime.
+
+Every route takes every method and checks it itself (`route`), so a wrong method gets the
+functions' 405 JSON body with `Allow`, not Starlette's plain-text one; errors are mapped by
+`fanfuse.api.error_answer`, and anything that is not a FanfuseError is logged and answered 503,
+as the functions do. Searches here have no owner: there is no API Gateway in front to vouch for
+a caller (bind it to 127.0.0.1, or put an authenticating proxy in front).
+
+The service is synchronous over SQLite and runs on the event loop's thread, as in the embedded
+runtime: a store call is a short local read or write, and the store is not shared across threads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fanfuse import api
+from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
+from fanfuse.models import Problem
+from fanfuse.openapi import render
+from fanfuse.platforms import Registry
+from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.serve import watch
+from fanfuse.settings import Settings
+
+log = logging.getLogger(__name__)
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+OFFLINE = ("docs", "vectors")
+"""The platforms with a model or an index to load, warmed at startup by default."""
+SSE_PING = 15.0
+Endpoint = Callable[[Request, EmbeddedRuntime], Awaitable[Response]]
+
+
+def json_response(
+    data: BaseModel | Sequence[BaseModel] | dict[str, Any],
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    if isinstance(data, BaseModel):
+        body = data.model_dump_json()
+    elif isinstance(data, dict):
+        body = json.dumps(data)
+    else:
+        body = json.dumps([item.model_dump(mode="json") for item in data])
+    answer = Response(body, status, media_type="application/json")
+    answer.headers["Cache-Control"] = "no-store"
+    answer.headers.update(headers or {})
+    return answer
+
+
+def error_response(exc: FanfuseError) -> Response:
+    answer = api.error_answer(exc)
+    return json_response(answer.body, answer.status, answer.headers)
+
+
+async def read_json(request: Request) -> Any:
+    """The body as JSON: stops reading past the limit, then `fanfuse.api`'s rules."""
+    length = request.headers.get("content-length", "")
+    api.check_length(int(length) if length.isdigit() else None)
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > api.MAX_BODY_BYTES:
+            raise api.too_large()
+    return api.decode_json(bytes(raw))
+
+
+def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
+    """A route answering `allowed` methods under `target`'s name (405s and logs say it)."""
+
+    def wrap(answer: Endpoint) -> Route:
+        async def handle(request: Request) -> Response:
+            try:
+                api.require_method(target, request.method, allowed)
+                runtime: EmbeddedRuntime = request.app.state.runtime
+                return await answer(request, runtime)
+            except FanfuseError as exc:
+                return error_response(exc)
+            except Exception:
+                log.exception("%s failed", target)
+                return error_response(Unavailable(f"{target} is temporarily unavailable"))
+
+        return Route(path, handle, methods=METHODS, name=f"{target}:{path}")
+
+    return wrap
+
+
+def task_id_of(request: Request) -> str:
+    """`?task_id=` first, else the path's `{task_id}` (as the functions read it)."""
+    return api.check_task_id(
+        request.query_params.get("task_id") or request.path_params.get("task_id")
+    )
+
+
+@route("/start_search", "start_search", "POST")
+async def start_search(request: Request, runtime: EmbeddedRuntime) -> Response:
+    accepted = runtime.service.start(await read_json(request))
+    return json_response(accepted, 202, {"Location": accepted.status_url})
+
+
+async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
+    if (
+        request.path_params.get("task_id") == "openapi.json"
+        and "task_id" not in request.query_params
+    ):
+        return _openapi()  # the functions' spelling: `{search_status URL}/openapi.json`
+    return json_response(runtime.service.status(task_id_of(request)))
+
+
+status_by_query = route("/search_status", "search_status", "GET", "HEAD")(_status)
+status_by_path = route("/search_status/{task_id}", "search_status", "GET", "HEAD")(_status)
+
+
+@route("/cancel_search", "cancel_search", "POST")
+async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
+    if "task_id" in request.query_params:
+        task_id = api.check_task_id(request.query_params["task_id"])
+    else:
+        task_id = api.check_task_id(api.parse(api.CancelRequest, await read_json(request)).task_id)
+    runtime.service.status(task_id)  # 404 before anything else
+    return json_response(runtime.service.cancel(task_id))
+
+
+@route("/search", "search", "POST")
+async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """Start and wait: 200 with the terminal document, or 202 with the running one at the cap."""
+    accepted = runtime.service.start(await read_json(request))
+    view = await watch.settle(runtime, accepted.task_id)
+    if view.status.terminal:
+        return json_response(view)
+    return json_response(view, 202, {"Location": accepted.status_url})
+
+
+@route("/search_status/{task_id}/events", "search_events", "GET")
+async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
+    task_id = task_id_of(request)
+    runtime.service.status(task_id)  # 400/404 as JSON, before the stream starts
+    return EventSourceResponse(
+        watch.events(runtime, task_id), ping=SSE_PING, headers={"Cache-Control": "no-store"}
+    )
+
+
+@route("/platforms", "platforms", "GET", "HEAD")
+async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
+    return json_response(runtime.registry.describe())
+
+
+def _openapi() -> Response:
+    return Response(render(), media_type="application/json")
+
+
+@route("/openapi.json", "openapi", "GET", "HEAD")
+async def openapi(request: Request, runtime: EmbeddedRuntime) -> Response:
+    return _openapi()
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 (no such route), in the API's error body."""
+    if isinstance(exc, HTTPException) and exc.status_code != 404:
+        body = {"error": "http_error", "message": str(exc.detail), "problems": []}
+        return json_response(body, exc.status_code)
+    message = f"no route {request.url.path}; the routes are listed at /openapi.json"
+    return json_response({"error": "not_found", "message": message, "problems": []}, 404)
+
+
+# ---------------------------------------------------------------------------------------------
+# The application and its lifespan
+
+
+def warm_names(registry: Registry, warm: Sequence[str] | None) -> list[str]:
+    """`None`: the available offline platforms; else the named ones, each available here."""
+    available = registry.available()
+    if warm is None:
+        return [name for name in OFFLINE if name in available]
+    missing = [n for n in warm if n not in available]
+    if missing:
+        reasons = "; ".join(f"{n}: {registry.unavailable_reason(n)}" for n in missing)
+        problem = f"cannot warm {', '.join(missing)} ({reasons})"
+        raise InvalidRequest([Problem(field="warm", problem=problem)])
+    return list(warm)
+
+
+async def warm_up(runtime: EmbeddedRuntime, names: Sequence[str]) -> None:
+    """One tiny search per platform, so its model and index are loaded before `ready`."""
+    params = SearchParams(queries=["warm up"], limit=1)
+    for name in names:
+        platform = runtime.registry.get(name)
+        await platform.search(PlatformContext(settings=platform.load_settings()), params)
+        log.info("warmed %s", name)
+
+
+def create_app(
+    settings: Settings, *, registry: Registry | None = None, warm: Sequence[str] | None = None
+) -> Starlette:
+    """The application over one EmbeddedRuntime on `settings`, entered by its lifespan.
+
+    `warm`: the platforms to load at startup (None: the available offline ones; []: none).
+    `settings.function_urls` should name this server's own routes, so that the service builds
+    `status_url` and `cancel_url` pointing back here (`server.settings_for`).
+    """
+    registry = registry or Registry.from_settings(settings)
+    names = warm_names(registry, warm)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with EmbeddedRuntime(settings, registry=registry) as runtime:
+            await warm_up(runtime, names)
+            app.state.runtime = runtime
+            yield
+
+    routes = [
+        start_search,
+        status_by_query,
+        search_events,
+        status_by_path,
+        cancel_search,
+        search,
+        platforms,
+        openapi,
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})

@@ -1,0 +1,302 @@
+"""`fanfuse serve` over real sockets: a `fanfuse serve --port 0` child process on 127.0.0.1.
+
+One server for the module (its start-up is most of the cost), on a tiny `docs` corpus and stub
+SearXNG platforms (`fanfuse.testing.StubSearxServer`): `web_ok` answers at once, `web_slow`
+after 0.3 s, `web_gate` only once the test releases its gate. The functions' contract
+(tests/e2e/test_e2e_http.py) is asserted here again against `serve`: same codes, same bodies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from fanfuse.cli import app
+from fanfuse.devstack.serve import ServeProcess
+from fanfuse.openapi import render
+from fanfuse.testing import StubSearxServer
+from tests.option_scenarios import web_platforms
+
+DOCS = {
+    "D1": "Microwave radiation fed through a rectangular waveguide.",
+    "D2": "The dielectric constant of liquids measured at microwave frequencies.",
+    "D3": "A laser produces coherent light by stimulated emission.",
+    "D4": "Plasma waves propagate in the ionosphere.",
+}
+WEB = {"web_ok": "delay/0", "web_slow": "delay/0.3", "web_gate": "gate/serve"}
+CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+
+
+def serve_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
+    """Only the variables set here: no provider keys or platforms of the machine leak in."""
+    corpus = tmp / "lab.trec"
+    corpus.write_text(
+        "".join(f"<DOC>\n<DOCNO>{k}</DOCNO>\n<TEXT>{v}</TEXT>\n</DOC>\n" for k, v in DOCS.items()),
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FANFUSE_")}
+    return {
+        **env,
+        "FANFUSE_CACHE_DIR": str(tmp / "cache"),
+        "FANFUSE_DB_PATH": str(tmp / "serve.db"),
+        "FANFUSE_DOCS_CORPUS": str(corpus),
+        "FANFUSE_VECTORS_CORPUS": str(corpus),
+        "FANFUSE_PROGRESS_INTERVAL": "0",
+        "FANFUSE_DEADLINE_SECONDS": "20",
+        "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, WEB)),
+    }
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[StubSearxServer]:
+    with StubSearxServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> dict[str, str]:
+    return serve_env(tmp_path_factory.mktemp("serve"), stub)
+
+
+@pytest.fixture(scope="module")
+def server(env: dict[str, str]) -> Iterator[ServeProcess]:
+    with ServeProcess("--warm", "docs", env=env) as process:
+        yield process
+
+
+@pytest.fixture
+def http(server: ServeProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        yield client
+
+
+def problems(response: httpx.Response) -> dict[str, str]:
+    body = response.json()
+    assert set(body) == {"error", "message", "problems"}, body
+    return {p["field"]: p["problem"] for p in body["problems"]}
+
+
+def tasks_written(env: dict[str, str]) -> int:
+    with sqlite3.connect(env["FANFUSE_DB_PATH"]) as db:
+        count: int = db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+    return count
+
+
+def test_port_0_prints_the_url_then_ready_and_sigterm_stops_it_cleanly(
+    env: dict[str, str],
+) -> None:
+    process = ServeProcess("--warm", "none", env=env).start()
+    lines = process.lines()
+    url = next(line for line in lines if line.startswith("url "))
+    assert url == f"url {process.url}"
+    assert process.url.startswith("http://127.0.0.1:") and int(process.url.rsplit(":", 1)[1]) > 0
+    assert lines.index(url) < lines.index("ready")
+    assert httpx.get(f"{process.url}/platforms").status_code == 200
+    process.stop()
+    assert process.process.returncode == 0
+    assert process.lines()[-1] == "stopped"
+
+
+def test_start_status_cancel_round_trip(
+    server: ServeProcess, http: httpx.Client, stub: StubSearxServer
+) -> None:
+    stub.reset()  # a closed gate
+    started = http.post("/start_search", json={"query": "laser", "platform": "web_gate"})
+    assert started.status_code == 202
+    accepted = started.json()
+    task_id = accepted["task_id"]
+    assert accepted["status_url"] == f"{server.url}/search_status/{task_id}"
+    assert accepted["cancel_url"] == f"{server.url}/cancel_search?task_id={task_id}"
+    assert started.headers["Location"] == accepted["status_url"]
+    try:
+        running = http.get(accepted["status_url"])
+        assert running.status_code == 200 and running.json()["status"] in ("pending", "running")
+        by_query = http.get("/search_status", params={"task_id": task_id})
+        assert by_query.json()["task_id"] == task_id
+        cancelled = http.post(accepted["cancel_url"])
+        assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+        again = http.post("/cancel_search", json={"task_id": task_id})
+        assert again.status_code == 409 and again.json()["error"] == "conflict"
+        assert again.json()["message"] == f"search {task_id} is already cancelled"
+    finally:
+        stub.reset()
+
+
+def test_search_endpoint_works_against_serve_unchanged(server: ServeProcess) -> None:
+    endpoint = f"{server.url}/start_search"
+    result = CliRunner().invoke(
+        app, ["search", "microwave", "-p", "docs, web_ok", "--json", "--endpoint", endpoint]
+    )
+    assert result.exit_code == 0, result.output
+    view = json.loads(result.stdout)
+    assert view["status"] == "completed"
+    assert {r["name"]: r["state"] for r in view["platform_runs"]} == {
+        "docs": "succeeded",
+        "web_ok": "succeeded",
+    }
+    assert view["results"][0]["url"].startswith("https://")
+
+
+def test_post_search_answers_the_final_document(http: httpx.Client) -> None:
+    answer = http.post("/search", json={"query": "plasma", "platform": "docs, web_slow"})
+    assert answer.status_code == 200
+    view = answer.json()
+    assert view["status"] == "completed" and view["finalized_at"] is not None
+    assert any(r["metadata"].get("doc_id") == "D4" for r in view["results"])
+
+
+def test_bad_input_gets_400_naming_the_field_and_nothing_is_written(
+    http: httpx.Client, env: dict[str, str]
+) -> None:
+    before = tasks_written(env)
+    for target in ("/start_search", "/search"):
+        bad = http.post(target, json={"query": ["a"] * 6, "platform": "docs,nope", "colour": 1})
+        assert bad.status_code == 400 and bad.json()["error"] == "invalid_request"
+        found = problems(bad)
+        assert set(found) == {"query", "platform", "colour"}
+        assert found["platform"].startswith("unknown platform 'nope'; available: docs")
+        bad_json = http.post(target, content=b'{"query": ', headers={"Content-Type": "x"})
+        assert problems(bad_json)["body"].startswith("invalid JSON: Expecting value")
+        assert problems(http.post(target, content=b"")) == {
+            "body": "expected a JSON object, got nothing"
+        }
+    assert problems(http.post("/cancel_search", json={})) == {"task_id": "field required"}
+    assert problems(http.post("/cancel_search", json={"task_id": "a", "x": 1})) == {
+        "x": "unknown field"
+    }
+    assert set(problems(http.get("/search_status", params={"task_id": "../x y"}))) == {"task_id"}
+    assert problems(http.get("/search_status")) == {"task_id": "field required"}
+    assert tasks_written(env) == before
+
+
+def test_404_405_413_as_the_functions_answer_them(http: httpx.Client) -> None:
+    unknown = "0123456789abcdef0123456789abcdef"
+    for response in (
+        http.get(f"/search_status/{unknown}"),
+        http.get(f"/search_status/{unknown}/events"),
+        http.post("/cancel_search", params={"task_id": unknown}),
+    ):
+        assert response.status_code == 404, response.text
+        assert response.json() == {
+            "error": "not_found",
+            "message": f"no search with task_id {unknown!r}",
+            "problems": [],
+        }
+    wrong = http.get("/start_search")
+    assert wrong.status_code == 405 and wrong.headers["Allow"] == "POST"
+    assert wrong.json() == {
+        "error": "method_not_allowed",
+        "message": "start_search accepts POST, not GET",
+        "problems": [],
+    }
+    assert http.post(f"/search_status/{unknown}").headers["Allow"] == "GET, HEAD"
+    assert http.get("/cancel_search").status_code == 405
+    assert http.delete("/search").status_code == 405
+    for target in ("/start_search", "/search", "/cancel_search"):
+        too_big = http.post(target, content=b"x" * 70_000)
+        assert too_big.status_code == 413 and too_big.json()["error"] == "payload_too_large"
+    assert http.get("/nowhere").json()["error"] == "not_found"
+
+
+def events_of(http: httpx.Client, url: str) -> list[tuple[str, dict[str, Any]]]:
+    """The (event, TaskView) pairs of one stream, read until the server closes it."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    name = ""
+    with http.stream("GET", url) as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                name = line.removeprefix("event:").strip()
+            elif line.startswith("data:"):
+                events.append((name, json.loads(line.removeprefix("data:").strip())))
+    return events
+
+
+def test_the_event_stream_follows_one_search_and_ends_with_the_terminal_document(
+    http: httpx.Client,
+) -> None:
+    accepted = http.post(
+        "/start_search",
+        json={"query": "waves", "platform": "docs, web_slow", "cache": "bypass"},
+    ).json()
+    events = events_of(http, f"{accepted['status_url']}/events")
+    names = [name for name, _ in events]
+    assert names[-1] == "done" and set(names[:-1]) == {"progress"}, names
+    assert len(events) >= 2  # at least one progress event before the end
+    final = events[-1][1]
+    assert final["status"] == "completed" and final["results"]
+    assert final == http.get(accepted["status_url"]).json()
+    percents = [view["progress"]["percent"] for _, view in events]
+    assert percents == sorted(percents) and percents[-1] == 100
+
+
+def test_platforms_lists_what_fanfuse_platforms_lists(
+    http: httpx.Client, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        if name.startswith("FANFUSE_"):
+            monkeypatch.setenv(name, value)
+    listed = CliRunner().invoke(app, ["platforms", "--json"])
+    assert http.get("/platforms").json() == json.loads(listed.stdout)
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows["docs"]["available"] and rows["web_gate"]["available"]
+    assert "FANFUSE_GOOGLE_API_KEY" in rows["google"]["reason"]
+
+
+def test_openapi_json_is_the_checked_in_document(http: httpx.Client) -> None:
+    served = http.get("/openapi.json")
+    assert served.status_code == 200
+    assert served.text == render() == CHECKED_IN.read_text(encoding="utf-8")
+    assert http.get("/search_status/openapi.json").json() == served.json()
+
+
+async def test_past_the_cap_search_answers_the_running_document_and_the_stream_says_timeout(
+    tmp_path: Path, stub: StubSearxServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap (the search's deadline + GRACE) is shortened to 0.2 s; the platform is gated."""
+    from fanfuse.runtime import EmbeddedRuntime
+    from fanfuse.serve import watch
+    from fanfuse.settings import Settings
+
+    monkeypatch.setattr(watch, "cap", lambda runtime, view: 0.2)
+    stub.reset()
+    settings = Settings.model_validate(
+        {"db_path": tmp_path / "db", "extra_platforms": web_platforms(stub, WEB)}
+    )
+    try:
+        async with EmbeddedRuntime(settings) as runtime:
+            accepted = runtime.service.start({"query": "q", "platform": "web_gate"})
+            view = await watch.settle(runtime, accepted.task_id)
+            assert not view.status.terminal
+            names = [e.event async for e in watch.events(runtime, accepted.task_id, poll=0.05)]
+            assert names[-1] == "timeout" and set(names[:-1]) <= {"progress"}
+            runtime.service.cancel(accepted.task_id)
+            stub.reset()
+    finally:
+        stub.reset()
+
+
+def test_bench_serve_fails_saying_why_when_vectors_is_unavailable(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    from fanfuse.bench_serve import ServeReport, measure_warm
+
+    broken = {**env, "FANFUSE_VECTORS_CORPUS": str(tmp_path / "missing.trec")}
+    with pytest.raises(RuntimeError) as caught:
+        measure_warm(["laser"], broken, tmp_path / "logs")
+    assert "cannot warm vectors (vectors: corpus not found" in str(caught.value)
+
+    report = ServeReport(
+        platforms=["docs", "vectors"], startup=9, warmup=0.3, warm=[0.1] * 9 + [0.5], cold=[8.0]
+    )
+    assert (report.warm_median, report.ratio) == (0.1, 80.0)
+    assert report.warm_p90 == pytest.approx(0.14)

@@ -1,0 +1,60 @@
+"""The one OpenAPI document: generated from the models, checked in, and coherent.
+
+When `test_checked_in_document_is_the_generated_one` fails, a model or a route changed:
+regenerate with `fanfuse openapi > docs/openapi.json` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import flask
+import openapi_spec_validator
+
+from fanfuse import cloud
+from fanfuse.api import PUBLIC_TARGETS
+from fanfuse.openapi import document, render
+
+CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+
+
+def refs(node: Any) -> set[str]:
+    if isinstance(node, dict):
+        found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+        return found.union(*(refs(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(refs(v) for v in node))
+    return set()
+
+
+def test_checked_in_document_is_the_generated_one() -> None:
+    assert CHECKED_IN.read_text(encoding="utf-8") == render(), (
+        "docs/openapi.json is stale: run `fanfuse openapi > docs/openapi.json`"
+    )
+
+
+def test_every_ref_resolves_and_the_public_calls_are_named_like_the_functions() -> None:
+    doc = document()
+    assert doc["openapi"].startswith("3.1")
+    schemas = doc["components"]["schemas"]
+    assert {f"#/components/schemas/{name}" for name in schemas} >= refs(doc)
+    assert {"SearchRequest", "Accepted", "TaskView", "ErrorBody", "CancelRequest"} <= set(schemas)
+    operations = {op["operationId"] for path in doc["paths"].values() for op in path.values()}
+    assert set(PUBLIC_TARGETS) <= operations
+    # A request field the validators also take as a string says so.
+    query = schemas["SearchRequest"]["properties"]["query"]
+    assert {"type": "string", "description": "one query as a string"} in query["anyOf"]
+
+
+def test_it_validates_as_openapi_3_1() -> None:
+    openapi_spec_validator.validate(document())
+
+
+def test_the_functions_serve_it_under_search_status() -> None:
+    app = flask.Flask("openapi")
+    with app.test_request_context("/openapi.json", method="GET"):
+        answer = cloud.search_status(flask.request)
+    assert answer.status_code == 200
+    assert json.loads(answer.get_data()) == document()
