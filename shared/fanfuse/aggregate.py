@@ -23,7 +23,7 @@ from fanfuse.models import (
     TaskStatus,
 )
 from fanfuse.options import Applied
-from fanfuse.rerank.base import Reranked, apply_order
+from fanfuse.rerank.base import RerankOrder, apply_order
 
 DEADLINE_ERROR = "no result before the deadline"
 
@@ -89,7 +89,7 @@ def _apply_reranks(
     task: Task,
     results: list[Result],
     by_query: list[QueryResults],
-    reranked: Mapping[int, Reranked],
+    reranked: Mapping[int, RerankOrder],
 ) -> tuple[list[Result], RerankNote]:
     """Each query's pool in its reranked order, cut to `max_results`. With several queries the
     combined list stays fused: no single query is the one to rerank it against."""
@@ -111,7 +111,7 @@ def final_document(
     task: Task,
     runs: Sequence[PlatformRun],
     now: datetime,
-    reranked: Mapping[int, Reranked] | None = None,
+    reranked: Mapping[int, RerankOrder] | None = None,
 ) -> Final:
     """Fuse the succeeded platforms' results, rank, limit, and set the final status.
 

@@ -146,6 +146,34 @@ def score_fusion(
     return _combine(runs, lambda name, _rank, doc_id: w[name] * shifted[name][doc_id])
 
 
+def comb_mnz(
+    runs: Mapping[str, Run],
+    weights: Mapping[str, float] | None = None,
+    how: Normalization = "minmax",
+) -> Fused:
+    """CombMNZ (Fox and Shaw, TREC-2 1994): CombSUM times the number of runs that returned d.
+
+    Rewards agreement between platforms more than CombSUM does; same floors as `score_fusion`.
+    """
+    combsum = dict(score_fusion(runs, weights=weights, how=how))
+    # Each run that returned d adds d's CombSUM once: n runs add n x CombSUM.
+    return _combine(runs, lambda _name, _rank, doc_id: combsum[doc_id])
+
+
+def rrf_score_weighted(
+    runs: Mapping[str, Run], k: float = RRF_K, weights: Mapping[str, float] | None = None
+) -> Fused:
+    """RRF whose every contribution is scaled by the platform's min-max score of d.
+
+    score(d) = sum over p of w_p * norm_p(d) / (k + rank_p(d)): the rank says where d stands,
+    the score how far it is from the run's best. Not from the literature: a probe of whether
+    raw scores add anything to ranks here (they did not, see `fanfuse eval`).
+    """
+    w = _check_weights(runs, weights)
+    norms = {name: dict(normalized_scores(run)) for name, run in runs.items()}
+    return _combine(runs, lambda name, rank, doc_id: w[name] * norms[name][doc_id] / (k + rank))
+
+
 def _rrf(runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None) -> Fused:
     return rrf(runs, weights=weights)
 
@@ -171,14 +199,28 @@ FUSERS: dict[FusionMethod, Fuser] = {
 }
 """The fusers a request can name (every FusionMethod but the quota-based concat)."""
 
+
+def _comb_mnz(runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None) -> Fused:
+    return comb_mnz(runs, weights=weights)
+
+
+def _rrf_score_weighted(
+    runs: Mapping[str, Run], *, weights: Mapping[str, float] | None = None
+) -> Fused:
+    return rrf_score_weighted(runs, weights=weights)
+
+
 VARIANTS: dict[str, Fuser] = {
     "score_zscore": _score_zscore,
     "score_ranks_only": _score_ranks_only,
+    "comb_mnz": _comb_mnz,
+    "rrf_score_weighted": _rrf_score_weighted,
 }
 """Fixed alternatives that evaluation reports next to FUSERS; not selectable by requests.
 
 `score_zscore` is CombSUM of z-scores; `score_ranks_only` is the `score` fuser with every
 platform's scores withheld, i.e. what it does for platforms that give none (Google and co.).
+`comb_mnz` and `rrf_score_weighted` are the score-aware fusers tried for `comprehensive`.
 """
 
 DEFAULT_FUSION: FusionMethod = FusionMethod.RRF

@@ -26,7 +26,7 @@ from fanfuse.models import (
     TaskStatus,
 )
 from fanfuse.options import OptionUse
-from fanfuse.rerank.base import Reranked
+from fanfuse.rerank.base import RerankOrder
 from fanfuse.store.base import Mutator, Snapshot, Writes
 
 
@@ -157,7 +157,7 @@ def finalization_due(
 
 
 def finalize(
-    now: datetime, *, force: bool, reranked: Mapping[int, Reranked] | None = None
+    now: datetime, *, force: bool, reranked: Mapping[int, RerankOrder] | None = None
 ) -> Mutator:
     """Finalize once, only from a non-terminal status (see `aggregate.final_document`).
 

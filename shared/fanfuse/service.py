@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from fanfuse.cache import QueryCache
     from fanfuse.content.settings import ContentSettings
     from fanfuse.net.runner import Runner
-    from fanfuse.rerank.base import Reranked
+    from fanfuse.rerank.base import RerankOrder
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +326,7 @@ class SearchService:
             return "already_final" if latest and latest.status.terminal else "waiting"
         return written.task.status.value if written.task else "finalized"
 
-    async def _rerank(self, task: Task, force: bool) -> dict[int, Reranked] | None:
+    async def _rerank(self, task: Task, force: bool) -> dict[int, RerankOrder] | None:
         """Each query's candidate pool reranked, when the search is due to be finalized.
 
         Runs before the finalizing transaction, which must stay short; if a straggler lands in
@@ -337,10 +337,10 @@ class SearchService:
             return None
         from fanfuse.rerank.choice import reranker_for
 
-        reranker = reranker_for(self.settings, self._runner)
+        reranker = reranker_for(self._runner)
         pools = aggregate.candidates(task, runs)
         orders = await asyncio.gather(
-            *(reranker.rerank(task.queries[qi], pool.results) for qi, pool in enumerate(pools))
+            *(reranker.order(task.queries[qi], pool.results) for qi, pool in enumerate(pools))
         )
         return dict(enumerate(orders))
 

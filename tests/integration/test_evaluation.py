@@ -19,6 +19,7 @@ import pytest
 
 from fanfuse import evaluation
 from fanfuse.evaluation import METRICS, EvalReport, run_evaluation
+from fanfuse.evaluation_pipelines import PERMUTATIONS, pipelines
 from fanfuse.fusers import DEFAULT_FUSION, FUSERS, VARIANTS
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.dense import DenseIndex
@@ -117,6 +118,21 @@ def fuser_names() -> list[str]:
     return [method.value for method in FUSERS] + list(VARIANTS)
 
 
+REQUERY_ROWS = [
+    ("rrf@10(docs+rm3)", "requery"),
+    ("rrf@10(docs+rm3(fused))", "requery"),
+    ("docs+rm3", "requery"),
+    ("rrf@100(docs+rm3)", "requery"),
+    ("docs+rm3(fused)", "requery"),
+    ("rrf@100(docs+rm3(fused))", "requery"),
+]
+
+
+def rows_after_the_fusers(depth: int = 100) -> list[tuple[str, str]]:
+    """Depths, fusers at the production depth, rerankers, then re-querying, in report order."""
+    return [(p.name, kind) for p, kind in pipelines(depth)] + REQUERY_ROWS
+
+
 @pytest.fixture(autouse=True)
 def _fresh_memos() -> None:
     Bm25Index.clear_memo()
@@ -154,6 +170,7 @@ def test_the_report_has_every_platform_and_fuser(full_report: EvalReport) -> Non
         ("docs", "platform"),
         ("vectors", "platform"),
         *((name, "fuser") for name in fuser_names()),
+        *rows_after_the_fusers(),
     ]
     defaults = [run for run in report.runs if run.default]
     assert [(run.name, run.kind) for run in defaults] == [(DEFAULT_FUSION.value, "fuser")]
@@ -182,6 +199,7 @@ def test_without_vectors_every_fuser_reproduces_docs(
     assert [(run.name, run.kind) for run in report.runs] == [
         ("docs", "platform"),
         *((name, "fuser") for name in fuser_names()),
+        *rows_after_the_fusers(),
     ]
     assert [run.name for run in report.runs if run.default] == [DEFAULT_FUSION.value]
     docs = report.runs[0].metrics
@@ -189,7 +207,8 @@ def test_without_vectors_every_fuser_reproduces_docs(
     # Topic 5 is neither scored nor counted as 0: the means are those of the judged topics.
     assert report.queries == len(TOPICS)
     assert docs == pytest.approx(expected_docs_metrics(), abs=1e-9)
-    assert all(run.metrics == docs for run in report.runs)
+    # One platform: every fuser at every depth shows docs' list (never 10 results here).
+    assert all(run.metrics == docs for run in report.runs if run.kind == "fuser")
     assert any("vectors not evaluated: not installed: torch" in n for n in report.notes)
     assert any("1 queries have no judgements" in n for n in report.notes)
     assert list((cache / "indexes").glob("*/bm25/meta.json"))  # the cache stayed in tmp
@@ -221,3 +240,24 @@ def test_qrels_naming_unknown_queries_is_a_clear_error_naming_it(
     expected = f"{qrels}: judgements for 1 queries that are not in {queries}: 99"
     with pytest.raises(ValueError, match=re.escape(expected)):
         run_evaluation(corpus, queries, qrels, show_progress=False)
+
+
+@pytest.mark.slow
+def test_every_row_but_the_platforms_is_compared_query_by_query(full_report: EvalReport) -> None:
+    names = {run.name for run in full_report.runs}
+    for run in full_report.runs:
+        if run.kind == "platform":
+            assert run.comparisons == [], run.name
+            continue
+        assert run.depth in (10, 30, 50, 100), run.name
+        assert run.comparisons or run.name == "rrf@10", run.name
+        for c in run.comparisons:
+            assert c.baseline in names and c.baseline != run.name
+            assert c.measure == "nDCG@10"
+            assert c.wins + c.losses + c.ties == full_report.queries
+            assert 1 / (PERMUTATIONS + 1) <= c.p_value <= 1.0
+    by_name = {run.name: run for run in full_report.runs}
+    # Rows at 10 are compared with RRF at 10 once; deeper rows with RRF at theirs and at 10.
+    assert [c.baseline for c in by_name["pool_rm3@10"].comparisons] == ["rrf@10"]
+    assert [c.baseline for c in by_name["pool_rm3@100"].comparisons] == ["rrf", "rrf@10"]
+    assert [c.baseline for c in by_name["docs+rm3"].comparisons] == ["docs"]

@@ -135,3 +135,21 @@ def test_concurrent_searches_agree(tmp_path: Path) -> None:
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(lambda _: indexes[0].search(queries, k=3), range(50)))
     assert all(r == expected for r in results)
+
+
+def test_a_weighted_query_sums_weight_times_each_terms_score(tmp_path: Path) -> None:
+    index = Bm25Index.load_or_build(make_corpus(tmp_path), cache_root=tmp_path / "cache")
+    [plain] = index.search(["dielectric microwave"], k=5)
+    terms = index.analyze("dielectric microwave")
+    again = index.search_weighted(dict.fromkeys(terms, 1.0), k=5)
+    assert [p for p, _ in again] == [p for p, _ in plain]
+    assert [s for _, s in again] == pytest.approx([s for _, s in plain])
+    [dielectric] = index.search(["dielectric"], k=5)
+    [microwave] = index.search(["microwave"], k=5)
+    by_doc = {p: 2.0 * s for p, s in dielectric}
+    for p, s in microwave:
+        by_doc[p] = by_doc.get(p, 0.0) + 0.5 * s
+    weighted = index.search_weighted({terms[0]: 2.0, terms[1]: 0.5}, k=5)
+    assert dict(weighted) == pytest.approx(by_doc)
+    assert index.search_weighted({"zzzz": 1.0, terms[0]: 0.0}, k=5) == []
+    assert index.search_weighted(dict.fromkeys(terms, 1.0), k=0) == []

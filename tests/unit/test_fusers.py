@@ -11,8 +11,10 @@ from fanfuse.fusers import (
     FUSERS,
     VARIANTS,
     Run,
+    comb_mnz,
     normalized_scores,
     rrf,
+    rrf_score_weighted,
     score_fusion,
 )
 from fanfuse.models import FusionMethod
@@ -130,3 +132,16 @@ def test_registry() -> None:
     assert VARIANTS["score_ranks_only"](RUNS) == score_fusion(
         {name: [(d, None) for d, _ in run] for name, run in RUNS.items()}
     )
+
+
+def test_comb_mnz_multiplies_combsum_by_the_runs_that_found_it() -> None:
+    # min-max: docs a 1, b 0.75, c 0; vectors b 1, d 0.75, a 0.
+    # CombSUM a 1, b 1.75, c 0, d 0.75; found by a 2, b 2, c 1, d 1.
+    assert comb_mnz(RUNS) == approx([("b", 3.5), ("a", 2.0), ("d", 0.75), ("c", 0.0)])
+    assert comb_mnz({}) == []
+
+
+def test_rrf_score_weighted_scales_each_contribution_by_the_normalized_score() -> None:
+    # a: 1/61 + 0/63; b: 0.75/62 + 1/61; c: 0/63; d: 0.75/62
+    fused = rrf_score_weighted(RUNS)
+    assert fused == approx([("b", 0.75 / 62 + 1 / 61), ("a", 1 / 61), ("d", 0.75 / 62), ("c", 0.0)])

@@ -20,7 +20,7 @@ from fanfuse.models import (
     utcnow,
 )
 from fanfuse.modes import MODES, Mode
-from fanfuse.rerank.base import Reranked, apply_order
+from fanfuse.rerank.base import RerankOrder, apply_order
 from fanfuse.rerank.llm import parse_ranking
 from tests.fakes import hits
 
@@ -169,7 +169,7 @@ def test_a_reranking_mode_fuses_its_pool_then_applies_the_order_and_cuts() -> No
     assert len(pool) == 8  # the whole pool (depth 30), not max_results
     order = [r.url for r in reversed(pool)]
     note = RerankNote(method="llm", applied=True, candidates=8)
-    final = aggregate.final_document(task, runs, utcnow(), {0: Reranked(order, note)}).task
+    final = aggregate.final_document(task, runs, utcnow(), {0: RerankOrder(order, note)}).task
     assert [r.url for r in final.results] == order[:2]
     assert [r.rank for r in final.results] == [1, 2]
     assert final.rerank == note
@@ -179,7 +179,9 @@ def test_with_several_queries_each_list_is_reranked_and_the_combined_one_stays_f
     task, runs = _task("comprehensive", ["q0", "q1"])
     pools = aggregate.candidates(task, runs)
     plans = {
-        qi: Reranked([r.url for r in reversed(p.results)], RerankNote(method="llm", applied=True))
+        qi: RerankOrder(
+            [r.url for r in reversed(p.results)], RerankNote(method="llm", applied=True)
+        )
         for qi, p in enumerate(pools)
     }
     final = aggregate.final_document(task, runs, utcnow(), plans).task

@@ -1,5 +1,6 @@
 """Which reranker a `comprehensive` search gets: the LLM when an endpoint is configured, else
-the offline reranker, else (none beats the fused order) the fused order with a note saying so."""
+the offline default (`offline.DEFAULT_OFFLINE`), which is the fused order as long as no offline
+reranker beats fusion on Vaswani (docs/modes.md has the figures)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,9 @@ from collections.abc import Sequence
 
 from fanfuse.models import RerankNote, Result
 from fanfuse.net.runner import Runner, default_runner
-from fanfuse.rerank.base import Reranked, Reranker
+from fanfuse.rerank.base import FusedOrder, PoolReranker, Reranker, RerankOrder
 from fanfuse.rerank.llm import LlmReranker, LlmRerankSettings
-from fanfuse.settings import Settings
-
-
-class KeepFused:
-    """The fused order, kept on purpose; the note says why."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    async def rerank(self, query: str, candidates: Sequence[Result]) -> Reranked:
-        note = RerankNote(method="none", applied=False, error=self.reason)
-        return Reranked(order=[r.url for r in candidates], note=note)
-
+from fanfuse.rerank.offline import DEFAULT_OFFLINE
 
 NO_RERANKER = (
     "no LLM endpoint is configured (FANFUSE_RERANK_LLM_BASE_URL), and no offline reranker "
@@ -29,8 +18,26 @@ NO_RERANKER = (
 )
 
 
-def reranker_for(settings: Settings, runner: Runner | None = None) -> Reranker:
+class Offline:
+    """A pure `Reranker` as the aggregator calls it; the fused order is reported as not
+    reranked, with the reason."""
+
+    def __init__(self, reranker: Reranker) -> None:
+        self.reranker = reranker
+
+    async def order(self, query: str, candidates: Sequence[Result]) -> RerankOrder:
+        reranked = self.reranker.rerank(query, candidates, len(candidates))
+        if reranked.method == FusedOrder.method:
+            note = RerankNote(method="none", applied=False, error=NO_RERANKER)
+        else:
+            note = RerankNote(
+                method=f"offline:{reranked.method}", applied=True, candidates=len(candidates)
+            )
+        return RerankOrder(order=[r.url for r in reranked.results], note=note)
+
+
+def reranker_for(runner: Runner | None = None) -> PoolReranker:
     llm = LlmRerankSettings()
     if llm.configured:
         return LlmReranker(llm, runner or default_runner())
-    return KeepFused(NO_RERANKER)
+    return Offline(DEFAULT_OFFLINE)

@@ -25,7 +25,7 @@ from fanfuse.models import CallRecord, RerankNote, Result
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.policy import LLM, CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner
-from fanfuse.rerank.base import Reranked
+from fanfuse.rerank.base import RerankOrder
 
 SYSTEM_PROMPT = (
     "You rank web search results by how well they answer a search query. "
@@ -117,11 +117,11 @@ class LlmReranker:
         self.settings, self.runner = settings, runner
         self.calls: list[CallRecord] = []
 
-    async def rerank(self, query: str, candidates: Sequence[Result]) -> Reranked:
+    async def order(self, query: str, candidates: Sequence[Result]) -> RerankOrder:
         pool = list(candidates[: self.settings.max_candidates])
         note = RerankNote(method="llm", model=self.settings.model, applied=True)
         if not pool:
-            return Reranked(order=[], note=note)
+            return RerankOrder(order=[], note=note)
         try:
             request = build_request(self.settings, query, pool)
             response = await self.runner.request(
@@ -134,6 +134,6 @@ class LlmReranker:
             failed = note.model_copy(
                 update={"applied": False, "error": f"fused order kept: {exc}"[:300]}
             )
-            return Reranked(order=[r.url for r in candidates], note=failed)
+            return RerankOrder(order=[r.url for r in candidates], note=failed)
         ranked = [pool[i].url for i in order] + [r.url for r in candidates[len(pool) :]]
-        return Reranked(order=ranked, note=note.model_copy(update={"candidates": len(pool)}))
+        return RerankOrder(order=ranked, note=note.model_copy(update={"candidates": len(pool)}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -125,6 +126,26 @@ class Bm25Index:
     def search(self, queries: list[str], k: int) -> list[Ranked]:
         """Top-k (doc position, score) per query, best first; a query with no indexed term -> []."""
         return [self._search_one(query, k) for query in queries]
+
+    def analyze(self, text: str) -> list[str]:
+        """The index's terms of `text` (as documents and queries are analyzed), in order."""
+        return self._analyzer(text)
+
+    def search_weighted(self, terms: Mapping[str, float], k: int) -> Ranked:
+        """Top-k for a weighted query of analyzed terms: sum of weight x the term's BM25 score.
+
+        This is how an expanded query (RM3, evaluation.py) is asked: the expansion terms carry
+        weights that a query string cannot. Terms the index does not know add nothing.
+        """
+        known = sorted((self._vocab[t], w) for t, w in terms.items() if t in self._vocab and w)
+        if not known or k <= 0:
+            return []
+        scores = np.zeros(len(self.corpus), dtype=np.float64)
+        for term_id, weight in known:
+            scores += weight * np.asarray(
+                self._retriever.get_scores_from_ids([term_id]), dtype=np.float64
+            )
+        return top_k(scores, k, positive_only=True)
 
     def _search_one(self, query: str, k: int) -> Ranked:
         ids = [self._vocab[t] for t in self._analyzer(query) if t in self._vocab]
