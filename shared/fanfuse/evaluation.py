@@ -37,6 +37,7 @@ from fanfuse.evaluation_pipelines import (
     Kind,
     Pipeline,
     compare,
+    mode_pipelines,
     pipeline_run,
     pipelines,
     requery_hits,
@@ -208,6 +209,9 @@ def run_evaluation(
         rows.add(name, "fuser", run, depth, default=name == DEFAULT_FUSION.value)
     for pipeline, kind in pipelines(depth):
         rows.add(pipeline.name, kind, pipeline_run(pipeline, candidates), pipeline.depth)
+    for pipeline in mode_pipelines():
+        if pipeline.depth <= depth:
+            rows.add(pipeline.name, "mode", pipeline_run(pipeline, candidates), pipeline.depth)
     _requery(rows, bm25, corpus, ranked, candidates, depth)
 
     for row in rows.runs:

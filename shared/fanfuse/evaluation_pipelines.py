@@ -25,10 +25,11 @@ from fanfuse import fusion
 from fanfuse.corpus import Corpus, indexable_text
 from fanfuse.fusers import DEFAULT_FUSION, FUSERS, VARIANTS, Fuser
 from fanfuse.models import Hit, Result
+from fanfuse.modes import MODES
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.docs import to_hits
 from fanfuse.rerank.base import Reranker
-from fanfuse.rerank.offline import FB_DOCS, FB_TERMS, ORIG_WEIGHT, rm3_query
+from fanfuse.rerank.offline import DEFAULT_OFFLINE, FB_DOCS, FB_TERMS, ORIG_WEIGHT, rm3_query
 from fanfuse.rerank.offline import VARIANTS as OFFLINE_VARIANTS
 from fanfuse.retrieval import Ranked
 from fanfuse.retrieval.bm25 import Bm25Index
@@ -36,7 +37,7 @@ from fanfuse.retrieval.bm25 import Bm25Index
 # Per query: (doc id, score) best first.
 IdRun = list[list[tuple[str, float]]]
 PlatformHits = Mapping[str, Sequence[Sequence[Hit]]]
-Kind = Literal["platform", "fuser", "reranker", "requery"]
+Kind = Literal["platform", "fuser", "reranker", "requery", "mode"]
 
 PERMUTATIONS = 10_000
 SEED = 20_240_909  # fixed: the same report every run
@@ -70,6 +71,22 @@ class Pipeline:
     fuser: str = DEFAULT_FUSION.value
     reranker: Reranker | None = None
     content: bool = False
+
+
+def mode_pipelines(max_results: int = PRODUCTION_DEPTH) -> list[Pipeline]:
+    """A row per search mode, as it runs with no LLM endpoint: the mode's depth for
+    `max_results`, the default fuser, the offline default reranker where the mode reranks.
+    `fast`'s two quickest platforms are both offline platforms here, so the rows differ in
+    depth and reranking only."""
+    return [
+        Pipeline(
+            f"mode:{mode.value}",
+            spec.depth(max_results),
+            reranker=DEFAULT_OFFLINE if spec.rerank else None,
+            content=bool(spec.content),
+        )
+        for mode, spec in MODES.items()
+    ]
 
 
 @dataclass

@@ -17,8 +17,11 @@ and departs from it where fanfuse differs:
 - `balanced` (the default) is what fanfuse always did: every available platform, in parallel,
   fused by the request's fuser; adding a platform costs at most the slowest one's latency, which
   the deadline bounds.
-- `comprehensive` asks each platform for a deeper candidate pool, fetches page content (what
-  an LLM reranker reads), and reranks the fused pool before cutting it to `max_results`.
+- `comprehensive` asks each platform for a deeper candidate pool, fetches page content, and
+  reranks the fused pool before cutting it to `max_results`. The pool is at least 50 deep:
+  on Vaswani, RRF over each platform's top 50 beats RRF over the top 10 in nDCG@10 (0.490
+  against 0.466, 41 queries won and 35 lost, paired randomization p = 0.04), while the top 30
+  is indistinguishable from the top 10 (`fanfuse eval`).
 
 The table gives defaults: a field the request sets itself (`include_content`, a platform list)
 wins over the mode.
@@ -59,7 +62,7 @@ MODES: dict[Mode, ModeSpec] = {
     Mode.FAST: ModeSpec(quickest=2, depth_factor=1, min_depth=0, content=False, rerank=False),
     Mode.BALANCED: ModeSpec(quickest=None, depth_factor=1, min_depth=0, content=None, rerank=False),
     Mode.COMPREHENSIVE: ModeSpec(
-        quickest=None, depth_factor=3, min_depth=30, content=True, rerank=True
+        quickest=None, depth_factor=3, min_depth=50, content=True, rerank=True
     ),
 }
 

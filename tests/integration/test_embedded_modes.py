@@ -87,7 +87,7 @@ async def test_comprehensive_asks_deeper_fetches_content_and_reranks_with_the_ll
         view = await rt.search({"query": "q", "mode": "comprehensive", "max_results": 4})
     assert view.status is TaskStatus.COMPLETED
     assert view.request.include_content is True
-    assert a.params[0].limit == 30 and a.params[0].include_content is True
+    assert a.params[0].limit == 50 and a.params[0].include_content is True
     assert view.rerank is not None
     assert (view.rerank.method, view.rerank.model, view.rerank.applied) == (
         "llm",

@@ -19,8 +19,9 @@ import pytest
 
 from fanfuse import evaluation
 from fanfuse.evaluation import METRICS, EvalReport, run_evaluation
-from fanfuse.evaluation_pipelines import PERMUTATIONS, pipelines
+from fanfuse.evaluation_pipelines import PERMUTATIONS, PRODUCTION_DEPTH, mode_pipelines, pipelines
 from fanfuse.fusers import DEFAULT_FUSION, FUSERS, VARIANTS
+from fanfuse.modes import MODES
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.dense import DenseIndex
 
@@ -129,8 +130,10 @@ REQUERY_ROWS = [
 
 
 def rows_after_the_fusers(depth: int = 100) -> list[tuple[str, str]]:
-    """Depths, fusers at the production depth, rerankers, then re-querying, in report order."""
-    return [(p.name, kind) for p, kind in pipelines(depth)] + REQUERY_ROWS
+    """Depths, fusers at the production depth, rerankers, a row per search mode, then
+    re-querying, in report order."""
+    modes = [(p.name, "mode") for p in mode_pipelines() if p.depth <= depth]
+    return [(p.name, kind) for p, kind in pipelines(depth)] + modes + REQUERY_ROWS
 
 
 @pytest.fixture(autouse=True)
@@ -261,3 +264,12 @@ def test_every_row_but_the_platforms_is_compared_query_by_query(full_report: Eva
     assert [c.baseline for c in by_name["pool_rm3@10"].comparisons] == ["rrf@10"]
     assert [c.baseline for c in by_name["pool_rm3@100"].comparisons] == ["rrf", "rrf@10"]
     assert [c.baseline for c in by_name["docs+rm3"].comparisons] == ["docs"]
+
+
+def test_a_row_per_mode_at_the_modes_depth(full_report: EvalReport) -> None:
+    rows = {run.name: run for run in full_report.runs}
+    for mode, spec in MODES.items():
+        row = rows[f"mode:{mode.value}"]
+        assert (row.kind, row.depth) == ("mode", spec.depth(PRODUCTION_DEPTH))
+        if not spec.rerank:  # no reranker: exactly the default fuser at that depth
+            assert row.metrics == rows[f"{DEFAULT_FUSION.value}@{row.depth}"].metrics

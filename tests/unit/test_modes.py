@@ -80,7 +80,7 @@ def test_content_is_the_modes_unless_the_request_says(
     [
         ("fast", 10, 10, False),
         ("balanced", 10, 10, False),
-        ("comprehensive", 5, 30, True),
+        ("comprehensive", 5, 50, True),
         ("comprehensive", 20, 60, True),
         ("comprehensive", 50, 100, True),
     ],
