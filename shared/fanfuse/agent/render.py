@@ -12,12 +12,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from fanfuse.cli_render import SNIPPET_CHARS, snippet
+from fanfuse.cli_render import SNIPPET_CHARS, rerank_line, snippet
 from fanfuse.models import PlatformState, Result, TaskStatus, TaskView
 from fanfuse.progress import platform_percent
 
 ERROR_CHARS = 120
 """A platform's error on the status line is a hint; the whole text is in get_search_status."""
+CONTENT_CHARS = 1200
+"""Page content in the markdown, per result: a `comprehensive` search fetches every page, and
+ten whole pages would crowd a model's context; the structured content keeps all of it."""
 
 
 class DigestResult(BaseModel):
@@ -54,6 +57,9 @@ class Digest(BaseModel):
     message: str
     platforms: list[DigestPlatform]
     failed_platforms: list[str] = Field(default_factory=list)
+    rerank: str | None = Field(
+        default=None, description="how a comprehensive search was reranked, or why it was not"
+    )
     queries: list[DigestQuery] = Field(
         default_factory=list, description="one fused list per query, once the search is over"
     )
@@ -78,6 +84,7 @@ def digest(view: TaskView) -> Digest:
         message=message,
         platforms=runs,
         failed_platforms=[e.platform for e in view.errors],
+        rerank=rerank_line(view.rerank) if view.rerank else None,
         queries=_queries(view) if view.status.terminal else [],
     )
 
@@ -130,7 +137,7 @@ def _section(number: int, q: DigestQuery, down: set[str]) -> str:
             lines.append(f"   {r.snippet}")
         lines.append(f"   platforms: {', '.join(r.platforms)}")
         if r.content:
-            lines.append("   content: " + r.content.strip().replace("\n", "\n   "))
+            lines.append("   content: " + snippet(r.content, CONTENT_CHARS))
     for failure in q.failed:
         if failure.partition(":")[0] not in down:
             lines.append(f"- failed on {snippet(failure, ERROR_CHARS)}")
@@ -144,6 +151,8 @@ def status_line(d: Digest) -> str:
     if failed:
         notes = ", ".join(f"{p.name} ({p.state.value}: {_error(p)})" for p in failed)
         line += f". Failed: {notes}"
+    if d.rerank:
+        line += f". {d.rerank[:1].upper()}{d.rerank[1:]}"
     return f"{line} (task_id {d.task_id})"
 
 
