@@ -26,7 +26,8 @@ from tests.e2e.cloud import SHORT_DEADLINE, Cloud
 
 TASK_FIELDS = {
     "task_id", "owner", "request", "queries", "platforms", "status", "progress", "counters",
-    "summary", "error", "errors", "fusion", "results", "results_by_query", "filtered", "created_at",
+    "summary", "error", "errors", "fusion", "results", "results_by_query", "filtered", "rerank",
+    "created_at",
     "updated_at", "deadline_at", "expires_at", "finalized_at",
 }  # fmt: skip
 PLATFORM_FIELDS = {

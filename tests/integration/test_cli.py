@@ -212,8 +212,8 @@ def test_eval_json_prints_only_the_runs(env: Path, tmp_path: Path) -> None:
     assert {"docs", "vectors"} <= {run["name"] for run in runs}
     assert sum(run["default"] for run in runs) == 1
     for run in runs:
-        assert set(run) == {"name", "kind", "default", "metrics"}
-        assert run["kind"] in ("platform", "fuser")
+        assert set(run) == {"name", "kind", "default", "depth", "metrics", "comparisons"}
+        assert run["kind"] in ("platform", "fuser", "reranker", "requery", "mode")
         assert list(run["metrics"]) == ["nDCG@10", "AP@100", "RR@10", "R@100"]
 
 
