@@ -1,8 +1,9 @@
 """The request: what an app sends, validated into one clear problem per bad field.
 
 `SearchRequest` is validated with a context that says which platforms are available here (and
-why the others are not) and the deployment's deadline, so the same model gives the same 400 in
-every runtime and in `fanfuse search`.
+why the others are not), the deployment's deadline, and `by_latency` (the available platforms
+quickest first, for a mode whose `all` means the quickest), so the same model gives the same 400
+in every runtime and in `fanfuse search`.
 """
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ def request_payload(request: RequestLike, fields: Mapping[str, Any]) -> dict[str
     """One request body from the forms `RequestLike` allows plus keyword fields. Validation is
     left to the service, so a bad value gets the HTTP API's message, naming the field."""
     if isinstance(request, SearchRequest):
-        payload = request.model_dump(exclude_none=True, exclude_defaults=True)
+        payload = request.model_dump(exclude_unset=True)  # what the caller said, no more
     elif isinstance(request, Mapping):
         payload = dict(request)
     elif request is None:

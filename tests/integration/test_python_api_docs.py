@@ -53,3 +53,16 @@ def test_keyword_fields_replace_the_bodys_and_a_bad_one_names_the_field() -> Non
     with pytest.raises(InvalidRequest) as info:
         fanfuse.search("laser", platform="docs", max_results=0)
     assert [p.field for p in info.value.problems] == ["max_results"]
+
+
+def test_a_request_model_keeps_what_its_caller_set_against_the_modes_defaults() -> None:
+    from fanfuse.models import SearchRequest
+    from fanfuse.runtime import request_payload
+
+    explicit = SearchRequest(query="x", mode="comprehensive", include_content=False)
+    assert request_payload(explicit, {})["include_content"] is False
+    assert request_payload(SearchRequest(query="x", mode="comprehensive"), {})["include_content"]
+    assert request_payload(SearchRequest(query="x"), {"max_results": 3}) == {
+        "query": ["x"],
+        "max_results": 3,
+    }
