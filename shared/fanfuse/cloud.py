@@ -151,9 +151,9 @@ def error_response(exc: FanfuseError) -> flask.Response:
 
 
 def read_json(request: flask.Request) -> Any:
-    """The body as JSON, or a 400/413 that says what is wrong with it (see `fanfuse.api`)."""
+    """The body as JSON, or a 400/413/415 that says what is wrong with it (see `fanfuse.api`)."""
     check_length(request.content_length)
-    return decode_json(request.get_data(cache=True))
+    return decode_json(request.get_data(cache=True), request.headers.get("Content-Type"))
 
 
 def check_message(message: PlatformMessage | AggregateMessage) -> None:

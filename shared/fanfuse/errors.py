@@ -69,6 +69,11 @@ class PayloadTooLarge(FanfuseError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(FanfuseError):
+    status_code = 415
+    code = "unsupported_media_type"
+
+
 class UnknownPlatform(InvalidRequest):
     """A platform task names a platform its search does not have.
 

@@ -9,6 +9,7 @@ in every runtime and in `fanfuse search`.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any
@@ -50,6 +51,22 @@ class FusionMethod(StrEnum):
 
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""C0 control characters but tab and newline, and DEL: nothing a person types into a query,
+and NUL in particular ends strings in some of the C libraries a query reaches."""
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` is not a query a person could have typed, or None: a control character, or
+    no visible character at all (only spaces, zero-width or format characters, or marks)."""
+    found = CONTROL.search(text)
+    if found:
+        return f"contains the control character U+{ord(found.group()):04X}"
+    if not any(unicodedata.category(char)[0] in "LNPS" for char in text):
+        return "has no visible character"
+    return None
 
 
 def split_platforms(value: Any) -> list[str]:
@@ -200,6 +217,9 @@ class SearchRequest(BaseModel):
             text = item.strip()
             if not text:
                 raise ValueError(f"query {i + 1} is empty")
+            problem = text_problem(text)
+            if problem:
+                raise ValueError(f"query {i + 1} {problem}")
             if len(text) > MAX_QUERY_CHARS:
                 raise ValueError(
                     f"query {i + 1} has {len(text)} characters; at most {MAX_QUERY_CHARS}"

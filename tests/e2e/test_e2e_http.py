@@ -47,6 +47,13 @@ def test_start_search_refuses_bad_input_with_every_problem_named(e2e: Cloud) -> 
         "body": "expected a JSON object, got nothing"
     }
     assert problems(e2e.http.post(url, json=["docs"])) == {"body": "expected a JSON object"}
+    as_text = e2e.http.post(url, content=b'{"query": "q"}', headers={"Content-Type": "text/plain"})
+    assert as_text.status_code == 415 and as_text.json()["error"] == "unsupported_media_type"
+    deep = b"[" * 30_000 + b"]" * 30_000
+    nested = e2e.http.post(url, content=deep, headers={"Content-Type": "application/json"})
+    assert problems(nested) == {"body": "JSON nested deeper than 32 levels"}
+    nul = e2e.http.post(url, json={"query": "a\x00b", "platform": "docs"})
+    assert problems(nul) == {"query": "query 1 contains the control character U+0000"}
     assert problems(e2e.http.post(url, json={})) == {"query": "field required"}
 
     too_big = e2e.http.post(url, content=b"x" * 70_000)

@@ -34,6 +34,8 @@ DOCS = {
 WEB = {"web_ok": "delay/0", "web_slow": "delay/0.3", "web_gate": "gate/serve"}
 CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
+JSON = {"Content-Type": "application/json"}
+
 
 def serve_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
     """Only the variables set here: no provider keys or platforms of the machine leak in."""
@@ -163,8 +165,11 @@ def test_bad_input_gets_400_naming_the_field_and_nothing_is_written(
         found = problems(bad)
         assert set(found) == {"query", "platform", "colour"}
         assert found["platform"].startswith("unknown platform 'nope'; available: docs")
-        bad_json = http.post(target, content=b'{"query": ', headers={"Content-Type": "x"})
+        bad_json = http.post(target, content=b'{"query": ', headers=JSON)
         assert problems(bad_json)["body"].startswith("invalid JSON: Expecting value")
+        as_text = http.post(target, content=b'{"query": "q"}', headers={"Content-Type": "x"})
+        assert as_text.status_code == 415
+        assert as_text.json()["error"] == "unsupported_media_type"
         assert problems(http.post(target, content=b"")) == {
             "body": "expected a JSON object, got nothing"
         }

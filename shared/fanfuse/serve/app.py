@@ -76,7 +76,7 @@ async def read_json(request: Request) -> Any:
         raw += chunk
         if len(raw) > api.MAX_BODY_BYTES:
             raise api.too_large()
-    return api.decode_json(bytes(raw))
+    return api.decode_json(bytes(raw), request.headers.get("content-type"))
 
 
 def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
