@@ -21,7 +21,8 @@ spec.loader.exec_module(main)
 target, method, body = sys.argv[2], sys.argv[3], sys.argv[4]
 app = flask.Flask("probe")
 path = "/" + (json.loads(body).get("task_id", "") if method == "GET" else "")
-with app.test_request_context(path, method=method, data=body if method == "POST" else None):
+with app.test_request_context(path, method=method, data=body if method == "POST" else None,
+                              content_type="application/json"):
     response = getattr(main, target)(flask.request)
 print(json.dumps({
     "status": response.status_code,
