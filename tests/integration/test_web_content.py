@@ -178,8 +178,8 @@ async def test_include_content_over_two_web_platforms_and_docs(
     assert image.metadata["fetch_error"] == "unsupported content type image/png"
     metadata_hit = hits["http://169.254.169.254/latest/meta-data/"]
     assert metadata_hit.content is None
-    assert "link-local" in metadata_hit.metadata["fetch_error"]
-    assert "link-local" in metadata_hit.metadata["resolve_error"]
+    assert "cloud metadata" in metadata_hit.metadata["fetch_error"]
+    assert "cloud metadata" in metadata_hit.metadata["resolve_error"]
     docs_results = [r for r in view.results if r.platform == "docs"]
     assert docs_results and all(r.content for r in docs_results)
     # the fetches were recorded on the platform documents, and no request left 127.0.0.1

@@ -58,6 +58,8 @@ class RequestSpec:
     follow_redirects: bool = True
     secret_params: frozenset[str] = frozenset()
     """Query parameters (API keys) replaced by `***` in call records."""
+    extensions: Mapping[str, str] = field(default_factory=dict)
+    """httpcore request extensions: `sni_hostname` for a connection pinned to an address."""
 
 
 @dataclass(frozen=True)
@@ -336,6 +338,7 @@ class Runner:
             json=spec.json,
             data=dict(spec.data) if spec.data is not None else None,
             timeout=httpx.Timeout(policy.timeout),
+            extensions=dict(spec.extensions),
         )
         # The whole exchange, body included, must fit the timeout (a slow drip is a timeout too).
         try:

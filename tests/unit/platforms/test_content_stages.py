@@ -130,7 +130,7 @@ async def test_resolving_turns_sogou_links_into_article_urls(
     out = await resolve(run, hits)
     assert out[0].url.startswith("https://mp.weixin.qq.com/s?")
     assert out[0].metadata["redirected_from"] == hits[0].url
-    assert "link-local" in out[1].metadata["resolve_error"] and out[1].url == hits[1].url
+    assert "cloud metadata" in out[1].metadata["resolve_error"] and out[1].url == hits[1].url
     assert reporter.details[-1] == "1/2 successful (1 failed)"
 
 
