@@ -98,7 +98,7 @@ def _apply_reranks(
         plan = reranked.get(qi)
         order = plan.order if plan is not None else []
         query_results.results = apply_order(query_results.results, order, limit)
-    results = by_query[0].results if len(by_query) == 1 else apply_order(results, [], limit)
+    results = by_query[0].results if len(by_query) == 1 else results[:limit]
     notes = [reranked[qi].note for qi in sorted(reranked)]
     failed = [n for n in notes if not n.applied]
     if not notes:

@@ -43,8 +43,6 @@ import flask
 from pydantic import BaseModel
 
 from fanfuse.api import (
-    MAX_BODY_BYTES,
-    TASK_ID,
     CancelRequest,
     check_length,
     check_task_id,
@@ -333,9 +331,6 @@ def aggregate(message: AggregateMessage) -> dict[str, Any]:
 
 
 __all__ = [
-    "MAX_BODY_BYTES",
-    "TASK_ID",
-    "CancelRequest",
     "aggregate",
     "cancel_search",
     "public_target",

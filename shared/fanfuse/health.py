@@ -25,14 +25,19 @@ slow is noticed within a few minutes of traffic, and one slow answer does not fl
 MIN_WRITE_INTERVAL_S = 30.0
 
 
+def due(previous: PlatformHealth | None, now: datetime) -> bool:
+    """Whether a new sample may be written over `previous` (none yet, or old enough)."""
+    return previous is None or (now - previous.updated_at).total_seconds() >= MIN_WRITE_INTERVAL_S
+
+
 def observed(
     previous: PlatformHealth | None, name: str, seconds: float, now: datetime
 ) -> PlatformHealth | None:
     """The health to write after a run took `seconds`, or None when it is too soon to write."""
+    if not due(previous, now):
+        return None
     if previous is None:
         return PlatformHealth(name=name, latency_s=seconds, samples=1, updated_at=now)
-    if (now - previous.updated_at).total_seconds() < MIN_WRITE_INTERVAL_S:
-        return None
     return PlatformHealth(
         name=name,
         latency_s=ALPHA * seconds + (1 - ALPHA) * previous.latency_s,

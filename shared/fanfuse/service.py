@@ -29,6 +29,7 @@ from fanfuse.errors import (
 from fanfuse.models import (
     Accepted,
     CacheState,
+    PlatformHealth,
     PlatformRun,
     PlatformState,
     Problem,
@@ -76,6 +77,9 @@ class SearchService:
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
         self._runner, self._content = runner, content
         self.clock = clock
+        self._health: dict[str, PlatformHealth | None] = {}
+        """The health this process last read or wrote per platform: while it is too recent to
+        be replaced, a run need not read the store to learn so."""
 
     # -- start -------------------------------------------------------------------------------
 
@@ -263,11 +267,15 @@ class SearchService:
         hit = outcome.cache is not None and outcome.cache.state is CacheState.HIT
         if outcome.state is not PlatformState.SUCCEEDED or seconds is None or hit:
             return
+        now = self.clock()
+        if name in self._health and not health.due(self._health[name], now):
+            return
         try:
-            now = self.clock()
-            update = health.observed(self.store.get_health().get(name), name, seconds, now)
+            previous = self.store.get_health().get(name)
+            update = health.observed(previous, name, seconds, now)
             if update is not None:
                 self.store.put_health(update)
+            self._health[name] = update or previous
         except Exception:
             log.warning("could not record %s's latency", name, exc_info=True)
 

@@ -21,7 +21,7 @@ from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fanfuse.errors import ProviderError
-from fanfuse.models import CallRecord, RerankNote, Result
+from fanfuse.models import RerankNote, Result
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.policy import LLM, CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner
@@ -115,7 +115,6 @@ class LlmReranker:
 
     def __init__(self, settings: LlmRerankSettings, runner: Runner) -> None:
         self.settings, self.runner = settings, runner
-        self.calls: list[CallRecord] = []
 
     async def order(self, query: str, candidates: Sequence[Result]) -> RerankOrder:
         pool = list(candidates[: self.settings.max_candidates])
@@ -124,9 +123,7 @@ class LlmReranker:
             return RerankOrder(order=[], note=note)
         try:
             request = build_request(self.settings, query, pool)
-            response = await self.runner.request(
-                "reranker", request, self.settings.policy(), self.calls
-            )
+            response = await self.runner.request("reranker", request, self.settings.policy())
             if response.status >= 400:
                 raise ProviderError("reranker", f"HTTP {response.status}")
             order = parse_ranking(chat_answer(response.body), len(pool))
