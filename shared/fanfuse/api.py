@@ -12,6 +12,7 @@ framework's response.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,8 @@ from fanfuse.errors import (
     InvalidRequest,
     MethodNotAllowed,
     PayloadTooLarge,
+    RateLimited,
+    Unauthorized,
     UnsupportedMediaType,
     problems_of,
 )
@@ -147,4 +150,8 @@ def error_answer(exc: FanfuseError) -> Answer:
     headers = {}
     if isinstance(exc, MethodNotAllowed):
         headers["Allow"] = ", ".join(exc.allowed)
+    elif isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = 'Bearer realm="fanfuse", ApiKey header="X-Api-Key"'
+    elif isinstance(exc, RateLimited):
+        headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
     return Answer(exc.status_code, exc.body().model_dump(mode="json"), headers)

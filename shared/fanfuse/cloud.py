@@ -52,7 +52,7 @@ from fanfuse.api import (
     require_method,
 )
 from fanfuse.errors import FanfuseError, InvalidRequest, TaskNotFound, Unavailable
-from fanfuse.models import Problem, TaskView
+from fanfuse.models import Caller, Problem, TaskView
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
 if TYPE_CHECKING:
@@ -285,7 +285,8 @@ def start_search(request: flask.Request) -> flask.Response:
     """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`)."""
     payload = read_json(request)
     owner = caller(request)
-    accepted = service().start(payload, owner=owner)
+    identity = Caller(subject=owner, via="gateway") if owner else None
+    accepted = service().start(payload, caller=identity)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 

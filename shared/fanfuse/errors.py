@@ -74,6 +74,36 @@ class UnsupportedMediaType(FanfuseError):
     code = "unsupported_media_type"
 
 
+class Unauthorized(FanfuseError):
+    """No credentials, or credentials that do not verify: 401 (with `WWW-Authenticate`).
+
+    The message says which credential failed and why (expired, wrong audience, unknown key),
+    never the credential itself.
+    """
+
+    status_code = 401
+    code = "unauthorized"
+
+
+class Forbidden(FanfuseError):
+    """Verified credentials that may not do this (a revoked key, a task token from someone
+    other than the tasks service account): 403."""
+
+    status_code = 403
+    code = "forbidden"
+
+
+class RateLimited(FanfuseError):
+    """A caller over its quota: 429 with `Retry-After` (whole seconds, rounded up)."""
+
+    status_code = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
 class UnknownPlatform(InvalidRequest):
     """A platform task names a platform its search does not have.
 

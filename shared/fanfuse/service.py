@@ -29,6 +29,7 @@ from fanfuse.errors import (
 from fanfuse.models import (
     Accepted,
     CacheState,
+    Caller,
     PlatformHealth,
     PlatformRun,
     PlatformState,
@@ -105,8 +106,14 @@ class SearchService:
         priors = {n: self.registry.get(n).typical_latency_s for n in names}
         return health.by_latency(names, self.store.get_health(), priors)
 
-    def start(self, payload: Any, *, owner: str | None = None) -> Accepted:
+    def start(self, payload: Any, *, caller: Caller | None = None) -> Accepted:
+        """Validate, write the task and its platform documents, enqueue: 202's `Accepted`.
+
+        `caller` is the verified caller (None: in-process, as the embedded runtime and the
+        Python API are): its subject owns the search.
+        """
         request = self.validate(payload)
+        owner = caller.subject if caller is not None else None
         now = self.clock()
         task_id = uuid.uuid4().hex
         names = request.platforms

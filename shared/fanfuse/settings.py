@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -57,4 +57,45 @@ class Settings(BaseSettings):
         default=None,
         description="set where platforms run elsewhere (start_search holds no provider keys): "
         "these are the available ones",
+    )
+    # Identity (fanfuse.auth): who may call the public endpoints and the task targets.
+    auth_required: bool = Field(
+        default=True,
+        description="the public endpoints refuse a caller with no valid credential (401); "
+        "off only for a deployment that sits behind something that authenticates for it",
+    )
+    trust_gateway: bool = Field(
+        default=False,
+        description="read API Gateway's X-Apigateway-Api-Userinfo header (only true when the "
+        "functions are reachable solely through the gateway)",
+    )
+    id_token_audiences: list[str] = Field(
+        default_factory=list,
+        description="`aud` values accepted in Google-signed ID tokens (none: not accepted)",
+    )
+    firebase_project: str | None = Field(
+        default=None,
+        description="accept Firebase ID tokens of this project (aud and issuer); None: refuse",
+    )
+    google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
+    firebase_certs_url: str = (
+        "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
+    )
+    tasks_hmac_secret: SecretStr | None = Field(
+        default=None,
+        description="local stacks: the task targets accept only bodies signed with this secret "
+        "(`fanfuse dev` generates one)",
+    )
+    # Quotas (fanfuse.quota): per caller, kept in the store so they hold across instances.
+    rate_per_minute: int = Field(
+        default=30, ge=1, description="starts per minute per caller (an API key may set its own)"
+    )
+    max_in_flight: int = Field(
+        default=10, ge=1, description="searches not yet finished per caller (a key may set its own)"
+    )
+    # Per-deployment limits on what one request may ask for.
+    max_queries: int = Field(default=5, ge=1, le=5)
+    max_platforms: int | None = Field(default=None, ge=1)
+    max_content_chars: int | None = Field(
+        default=None, ge=1, description="cap on the page text kept per result"
     )

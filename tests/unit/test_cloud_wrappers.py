@@ -23,7 +23,7 @@ class _Service:
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def start(self, payload: Any, owner: str | None = None) -> Any:
+    def start(self, payload: Any, caller: Any = None) -> Any:
         raise self.error
 
     async def run_platform(self, message: PlatformMessage) -> str:

@@ -50,6 +50,7 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
         ("net", ("fanfuse.platforms", "fanfuse.content", "fanfuse.stages", "fanfuse.service")),
         ("stages", ("importlib", "fanfuse.service", "fanfuse.lifecycle")),
         ("rerank", ("fanfuse.platforms", "fanfuse.stages", "fanfuse.service", "fanfuse.store")),
+        ("auth", ("fanfuse.service", "fanfuse.cloud", "fanfuse.serve", "fanfuse.platforms")),
         ("agent", ("fanfuse.cli", "fanfuse.cloud", "fanfuse.devstack", "fanfuse.bench")),
     ],
 )
