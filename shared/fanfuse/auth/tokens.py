@@ -1,29 +1,218 @@
 """ID tokens verified with google-auth: signature, issuer, audience, expiry.
 
-INTERFACE ONLY (to be implemented): the two functions below are what `auth.callers` and
-`auth.tasks` call.
+Three kinds of token reach the functions, all RS256 JWTs signed with keys their issuer
+publishes (`auth.certs` fetches and caches them):
+
+- Firebase ID tokens (`iss` https://securetoken.google.com/<project>, `aud` the project), for
+  apps whose users sign in with Firebase Authentication; accepted when
+  `settings.firebase_project` is set.
+- Google-signed ID tokens (`iss` accounts.google.com), for service accounts and Google users;
+  accepted for the audiences in `settings.id_token_audiences`.
+- Cloud Tasks' OIDC tokens: Google-signed, `aud` the task target's URL, `email` the tasks
+  service account (`task_claims`, used by `auth.tasks`).
+
+google-auth's `jwt.decode` checks the signature with the published key and the time claims
+(with CLOCK_SKEW); the claims it does not know (issuer, subject, `auth_time`, the task token's
+account) are checked here by `claim_problem`. Every refusal says what failed and never repeats
+the token: an Unauthorized (401) for a token that does not verify, a Forbidden (403) for a task
+token that verifies but belongs to someone else, an Unavailable (503) when the issuer's keys
+cannot be fetched (the caller's token may be fine: try again).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from fanfuse.auth.certs import CERTS, CertCache, CertsUnavailable
+from fanfuse.errors import Forbidden, Unauthorized, Unavailable
 from fanfuse.settings import Settings
 
+CLOCK_SKEW = 30
+"""Seconds a token may be early (`iat`, `auth_time`) or late (`exp`): clocks differ a little."""
+ALGORITHM = "RS256"
+"""What Google and Firebase sign with; anything else (`none` above all) is refused."""
+GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
+FIREBASE_ISSUER = "https://securetoken.google.com/"
 
-def caller_claims(token: str, settings: Settings) -> dict[str, Any]:
+
+@dataclass(frozen=True)
+class Issuer:
+    """What one kind of token must be: who signs it, where its keys are, which audiences."""
+
+    kind: str
+    """How refusals name the token ("Firebase ID token")."""
+    issuers: frozenset[str]
+    audiences: frozenset[str]
+    certs_url: str
+    signs_in: bool = False
+    """Firebase: the token records when the user signed in (`auth_time`), never in the future."""
+
+
+def firebase(settings: Settings) -> Issuer | None:
+    project = settings.firebase_project
+    if not project:
+        return None
+    return Issuer(
+        kind="Firebase ID token",
+        issuers=frozenset({FIREBASE_ISSUER + project}),
+        audiences=frozenset({project}),
+        certs_url=settings.firebase_certs_url,
+        signs_in=True,
+    )
+
+
+def google(settings: Settings, audiences: frozenset[str], kind: str) -> Issuer:
+    return Issuer(kind, GOOGLE_ISSUERS, audiences, settings.google_certs_url)
+
+
+def bearer(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (scheme case-insensitive)."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Decisions (pure)
+
+
+def text_in(value: object, accepted: frozenset[str]) -> bool:
+    """`value` is one of the accepted strings (a claim may be any JSON: a list, an object...)."""
+    return isinstance(value, str) and value in accepted
+
+
+def time_problem(claims: Mapping[str, Any], now: float) -> str | None:
+    """Why `jwt.decode` refused a token's times, or None: then its signature failed.
+
+    google-auth checks the signature first, so a token refused with good times was refused
+    for its signature; one that fails both is named for its times (refused either way).
+    """
+    exp, iat = claims.get("exp"), claims.get("iat")
+    if not isinstance(exp, int | float) or not isinstance(iat, int | float):
+        return "it has no numeric iat and exp"
+    if exp + CLOCK_SKEW < now:
+        return "it has expired"
+    if iat - CLOCK_SKEW > now:
+        return "it was issued in the future"
+    return None
+
+
+def claim_problem(claims: Mapping[str, Any], issuer: Issuer, now: float) -> str | None:
+    """What is wrong with the verified claims of a token meant for `issuer`, or None.
+
+    Audience first: a token minted for another service says so before anything else.
+    """
+    if not text_in(claims.get("aud"), issuer.audiences):
+        return "its audience is not one this deployment accepts"
+    if not text_in(claims.get("iss"), issuer.issuers):
+        return "its issuer is not the expected one"
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject.strip():
+        return "it names no subject (sub)"
+    if issuer.signs_in:
+        signed_in = claims.get("auth_time")
+        if not isinstance(signed_in, int | float) or signed_in - CLOCK_SKEW > now:
+            return "its auth_time is missing or in the future"
+    return None
+
+
+def account_problem(claims: Mapping[str, Any], account: str | None) -> str | None:
+    """Why a verified task token may not deliver tasks, or None: it must be the tasks service
+    account's, with a verified email (Google sets `email_verified` for service accounts)."""
+    if not account:
+        return "no tasks service account is configured (FANFUSE_TASKS_SERVICE_ACCOUNT)"
+    if claims.get("email") != account or claims.get("email_verified") is not True:
+        return "it was not issued to the tasks service account"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification
+
+
+def unverified(token: str, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """(header, claims) of a JWT, read without verifying anything, or Unauthorized."""
+    from google.auth import exceptions, jwt
+
+    try:
+        header = jwt.decode_header(token)  # type: ignore[no-untyped-call]
+        claims = jwt.decode(token, verify=False)  # type: ignore[no-untyped-call]
+    except (exceptions.GoogleAuthError, ValueError, TypeError):
+        raise Unauthorized(f"{kind} refused: it is not a well-formed JWT") from None
+    return header, claims
+
+
+def verified(token: str, issuer: Issuer, certs: CertCache) -> dict[str, Any]:
+    """The claims of `token` once its signature, times and claims check out for `issuer`."""
+    from google.auth import exceptions, jwt
+
+    header, unchecked = unverified(token, issuer.kind)
+    refused = f"{issuer.kind} refused"
+    if header.get("alg") != ALGORITHM:
+        raise Unauthorized(f"{refused}: it is not signed with {ALGORITHM}")
+    kid = header.get("kid")
+    try:
+        pem = certs.key(issuer.certs_url, kid) if isinstance(kid, str) and kid else None
+    except CertsUnavailable as exc:
+        raise Unavailable(f"the {issuer.kind} signing keys are unavailable ({exc})") from None
+    if pem is None:
+        raise Unauthorized(f"{refused}: it is signed with a key its issuer does not publish")
+    now = time.time()
+    try:
+        decoded = jwt.decode(  # type: ignore[no-untyped-call]
+            token, certs={kid: pem}, clock_skew_in_seconds=CLOCK_SKEW
+        )
+    except (exceptions.GoogleAuthError, ValueError, TypeError):
+        why = time_problem(unchecked, now) or "its signature does not verify"
+        raise Unauthorized(f"{refused}: {why}") from None
+    claims = dict(decoded)
+    problem = claim_problem(claims, issuer, now)
+    if problem:
+        raise Unauthorized(f"{refused}: {problem}")
+    return claims
+
+
+def caller_claims(token: str, settings: Settings, *, certs: CertCache = CERTS) -> dict[str, Any]:
     """The verified claims of a Firebase ID token (`settings.firebase_project`) or a
     Google-signed ID token (`settings.id_token_audiences`); `sub` is the caller.
 
-    Raises Unauthorized naming what failed (expired, wrong audience, bad signature...).
+    The unverified `iss` only picks which issuer's keys and rules apply; the token must then
+    verify against those. Raises Unauthorized naming what failed (expired, wrong audience,
+    bad signature...), Unavailable when the issuer's keys cannot be fetched.
     """
-    raise NotImplementedError
+    _, unchecked = unverified(token, "ID token")
+    claimed = unchecked.get("iss")
+    if isinstance(claimed, str) and claimed.startswith(FIREBASE_ISSUER):
+        issuer = firebase(settings)
+        if issuer is None:
+            raise Unauthorized(
+                "Firebase ID tokens are not accepted here (FANFUSE_FIREBASE_PROJECT is not set)"
+            )
+    elif text_in(claimed, GOOGLE_ISSUERS):
+        audiences = frozenset(settings.id_token_audiences)
+        if not audiences:
+            raise Unauthorized(
+                "Google ID tokens are not accepted here (FANFUSE_ID_TOKEN_AUDIENCES is not set)"
+            )
+        issuer = google(settings, audiences, "Google ID token")
+    else:
+        raise Unauthorized("ID token refused: its issuer is neither Firebase nor Google")
+    return verified(token, issuer, certs)
 
 
-def task_claims(token: str, audience: str, settings: Settings) -> dict[str, Any]:
+def task_claims(
+    token: str, audience: str, settings: Settings, *, certs: CertCache = CERTS
+) -> dict[str, Any]:
     """The verified claims of a Cloud Tasks OIDC token for `audience` (the target's URL).
 
     Raises Unauthorized for a token that does not verify, Forbidden for one that verifies but
     was not issued to `settings.tasks_service_account`.
     """
-    raise NotImplementedError
+    claims = verified(token, google(settings, frozenset({audience}), "task token"), certs)
+    problem = account_problem(claims, settings.tasks_service_account)
+    if problem:
+        raise Forbidden(f"task token refused: {problem}")
+    return claims

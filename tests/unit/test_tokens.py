@@ -1,0 +1,354 @@
+"""ID and task tokens, verified against key sets served on 127.0.0.1 (tests/signing.py).
+
+The tokens are real RS256 JWTs signed with test keys; google-auth verifies them with the
+certificates the test server publishes, exactly as it would Google's and Firebase's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from fanfuse.auth import certs as certs_module
+from fanfuse.auth.certs import MAX_AGE, MIN_INTERVAL, CertCache, cache_seconds, keys_of
+from fanfuse.auth.tokens import bearer, caller_claims, task_claims
+from fanfuse.errors import FanfuseError, Forbidden, Unauthorized, Unavailable
+from fanfuse.settings import Settings
+from tests.signing import (
+    GOOGLE_ISSUER,
+    PROJECT,
+    KeySet,
+    SigningKey,
+    claims,
+    firebase_claims,
+    make_key,
+    unsigned,
+)
+from tests.unit.platforms.harness import loopback_server
+
+AUDIENCE = "fanfuse-api"
+SA = "fanfuse-tasks@demo-fanfuse.iam.gserviceaccount.com"
+TARGET = "https://run-platform-abc-uc.a.run.app"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def key() -> SigningKey:
+    return make_key("k1")
+
+
+@pytest.fixture(scope="module")
+def other() -> SigningKey:
+    return make_key("k2")
+
+
+@pytest.fixture(scope="module")
+def issuers() -> Iterator[HTTPServer]:
+    """One server for the module (stopping one takes half a second), emptied after each test."""
+    srv = loopback_server()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def server(issuers: HTTPServer) -> Iterator[HTTPServer]:
+    yield issuers
+    issuers.clear()
+
+
+@pytest.fixture
+def google(server: HTTPServer, key: SigningKey) -> KeySet:
+    keys = KeySet(server, "/oauth2/v1/certs")
+    keys.publish(key)
+    return keys
+
+
+@pytest.fixture
+def firebase(server: HTTPServer, key: SigningKey) -> KeySet:
+    keys = KeySet(server, "/robot/v1/metadata/x509/securetoken")
+    keys.publish(key)
+    return keys
+
+
+@pytest.fixture
+def settings(google: KeySet, firebase: KeySet) -> Settings:
+    return Settings(
+        firebase_project=PROJECT,
+        id_token_audiences=[AUDIENCE],
+        google_certs_url=google.url,
+        firebase_certs_url=firebase.url,
+        tasks_service_account=SA,
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def cache(clock: Clock) -> Iterator[CertCache]:
+    yield CertCache(clock=clock)
+
+
+def refused(error: type[FanfuseError], token: str, check: Any) -> str:
+    """Run `check(token)`, which must raise `error`; the message, which never holds the token."""
+    with pytest.raises(error) as caught:
+        check(token)
+    message = str(caught.value)
+    assert token not in message or not token
+    return message
+
+
+# -- callers' ID tokens ------------------------------------------------------------------------
+
+
+def test_a_valid_firebase_token_gives_its_claims(
+    key: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    token = key.sign(firebase_claims(sub="alice-uid", email="alice@example.com"))
+    verified = caller_claims(token, settings, certs=cache)
+    assert verified["sub"] == "alice-uid" and verified["email"] == "alice@example.com"
+
+
+@pytest.mark.parametrize("iss", ["accounts.google.com", "https://accounts.google.com"])
+def test_a_valid_google_token_gives_its_claims(
+    key: SigningKey, settings: Settings, cache: CertCache, iss: str
+) -> None:
+    token = key.sign(claims(iss, AUDIENCE, sub="1077"))
+    assert caller_claims(token, settings, certs=cache)["sub"] == "1077"
+
+
+NOW = int(time.time())
+
+
+@pytest.mark.parametrize(
+    ("bad_claims", "why"),
+    [
+        (firebase_claims(iat=NOW - 7200, exp=NOW - 3600), "it has expired"),
+        (firebase_claims(iat=NOW + 3600, exp=NOW + 7200), "issued in the future"),
+        (firebase_claims(aud="another-project"), "its audience is not one"),
+        (
+            firebase_claims(iss="https://securetoken.google.com/another-project"),
+            "its issuer is not the expected one",
+        ),
+        (firebase_claims(sub=""), "names no subject"),
+        (firebase_claims(auth_time=NOW + 3600), "auth_time is missing or in the future"),
+        (claims(GOOGLE_ISSUER, "someone-else"), "its audience is not one"),
+        (claims(GOOGLE_ISSUER, [AUDIENCE]), "its audience is not one"),  # any JSON, not a str
+        (claims({"iss": GOOGLE_ISSUER}, AUDIENCE), "neither Firebase nor Google"),
+        (claims("https://evil.example", AUDIENCE), "neither Firebase nor Google"),
+    ],
+)
+def test_tokens_with_bad_claims_are_refused_saying_why(
+    key: SigningKey, settings: Settings, cache: CertCache, bad_claims: dict[str, Any], why: str
+) -> None:
+    token = key.sign(bad_claims)
+    message = refused(Unauthorized, token, lambda t: caller_claims(t, settings, certs=cache))
+    assert why in message
+
+
+def test_a_token_signed_with_another_key_is_refused(
+    key: SigningKey, other: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    forged = other.sign(firebase_claims(), kid=key.kid)  # claims to be k1, signed by k2
+    message = refused(Unauthorized, forged, lambda t: caller_claims(t, settings, certs=cache))
+    assert message == "Firebase ID token refused: its signature does not verify"
+    stranger = other.sign(firebase_claims())  # k2 is not published
+    message = refused(Unauthorized, stranger, lambda t: caller_claims(t, settings, certs=cache))
+    assert "signed with a key its issuer does not publish" in message
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        (unsigned(firebase_claims(), "k1"), "not signed with RS256"),
+        ("garbage", "not a well-formed JWT"),
+        ("a.b.c", "not a well-formed JWT"),
+        ("", "not a well-formed JWT"),
+        ("e30.e30.", "neither Firebase nor Google"),  # {}.{}: no issuer at all
+    ],
+)
+def test_unsigned_and_garbage_tokens_are_refused(
+    settings: Settings, cache: CertCache, token: str, why: str
+) -> None:
+    assert why in refused(Unauthorized, token, lambda t: caller_claims(t, settings, certs=cache))
+
+
+def test_token_kinds_not_configured_are_refused_naming_the_setting(
+    key: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    bare = settings.model_copy(update={"firebase_project": None, "id_token_audiences": []})
+    fire = key.sign(firebase_claims())
+    assert "FANFUSE_FIREBASE_PROJECT" in refused(
+        Unauthorized, fire, lambda t: caller_claims(t, bare, certs=cache)
+    )
+    goog = key.sign(claims(GOOGLE_ISSUER, AUDIENCE))
+    assert "FANFUSE_ID_TOKEN_AUDIENCES" in refused(
+        Unauthorized, goog, lambda t: caller_claims(t, bare, certs=cache)
+    )
+
+
+def test_keys_published_as_a_jwk_set_verify_too(
+    key: SigningKey, google: KeySet, settings: Settings, cache: CertCache
+) -> None:
+    google.publish(key, jwk=True)
+    token = key.sign(claims(GOOGLE_ISSUER, AUDIENCE, sub="jwk-user"))
+    assert caller_claims(token, settings, certs=cache)["sub"] == "jwk-user"
+
+
+def test_unreachable_keys_are_unavailable_not_the_callers_fault(
+    key: SigningKey, settings: Settings, server: HTTPServer, cache: CertCache
+) -> None:
+    gone = settings.model_copy(update={"firebase_certs_url": server.url_for("/no-such-certs")})
+    token = key.sign(firebase_claims())
+    message = refused(Unavailable, token, lambda t: caller_claims(t, gone, certs=cache))
+    assert message.startswith("the Firebase ID token signing keys are unavailable")
+
+
+# -- the certificate cache ---------------------------------------------------------------------
+
+
+def test_key_sets_are_fetched_once_for_many_concurrent_verifications(
+    key: SigningKey, settings: Settings, google: KeySet, firebase: KeySet
+) -> None:
+    cache = CertCache()
+    tokens = [key.sign(firebase_claims(sub=f"u{i}")) for i in range(40)]
+    start = threading.Barrier(8)
+
+    def verify(token: str) -> str:
+        if token in tokens[:8]:
+            start.wait(timeout=10)  # the first eight all miss the empty cache at once
+        return str(caller_claims(token, settings, certs=cache)["sub"])
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        subjects = list(pool.map(verify, tokens))
+    assert subjects == [f"u{i}" for i in range(40)]
+    assert firebase.hits == 1 and google.hits == 0
+
+
+def test_the_default_cache_serves_the_module_functions(
+    key: SigningKey, settings: Settings, firebase: KeySet
+) -> None:
+    certs_module.CERTS.clear()
+    try:
+        for _ in range(3):
+            caller_claims(key.sign(firebase_claims()), settings)
+    finally:
+        certs_module.CERTS.clear()
+    assert firebase.hits == 1
+
+
+def test_an_unknown_kid_refetches_once_so_a_rotated_key_is_taken(
+    key: SigningKey, other: SigningKey, settings: Settings, firebase: KeySet, clock: Clock
+) -> None:
+    cache = CertCache(clock=clock)
+    caller_claims(key.sign(firebase_claims()), settings, certs=cache)
+    firebase.publish(key, other)  # the issuer publishes its next key
+    rotated = other.sign(firebase_claims(sub="after-rotation"))
+    clock.now += 1  # too soon after the last fetch: no fetch, refused
+    refused(Unauthorized, rotated, lambda t: caller_claims(t, settings, certs=cache))
+    assert firebase.hits == 1
+    clock.now += MIN_INTERVAL
+    assert caller_claims(rotated, settings, certs=cache)["sub"] == "after-rotation"
+    assert firebase.hits == 2
+    # A made-up kid right after costs no fetch: forged kids cannot make requests into fetches.
+    forged = other.sign(firebase_claims(), kid="made-up")
+    for _ in range(5):
+        refused(Unauthorized, forged, lambda t: caller_claims(t, settings, certs=cache))
+    assert firebase.hits == 2
+
+
+def test_a_key_set_is_kept_for_its_max_age(
+    key: SigningKey, settings: Settings, firebase: KeySet, clock: Clock
+) -> None:
+    firebase.publish(key, max_age=120)
+    cache = CertCache(clock=clock)
+    token = key.sign(firebase_claims())
+    caller_claims(token, settings, certs=cache)
+    clock.now += 119
+    caller_claims(token, settings, certs=cache)
+    assert firebase.hits == 1
+    clock.now += 2
+    caller_claims(token, settings, certs=cache)
+    assert firebase.hits == 2
+
+
+def test_cache_seconds_honours_max_age_within_bounds() -> None:
+    assert cache_seconds("public, max-age=19204, must-revalidate, no-transform") == MAX_AGE
+    assert cache_seconds("max-age=600") == 600
+    assert cache_seconds("no-cache, max-age=0") == MIN_INTERVAL
+    assert cache_seconds(None) == cache_seconds("no-store") == certs_module.DEFAULT_AGE
+
+
+def test_key_sets_in_neither_format_are_unreadable(key: SigningKey) -> None:
+    assert keys_of({"k1": key.cert_pem}) == {"k1": key.cert_pem}
+    assert set(keys_of({"keys": [key.jwk(), {"kty": "EC", "kid": "ec"}]})) == {"k1"}
+    for document in ([], {"k1": 1}, "x", {"keys": [{**key.jwk(), "n": 5}]}):
+        with pytest.raises(certs_module.CertsUnavailable):
+            keys_of(document)
+
+
+# -- Cloud Tasks' OIDC tokens ------------------------------------------------------------------
+
+
+def task_token(key: SigningKey, **extra: Any) -> str:
+    return key.sign({**claims(GOOGLE_ISSUER, TARGET, email=SA, email_verified=True), **extra})
+
+
+def test_a_task_token_of_the_tasks_service_account_verifies(
+    key: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    assert task_claims(task_token(key), TARGET, settings, certs=cache)["email"] == SA
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"email": "someone@demo-fanfuse.iam.gserviceaccount.com"},
+        {"email_verified": False},
+        {"email_verified": "true"},
+    ],
+)
+def test_a_verified_task_token_of_another_account_is_forbidden(
+    key: SigningKey, settings: Settings, cache: CertCache, extra: dict[str, Any]
+) -> None:
+    token = task_token(key, **extra)
+    message = refused(Forbidden, token, lambda t: task_claims(t, TARGET, settings, certs=cache))
+    assert message == "task token refused: it was not issued to the tasks service account"
+
+
+def test_task_tokens_that_do_not_verify_are_unauthorized(
+    key: SigningKey, other: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    def check(token: str) -> object:
+        return task_claims(token, TARGET, settings, certs=cache)
+
+    assert "audience" in refused(Unauthorized, task_token(key, aud=TARGET + "/other"), check)
+    assert "signature" in refused(Unauthorized, other.sign(claims(GOOGLE_ISSUER, TARGET,
+        email=SA, email_verified=True), kid=key.kid), check)  # fmt: skip
+    assert "issuer" in refused(Unauthorized, key.sign(firebase_claims(aud=TARGET)), check)
+    nobody = settings.model_copy(update={"tasks_service_account": None})
+    assert "FANFUSE_TASKS_SERVICE_ACCOUNT" in refused(
+        Forbidden, task_token(key), lambda t: task_claims(t, TARGET, nobody, certs=cache)
+    )
+
+
+def test_bearer_takes_the_token_of_an_authorization_header() -> None:
+    assert bearer("Bearer abc.def.ghi") == "abc.def.ghi"
+    assert bearer("bearer  abc ") == "abc"
+    for header in (None, "", "Bearer", "Bearer ", "Basic abc", "abc"):
+        assert bearer(header) is None
