@@ -68,7 +68,10 @@ resource "google_cloudfunctions2_function" "aggregate" {
     timeout_seconds                  = 120
     max_instance_count               = var.max_instances["aggregate"]
     max_instance_request_concurrency = 10
-    environment_variables            = local.common_env
+    environment_variables = merge(local.common_env, {
+      # Whose OIDC token a delivery must carry (fanfuse.auth.tasks): without it, all are refused.
+      FANFUSE_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+    })
   }
 
   depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]

@@ -11,12 +11,15 @@ Status codes. The three public targets answer 400 (every problem listed, by fiel
 409 or 413 for bad input, never 500; 5xx means infrastructure (Firestore, Cloud Tasks).
 `run_platform` and `aggregate` are Cloud Tasks targets, and Cloud Tasks retries *any* answer
 outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried").
-So a delivery that can never succeed (a malformed body, an unknown task, a platform its search
-does not have) is acknowledged with 200 and `{"outcome": "dropped", "error": ...}` when it comes
-from Cloud Tasks (it carries `X-CloudTasks-TaskName`), and logged as an error; a direct caller
-gets the plain 400/404. Infrastructure failures answer 503, which Cloud Tasks retries with
-backoff. The wrappers tell these apart by type only (every error class is in `fanfuse.errors`,
-with its status), never by an exception's message.
+Before anything else a delivery must prove it comes from the queue (`fanfuse.auth.tasks`: the
+tasks service account's OIDC token, or locally an HMAC of the body); one that does not is
+answered 401/403 and touches nothing. A verified delivery that can never succeed (a malformed
+body, an unknown task, a platform its search does not have) is acknowledged with 200 and
+`{"outcome": "dropped", "error": ...}` when it comes from Cloud Tasks (it carries
+`X-CloudTasks-TaskName`), and logged as an error; a signed direct call gets the plain 400/404.
+Infrastructure failures answer 503, which Cloud Tasks retries with backoff. The wrappers tell
+these apart by type only (every error class is in `fanfuse.errors`, with its status), never by
+an exception's message.
 
 Identity. API Gateway, after it has verified the caller's JWT (Firebase ID token or Google
 OIDC), forwards the token's claims base64url-encoded in `X-Apigateway-Api-Userinfo`; the `sub`
@@ -51,12 +54,14 @@ from fanfuse.api import (
     parse,
     require_method,
 )
+from fanfuse.auth.tasks import verify_delivery
 from fanfuse.errors import FanfuseError, InvalidRequest, TaskNotFound, Unavailable
 from fanfuse.models import Caller, Problem, TaskView
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
 if TYPE_CHECKING:
     from fanfuse.service import SearchService
+    from fanfuse.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +81,21 @@ OPENAPI_NAME = "openapi.json"
 
 
 _service: SearchService | None = None
+_settings: Settings | None = None
 _service_lock = threading.Lock()
+_settings_lock = threading.Lock()  # not _service_lock: building the service reads the settings
+
+
+def settings() -> Settings:
+    """This process's `FANFUSE_*` settings, read once: a task target checks its delivery with
+    them before it builds the service."""
+    global _settings
+    with _settings_lock:
+        if _settings is None:
+            from fanfuse.settings import Settings
+
+            _settings = Settings()
+        return _settings
 
 
 def build_service() -> SearchService:
@@ -84,15 +103,14 @@ def build_service() -> SearchService:
     from fanfuse.platforms import Registry
     from fanfuse.queue.cloud_tasks import CloudTasksQueue
     from fanfuse.service import SearchService
-    from fanfuse.settings import Settings
     from fanfuse.store.firestore import store_from_settings
 
-    settings = Settings()
+    config = settings()
     return SearchService(
-        store_from_settings(settings),
-        CloudTasksQueue(settings),
-        Registry.from_settings(settings),
-        settings,
+        store_from_settings(config),
+        CloudTasksQueue(config),
+        Registry.from_settings(config),
+        config,
     )
 
 
@@ -242,12 +260,22 @@ def _permanent(request: flask.Request, target: str, exc: FanfuseError) -> flask.
     return json_response({"outcome": "dropped", "error": exc.body().model_dump()})
 
 
+def _verify(request: flask.Request, target: str) -> None:
+    """Method, size, then where the delivery comes from (`auth.tasks`), before any parsing."""
+    _require_method(request, target, ("POST",))
+    check_length(request.content_length)
+    verify_delivery(target, request.headers, request.get_data(cache=True), settings())
+
+
 def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]]], Handler]:
     """A Cloud Tasks target: POST a `message_type` body, which `work` runs into the JSON answer.
 
-    A bad delivery (method, body, ids) is permanent (see `_permanent`). While running, a 5xx
-    error is answered as such so that Cloud Tasks retries it, a 4xx one is permanent, and
-    anything else is infrastructure (503, retried).
+    A delivery that does not prove it comes from the queue (see `fanfuse.auth.tasks`) is
+    answered 401/403 (or 405/413 before that) and touches nothing: never acknowledged, since
+    only a verified delivery is known to be Cloud Tasks'. A verified one with a bad body or ids
+    is permanent (see `_permanent`). While running, a 5xx error is answered as such so that
+    Cloud Tasks retries it, a 4xx one is permanent, and anything else is infrastructure (503,
+    retried).
     """
 
     def wrap(work: Callable[[M], dict[str, Any]]) -> Handler:
@@ -256,7 +284,13 @@ def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]
         @functools.wraps(work)
         def handle(request: flask.Request) -> flask.Response:
             try:
-                _require_method(request, target, ("POST",))
+                _verify(request, target)
+            except FanfuseError as exc:
+                log.warning("%s: refused a delivery: %s", target, exc)
+                return error_response(exc)
+            except Exception:
+                return _infrastructure(target)
+            try:
                 message: M = parse(message_type, read_json(request))
                 check_message(message)
             except FanfuseError as exc:

@@ -32,6 +32,7 @@ from unittest import mock
 import httpx
 from google.cloud import firestore
 
+from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
 from fanfuse.models import TERMINAL_TASK, FusionMethod, PlatformRun, SearchRequest, Task, utcnow
 from fanfuse.store.firestore import FirestoreStore, WriteLog
@@ -129,15 +130,31 @@ class Cloud:
 
     # -- as Cloud Tasks would ------------------------------------------------------------------
 
-    def deliver(self, target: str, body: Any, *, from_cloud_tasks: bool = True) -> httpx.Response:
-        """POST a task body to run_platform / aggregate, with Cloud Tasks' header if asked."""
-        headers = {"X-CloudTasks-TaskName": f"manual-{time.monotonic_ns()}"}
+    def deliver(
+        self,
+        target: str,
+        body: Any,
+        *,
+        from_cloud_tasks: bool = True,
+        signed: bool = True,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """POST a task body to run_platform / aggregate, signed as the stack's queue signs it
+        (unless `signed` is False), with Cloud Tasks' task-name header if asked; `headers` last.
+        """
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        sent = {"Content-Type": "application/json"}
+        if from_cloud_tasks:
+            sent["X-CloudTasks-TaskName"] = f"manual-{time.monotonic_ns()}"
+        if signed:
+            sent[SIGNATURE_HEADER] = self.signature(content)
         return self.http.post(
-            self.url(target),
-            content=content,
-            headers={"Content-Type": "application/json", **(headers if from_cloud_tasks else {})},
+            self.url(target), content=content, headers={**sent, **(headers or {})}
         )
+
+    def signature(self, content: bytes) -> str:
+        """What the stack's queue puts in a task's signature header for this body."""
+        return sign(content, self.stack.tasks_secret)
 
     def queue(self, platform: str) -> str:
         return self.stack.tasks.queue_path(self.addresses.queues[platform])

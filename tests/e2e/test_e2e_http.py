@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 from typing import Any
 
 import httpx
 
-from tests.e2e.cloud import Cloud
+from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from tests.e2e.cloud import TERMINAL, Cloud
 
 
 def problems(response: httpx.Response) -> dict[str, str]:
@@ -131,6 +133,39 @@ def test_task_targets_refuse_bad_bodies_and_ack_them_for_cloud_tasks(e2e: Cloud)
     answer = e2e.deliver("run_platform", stranger, from_cloud_tasks=False)
     assert answer.status_code == 400
     assert problems(answer) == {"platform": "'vectors' is not a platform of this search"}
+
+
+def test_task_targets_refuse_deliveries_the_queue_did_not_sign(e2e: Cloud) -> None:
+    # A search whose one platform waits in its paused queue: nothing else writes meanwhile.
+    e2e.pause("web_ok")
+    accepted = e2e.start({"query": "electrons", "platform": "web_ok"})
+    task_id = accepted["task_id"]
+
+    def state() -> tuple[dict[str, Any], dict[str, Any], Counter[str]]:
+        return e2e.task_doc(task_id), e2e.platform_doc(task_id, "web_ok"), e2e.writes(task_id)
+
+    before = state()
+    cut_short = {"task_id": task_id, "deadline": True}
+    run = {"task_id": task_id, "platform": "web_ok"}
+    for target, body in (("aggregate", cut_short), ("run_platform", run)):
+        other_body = json.dumps({**body, "task_id": "another"}).encode()
+        for forged in (
+            {"signed": False},  # it says it comes from Cloud Tasks, and nothing proves it
+            {"headers": {SIGNATURE_HEADER: sign(json.dumps(body).encode(), "a-guess")}},
+            {"headers": {SIGNATURE_HEADER: e2e.signature(other_body)}},  # another body's
+            {"signed": False, "headers": {"Authorization": "Bearer e30.e30."}},
+        ):
+            answer = e2e.deliver(target, body, **forged)  # type: ignore[arg-type]
+            assert answer.status_code == 401, answer.text
+            assert answer.json()["error"] == "unauthorized"
+            assert answer.json()["message"].startswith(f"{target} accepts only Cloud Tasks")
+            assert e2e.stack.tasks_secret not in answer.text
+    assert state() == before
+    assert before[0]["status"] not in TERMINAL
+
+    # The very same deadline, signed as the queue signs it, is obeyed at once.
+    assert e2e.deliver("aggregate", cut_short).status_code == 200
+    assert e2e.wait(accepted, timeout=10)["status"] in TERMINAL
 
 
 def test_the_owner_comes_from_the_gateway_and_only_the_owner_sees_the_search(e2e: Cloud) -> None:

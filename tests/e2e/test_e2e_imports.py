@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.devstack import DEFAULT_FUNCTIONS_SOURCE
 from tests.e2e.cloud import Cloud, make_task
 
@@ -18,11 +19,11 @@ import flask
 spec = importlib.util.spec_from_file_location("main", sys.argv[1])
 main = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(main)
-target, method, body = sys.argv[2], sys.argv[3], sys.argv[4]
+target, method, body, headers = sys.argv[2], sys.argv[3], sys.argv[4], json.loads(sys.argv[5])
 app = flask.Flask("probe")
 path = "/" + (json.loads(body).get("task_id", "") if method == "GET" else "")
 with app.test_request_context(path, method=method, data=body if method == "POST" else None,
-                              content_type="application/json"):
+                              content_type="application/json", headers=headers):
     response = getattr(main, target)(flask.request)
 print(json.dumps({
     "status": response.status_code,
@@ -35,8 +36,13 @@ print(json.dumps({
 
 
 def probe(e2e: Cloud, target: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
-    """Import functions/main.py in a fresh process, serve one request, list what got imported."""
+    """Import functions/main.py in a fresh process, serve one request, list what got imported.
+
+    A POST is signed as the stack's queue signs task deliveries.
+    """
     env = {**e2e.addresses.env(), **e2e.env, "PATH": "/usr/bin:/bin"}
+    data = json.dumps(body)
+    headers = {SIGNATURE_HEADER: e2e.signature(data.encode())} if method == "POST" else {}
     if "PYTHONPATH" in os.environ:  # a checkout run without installing it: import that one
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(
@@ -47,7 +53,8 @@ def probe(e2e: Cloud, target: str, method: str, body: dict[str, Any]) -> dict[st
             str(DEFAULT_FUNCTIONS_SOURCE),
             target,
             method,
-            json.dumps(body),
+            data,
+            json.dumps(headers),
         ],
         capture_output=True,
         text=True,

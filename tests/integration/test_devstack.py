@@ -371,6 +371,7 @@ def test_local_stack_wires_everything_and_leaves_nothing(tmp_path: Path) -> None
         assert env["FANFUSE_TASKS_EMULATOR_HOST"] == addresses.tasks
         assert env["GOOGLE_CLOUD_PROJECT"] == env["FANFUSE_PROJECT"] == "demo-devstack"
         assert json.loads(env["FANFUSE_FUNCTION_URLS"]) == addresses.functions
+        assert env["FANFUSE_TASKS_HMAC_SECRET"] == stack.tasks_secret  # what tasks are signed with
 
         # A platform task travels emulator -> run_platform with its JSON body.
         queue = stack.tasks.queue_path(addresses.queues["docs"])
@@ -445,6 +446,15 @@ def test_local_stack_creates_the_queues_its_functions_enqueue_to(
     explicit = LocalStack(["docs"], queue_prefix="team", log_dir=tmp_path)
     assert explicit.addresses.queues == {"docs": "team-docs", "aggregate": "team-aggregate"}
     assert explicit.addresses.env()["FANFUSE_QUEUE_PREFIX"] == "team"
+
+
+def test_each_stack_has_its_own_task_secret_and_never_shows_it(tmp_path: Path) -> None:
+    one, two = (LocalStack(["docs"], log_dir=tmp_path) for _ in range(2))
+    assert one.tasks_secret != two.tasks_secret and len(one.tasks_secret) >= 32
+    assert one.addresses.env()["FANFUSE_TASKS_HMAC_SECRET"] == one.tasks_secret
+    assert all(p.extra_env["FANFUSE_TASKS_HMAC_SECRET"] == one.tasks_secret for p in one.functions)
+    shown = f"{one.describe()} {one.addresses!r} {one.addresses}"
+    assert one.tasks_secret not in shown
 
 
 def _banner(dev: subprocess.Popen[str], timeout: float) -> dict[str, str]:

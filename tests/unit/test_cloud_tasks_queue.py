@@ -21,7 +21,9 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
+from werkzeug.datastructures import Headers
 
+from fanfuse.auth.tasks import SIGNATURE_HEADER, sign, verify_delivery
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
 from fanfuse.settings import Settings
@@ -143,6 +145,21 @@ def test_no_oidc_token_for_the_emulator(recorder: tuple[Recorder, str]) -> None:
     http = rec.requests[0].task.http_request
     assert "oidc_token" not in http  # proto-plus: the field is unset
     assert http.headers["Content-Type"] == "application/json"
+
+
+def test_with_a_task_secret_each_body_is_signed_as_its_target_checks(
+    recorder: tuple[Recorder, str],
+) -> None:
+    rec, host = recorder
+    queue = make_queue(host, emulator=True, tasks_hmac_secret="s3cret")
+    queue.enqueue_platform(PlatformMessage(task_id="t", platform="docs"))
+    queue.enqueue_aggregate(AggregateMessage(task_id="t", deadline=True))
+    for request, target in zip(rec.requests, ("run_platform", "aggregate"), strict=True):
+        http = request.task.http_request
+        assert http.headers[SIGNATURE_HEADER] == sign(http.body, "s3cret")
+        verify_delivery(target, Headers(dict(http.headers)), http.body, queue.settings)
+    make_queue(host, emulator=True).enqueue_platform(PlatformMessage(task_id="u", platform="docs"))
+    assert SIGNATURE_HEADER not in rec.requests[-1].task.http_request.headers  # no secret
 
 
 def test_already_exists_is_success(recorder: tuple[Recorder, str]) -> None:

@@ -6,15 +6,21 @@ emulators cannot easily provoke: a 5xx error of the service, and an unexpected e
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import flask
 import pytest
+from pydantic import SecretStr
 
 from fanfuse import cloud
+from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.errors import QueueUnavailable, UnknownPlatform
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.settings import Settings
+
+SECRET = "wrapper-tests"
 
 
 class _Service:
@@ -35,8 +41,10 @@ class _Service:
 
 @pytest.fixture
 def app() -> Iterator[flask.Flask]:
+    cloud._settings = Settings(tasks_hmac_secret=SecretStr(SECRET))
     yield flask.Flask("wrappers")
     cloud._service = None
+    cloud._settings = None
 
 
 def call(
@@ -46,8 +54,13 @@ def call(
     body: dict[str, Any],
     headers: dict[str, str] | None = None,
 ) -> flask.Response:
+    """POST `body` to `target`, signed as the local queue signs task deliveries."""
     cloud._service = _Service(error)  # type: ignore[assignment]
-    with app.test_request_context("/", method="POST", json=body, headers=headers or {}):
+    data = json.dumps(body)
+    signed = {SIGNATURE_HEADER: sign(data.encode(), SECRET), **(headers or {})}
+    with app.test_request_context(
+        "/", method="POST", data=data, content_type="application/json", headers=signed
+    ):
         return target(flask.request)
 
 

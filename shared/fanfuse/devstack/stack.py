@@ -4,12 +4,18 @@ Used by `fanfuse dev` and by the pytest session fixtures, so both run the very s
 Queue ids come from the queue port (`fanfuse.queue.base.queue_id`) with the same prefix the
 functions are given (FANFUSE_QUEUE_PREFIX), so the queues created here are the ones the
 functions enqueue to, whatever the prefix.
+
+Each stack makes its own random task secret (FANFUSE_TASKS_HMAC_SECRET, see
+`fanfuse.auth.tasks`): the functions sign the tasks they enqueue with it and the task targets
+accept only bodies so signed, since the emulator carries no OIDC token. It is handed to the
+function processes and to tests (`LocalStack.tasks_secret`), never printed.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import secrets
 import signal
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -53,8 +59,11 @@ class StackAddresses:
     queue_prefix: str
     queues: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
+    tasks_secret: str | None = field(default=None, repr=False)
+    """What the task targets check deliveries with (never in `describe()` or a repr)."""
 
     def env(self) -> dict[str, str]:
+        secret = {"FANFUSE_TASKS_HMAC_SECRET": self.tasks_secret} if self.tasks_secret else {}
         return {
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FANFUSE_PROJECT": self.project,
@@ -64,6 +73,7 @@ class StackAddresses:
             "FANFUSE_FUNCTION_URLS": json.dumps(self.functions, sort_keys=True),
             # Explicit, so the functions enqueue to the queues this stack created.
             "FANFUSE_QUEUE_PREFIX": self.queue_prefix,
+            **secret,
         }
 
     def describe(self) -> list[tuple[str, str]]:
@@ -130,6 +140,7 @@ class LocalStack:
         )
         ports = dict(function_ports or {})
         urls = {t: f"http://{LOOPBACK}:{ports.setdefault(t, free_port())}" for t in targets}
+        self.tasks_secret = secrets.token_urlsafe(32)
         self.addresses = StackAddresses(
             project=project,
             location=location,
@@ -139,6 +150,7 @@ class LocalStack:
             queue_prefix=self.queue_prefix,
             queues=queue_names,
             log_dir=self.log_dir,
+            tasks_secret=self.tasks_secret,
         )
         env = {**self.addresses.env(), **dict(extra_env or {})}
         self.functions = [

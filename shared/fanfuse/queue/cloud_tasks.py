@@ -9,8 +9,10 @@
   Because creation is idempotent under a name, transient errors are retried here too.
 - Bodies are JSON with an explicit `Content-Type: application/json` (Cloud Tasks and the emulator
   would otherwise send a form-encoded content type).
-- In production each task carries an OIDC token for the target URL (only the tasks service
-  account may invoke the task targets); the emulator ignores tokens, so none is sent there.
+- Each task proves to its target where it comes from (`fanfuse.auth.tasks`): in production an
+  OIDC token of the tasks service account for the target URL; where an HMAC secret is set (the
+  local stack: the emulator ignores tokens but forwards headers), a signature of the body in
+  `X-Fanfuse-Signature`.
 
 The Google client is imported and created on first use: search_status and cancel_search never
 enqueue, so they never import it.
@@ -23,6 +25,7 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from fanfuse.auth.tasks import SIGNATURE_HEADER, hmac_secret, sign
 from fanfuse.queue.base import (
     AGGREGATE_QUEUE,
     AggregateMessage,
@@ -134,11 +137,12 @@ class CloudTasksQueue(TaskQueue):
         from google.protobuf import duration_pb2
 
         url = self.target_url(target)
+        headers = {"Content-Type": "application/json"}
+        secret = hmac_secret(self.settings)
+        if secret is not None:
+            headers[SIGNATURE_HEADER] = sign(body, secret)
         request = tasks_v2.HttpRequest(
-            http_method=tasks_v2.HttpMethod.POST,
-            url=url,
-            headers={"Content-Type": "application/json"},
-            body=body,
+            http_method=tasks_v2.HttpMethod.POST, url=url, headers=headers, body=body
         )
         account = self.settings.tasks_service_account
         if account and not self.emulated:
