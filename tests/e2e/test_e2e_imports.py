@@ -13,7 +13,7 @@ from fanfuse.devstack import DEFAULT_FUNCTIONS_SOURCE
 from tests.e2e.cloud import Cloud, make_task
 
 PROBE = """
-import importlib.util, json, sys
+import importlib.util, json, os, sys
 import flask
 spec = importlib.util.spec_from_file_location("main", sys.argv[1])
 main = importlib.util.module_from_spec(spec)
@@ -22,7 +22,8 @@ target, method, body = sys.argv[2], sys.argv[3], sys.argv[4]
 app = flask.Flask("probe")
 path = "/" + (json.loads(body).get("task_id", "") if method == "GET" else "")
 with app.test_request_context(path, method=method, data=body if method == "POST" else None,
-                              content_type="application/json"):
+                              content_type="application/json",
+                              headers={"X-Api-Key": os.environ["FANFUSE_API_KEY"]}):
     response = getattr(main, target)(flask.request)
 print(json.dumps({
     "status": response.status_code,
@@ -37,6 +38,7 @@ print(json.dumps({
 def probe(e2e: Cloud, target: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
     """Import functions/main.py in a fresh process, serve one request, list what got imported."""
     env = {**e2e.addresses.env(), **e2e.env, "PATH": "/usr/bin:/bin"}
+    env["FANFUSE_API_KEY"] = e2e.addresses.api_key or ""  # the caller's key, for the probe
     if "PYTHONPATH" in os.environ:  # a checkout run without installing it: import that one
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(
