@@ -27,6 +27,8 @@ from fanfuse.models import ApiKey
 
 API_KEY_HEADER = "X-Api-Key"
 """Where a client sends its key (the functions, `fanfuse serve`, `HttpSearchClient`)."""
+LOCAL_OWNER = "local"
+"""The owner of the keys `fanfuse dev` and `fanfuse serve` create and print."""
 PREFIX = "ff"
 KEY_ID_BYTES = 8
 SECRET_BYTES = 32

@@ -38,8 +38,6 @@ from fanfuse.models import ApiKey, utcnow
 from fanfuse.queue import base as queue_port
 from fanfuse.settings import Settings
 
-LOCAL_OWNER = "local"
-
 
 def queue_id(platform: str, prefix: str | None = None) -> str:
     """Queue id of a platform (or of "aggregate"): `{prefix}-{platform with _ as -}`.
@@ -188,7 +186,7 @@ class LocalStack:
             self.tasks.wait_ready()
             self.firestore.wait_ready()
             plaintext, self.local_key = keys.new_key(
-                LOCAL_OWNER, "fanfuse dev", None, None, utcnow()
+                keys.LOCAL_OWNER, "fanfuse dev", None, None, utcnow()
             )
             self._put_local_key()
             self.addresses = dataclasses.replace(self.addresses, api_key=plaintext)

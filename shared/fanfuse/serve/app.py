@@ -50,7 +50,6 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 OFFLINE = ("docs", "vectors")
 """The platforms with a model or an index to load, warmed at startup by default."""
 SSE_PING = 15.0
-LOCAL_OWNER = "local"
 Endpoint = Callable[[Request, EmbeddedRuntime], Awaitable[Response]]
 
 
@@ -176,7 +175,7 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 @route("/platforms", "platforms", "GET", "HEAD")
 async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
-    caller_of(request)
+    caller_of(request)  # verified, though every caller gets the same list
     return json_response(runtime.registry.describe())
 
 
@@ -231,7 +230,7 @@ def local_key(store: TaskStore, on_key: Callable[[str], None] | None) -> Iterato
     if on_key is None:
         yield
         return
-    plaintext, record = keys.new_key(LOCAL_OWNER, "fanfuse serve", None, None, utcnow())
+    plaintext, record = keys.new_key(keys.LOCAL_OWNER, "fanfuse serve", None, None, utcnow())
     store.put_key(record)
     on_key(plaintext)
     try:
