@@ -1,4 +1,5 @@
-"""Test platforms: real Platform subclasses whose answers the test decides."""
+"""Test platforms: real Platform subclasses whose answers the test decides (and a status
+document to answer with)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from fanfuse.models import Hit
+from fanfuse.models import FusionMethod, Hit, SearchRequest, TaskView, utcnow
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
@@ -15,6 +16,22 @@ from fanfuse.platforms.base import (
     SearchParams,
 )
 from fanfuse.queue.base import TaskQueue
+
+
+def task_view(task_id: str, owner: str | None) -> TaskView:
+    """A pending search's status document, started by `owner` (None: anonymously)."""
+    request = SearchRequest.model_validate({"query": "q", "platform": "docs"})
+    now = utcnow()
+    return TaskView(
+        task_id=task_id,
+        owner=owner,
+        request=request,
+        queries=request.queries,
+        platforms=request.platforms,
+        fusion=FusionMethod.RRF,
+        deadline_at=now,
+        expires_at=now,
+    )
 
 
 def hits(prefix: str, n: int, *, host: str = "example.com") -> list[Hit]:

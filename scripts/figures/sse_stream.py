@@ -44,11 +44,12 @@ def main() -> None:
         try:
             assert proc.stdout is not None
             url = proc.stdout.readline().split()[1]
+            key = {"X-Api-Key": proc.stdout.readline().split()[1]}  # the `api_key` line
             assert proc.stdout.readline().strip() == "ready"
             body = {"query": "plasma", "platform": "quick, slow", "max_results": 3}
-            task_id = httpx.post(f"{url}/start_search", json=body).json()["task_id"]
-            events = f"{url}/search_status/{task_id}/events"
-            with httpx.stream("GET", events, timeout=30) as answer:
+            started = httpx.post(f"{url}/start_search", json=body, headers=key)
+            events = f"{url}/search_status/{started.json()['task_id']}/events"
+            with httpx.stream("GET", events, timeout=30, headers=key) as answer:
                 for line in answer.iter_lines():
                     if line.startswith("data: "):
                         print("data:", summary(json.loads(line.removeprefix("data: "))))

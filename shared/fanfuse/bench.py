@@ -170,18 +170,22 @@ def measure_stack(
     env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
     with LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs") as addresses:
         url = addresses.functions["start_search"]
-        return asyncio.run(_measure_http(url, bench_payload(list(platforms)), runs, poll))
+        payload = bench_payload(list(platforms))
+        return asyncio.run(_measure_http(url, addresses.api_key, payload, runs, poll))
 
 
-async def _measure_http(url: str, payload: dict[str, Any], runs: int, poll: float) -> Series:
-    """Searches through the HTTP client, on one connection pool (as an app would keep it)."""
+async def _measure_http(
+    url: str, api_key: str | None, payload: dict[str, Any], runs: int, poll: float
+) -> Series:
+    """Searches through the HTTP client, on one connection pool (as an app would keep it), as
+    the stack's `local` key."""
     import httpx
 
     from fanfuse.client import HttpSearchClient
 
     timings: list[float] = []
     async with httpx.AsyncClient(timeout=30) as http:
-        client = HttpSearchClient(url, poll=poll, http=http)
+        client = HttpSearchClient(url, poll=poll, http=http, api_key=api_key)
         for _ in range(runs + 1):
             started = time.perf_counter()
             view = await client.search(payload)

@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.corpus import load_trec_queries
 
 PLATFORMS = ("docs", "vectors")
@@ -113,7 +114,8 @@ def measure_warm(queries: list[str], env: dict[str, str], log_dir: Path) -> tupl
     with ServeProcess("--warm", warm, env=env, timeout=READY_TIMEOUT, log_dir=log_dir) as server:
         startup = time.perf_counter() - started
         timings = [startup]
-        with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT) as http:
+        headers = {API_KEY_HEADER: server.api_key}
+        with httpx.Client(base_url=server.url, timeout=REQUEST_TIMEOUT, headers=headers) as http:
             missing = _unavailable(http)
             if missing:
                 raise RuntimeError(f"cannot bench serve: not available: {'; '.join(missing)}")

@@ -1,5 +1,5 @@
-"""`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | bench`: a thin
-shell over the service."""
+"""`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | keys | bench`: a
+thin shell over the service."""
 
 from __future__ import annotations
 
@@ -12,21 +12,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
-from fanfuse.cli_render import ProgressView, console, out, progress_bars, render_results
+from fanfuse.cli_keys import ApiKeyOption
+from fanfuse.cli_render import ProgressView, console, fail, out, progress_bars, render_results
 from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    # soft_wrap: one line whatever the width (rich hard-wraps at 80 columns when piped); Text,
-    # not markup, so a message quoting brackets (a bad value, a path) prints as it is.
-    line = Text.assemble(("error:", "bold red"), f" {message}")
-    console.print(line, highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 @app.command()
@@ -75,6 +67,7 @@ def search(
     endpoint: Annotated[
         str | None, typer.Option(help="start_search URL of a deployed or `fanfuse dev` stack")
     ] = None,
+    api_key: ApiKeyOption = None,
 ) -> None:
     """Run one search and show live progress per platform, then the fused results.
 
@@ -101,7 +94,7 @@ def search(
     }
     payload.update({name: value for name, value in given.items() if value is not None})
     try:
-        view = asyncio.run(_run_search(payload, endpoint, show_progress=not as_json))
+        view = asyncio.run(_run_search(payload, endpoint, api_key, show_progress=not as_json))
     except FanfuseError as exc:
         raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
     if as_json:
@@ -151,14 +144,14 @@ def _number(text: str | None) -> float | str | None:
 
 
 async def _run_search(
-    payload: dict[str, Any], endpoint: str | None, show_progress: bool
+    payload: dict[str, Any], endpoint: str | None, api_key: str | None, show_progress: bool
 ) -> TaskView:
     with progress_bars(show_progress) as bars:
         on_update = ProgressView(bars)
         if endpoint:
             from fanfuse.client import HttpSearchClient
 
-            return await HttpSearchClient(endpoint).search(payload, on_update)
+            return await HttpSearchClient(endpoint, api_key=api_key).search(payload, on_update)
         from fanfuse.runtime import EmbeddedRuntime
 
         async with EmbeddedRuntime() as runtime:
@@ -245,7 +238,7 @@ def dev(
                 out.print(f"{component:<14} {address}", highlight=False)
             out.print(
                 f"ready: fanfuse search --endpoint {stack.addresses.functions['start_search']}"
-                ' "your query"   (Ctrl-C stops everything)',
+                ' --api-key <api_key above> "your query"   (Ctrl-C stops everything)',
                 highlight=False,
             )
             while True:
@@ -267,12 +260,15 @@ def mcp(
     max_wait: Annotated[
         float | None, typer.Option(help="seconds `search` waits at most (default: the deadline)")
     ] = None,
+    api_key: ApiKeyOption = None,
 ) -> None:
     """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
     from fanfuse.agent.serve import McpOptions, log_to_stderr, serve
 
     log_to_stderr()
-    options = McpOptions(http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait)
+    options = McpOptions(
+        http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait, api_key=api_key
+    )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
         asyncio.run(serve(options))
 
@@ -292,7 +288,8 @@ def serve(
 ) -> None:
     """Serve the HTTP API from one resident embedded runtime until Ctrl-C or SIGTERM.
 
-    Prints `url http://HOST:PORT`, then `ready` once it answers. The routes (those of the
+    Prints `url http://HOST:PORT`, `api_key ff_...` (a key for owner `local`, valid while it
+    runs), then `ready` once it answers. The routes (those of the
     functions, plus /search, events, /platforms): GET /openapi.json, docs/serve.md.
     """
     from fanfuse.request import split_platforms
@@ -318,13 +315,15 @@ def openapi() -> None:
     sys.stdout.write(render())
 
 
-def _register_bench() -> None:
+def _register_groups() -> None:
     from fanfuse.bench import bench_app
+    from fanfuse.cli_keys import keys_app
 
     app.add_typer(bench_app, name="bench")
+    app.add_typer(keys_app, name="keys")
 
 
-_register_bench()
+_register_groups()
 
 if __name__ == "__main__":
     app()

@@ -1,13 +1,15 @@
 """How `fanfuse search` shows a search: live bars while it runs, then tables and notes.
 
 Kept apart from cli.py so the command stays a parser; everything here reads a TaskView and
-prints, never changes the search. Results are built as rich `Text`, not markup, so a title
-with brackets prints as it is, and the result column folds long words: a URL is shown in full,
-wrapped over as many lines as the terminal needs, because a cut URL cannot be used.
+prints, never changes the search (and `fail`, the one-line error every command ends with).
+Results are built as rich `Text`, not markup, so a title with brackets prints as it is, and the
+result column folds long words: a URL is shown in full, wrapped over as many lines as the
+terminal needs, because a cut URL cannot be used.
 """
 
 from __future__ import annotations
 
+import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column, Table
@@ -20,6 +22,16 @@ from fanfuse.progress import platform_percent
 console = Console(stderr=True)
 """Errors and progress: stderr, so stdout holds only the results (or the JSON)."""
 out = Console()
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print `error: message` on stderr and return the exit to raise (2: the caller's mistake)."""
+    # soft_wrap: one line whatever the width (rich hard-wraps at 80 columns when piped); Text,
+    # not markup, so a message quoting brackets (a bad value, a path) prints as it is.
+    line = Text.assemble(("error:", "bold red"), f" {message}")
+    console.print(line, highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
 
 SNIPPET_CHARS = 200
 """A snippet is a hint of the page, not the page: longer ones are cut (a URL never is)."""

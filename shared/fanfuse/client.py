@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
+from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.errors import ApiError, Unavailable, Unreachable
 from fanfuse.models import Accepted, ErrorBody, TaskView
 from fanfuse.polling import until_terminal
@@ -76,7 +77,8 @@ class HttpSearchClient:
 
     `start`, `status` and `cancel` are the API's three calls, each one request; `search` starts
     and polls `status_url` until the search is terminal. `http`: a client to reuse across calls
-    (its connection pool); else one per call.
+    (its connection pool); else one per call. `api_key`: sent as `X-Api-Key` with every call
+    (kept out of `repr` and of every message).
     """
 
     def __init__(
@@ -86,11 +88,13 @@ class HttpSearchClient:
         poll: float = 0.2,
         timeout: float = 30.0,
         http: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.poll = poll
         self.timeout = timeout
         self.http = http
+        self._headers = {API_KEY_HEADER: api_key} if api_key else {}
 
     @asynccontextmanager
     async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -104,7 +108,7 @@ class HttpSearchClient:
         self, http: httpx.AsyncClient, method: str, url: str, model: type[M], **kw: Any
     ) -> M:
         try:
-            response = await http.request(method, url, **kw)
+            response = await http.request(method, url, headers=self._headers, **kw)
         except httpx.TransportError as exc:
             raise unreachable(url, exc) from exc
         return _parse(response, model)

@@ -21,19 +21,16 @@ Infrastructure failures answer 503, which Cloud Tasks retries with backoff. The 
 these apart by type only (every error class is in `fanfuse.errors`, with its status), never by
 an exception's message.
 
-Identity. API Gateway, after it has verified the caller's JWT (Firebase ID token or Google
-OIDC), forwards the token's claims base64url-encoded in `X-Apigateway-Api-Userinfo`; the `sub`
-claim becomes the task's `owner` (what `firestore.rules` compare with `request.auth.uid`), and a
-search with an owner is visible (status, cancel) only to that caller. The header is only
-trustworthy when the functions are reachable solely through the gateway (ingress and IAM in
-`infra/`); without it, as on the local stack, searches have no owner.
+Identity. The three public targets authenticate their caller first, before anything is read
+or written (`fanfuse.auth.callers`: an API key, an ID token, or API Gateway's claims when
+FANFUSE_TRUST_GATEWAY says the functions sit behind it); the caller's subject becomes the search's
+`owner` (what `firestore.rules` compare with `request.auth.uid`), and a search with an owner is
+visible (status, cancel) only to that caller. The OpenAPI document needs no credential.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import functools
 import json
 import logging
@@ -54,9 +51,10 @@ from fanfuse.api import (
     parse,
     require_method,
 )
+from fanfuse.auth.callers import Authenticator, visible
 from fanfuse.auth.tasks import verify_delivery
-from fanfuse.errors import FanfuseError, InvalidRequest, TaskNotFound, Unavailable
-from fanfuse.models import Caller, Problem, TaskView
+from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
+from fanfuse.models import Caller, Problem
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
 if TYPE_CHECKING:
@@ -70,7 +68,6 @@ M = TypeVar("M", PlatformMessage, AggregateMessage)
 Handler = Callable[[flask.Request], flask.Response]
 """What functions-framework calls for a target: one request in, one answer out."""
 
-USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
 TASK_NAME_HEADER = "X-CloudTasks-TaskName"
 PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 OPENAPI_NAME = "openapi.json"
@@ -82,6 +79,7 @@ OPENAPI_NAME = "openapi.json"
 
 _service: SearchService | None = None
 _settings: Settings | None = None
+_authenticator: Authenticator | None = None
 _service_lock = threading.Lock()
 _settings_lock = threading.Lock()  # not _service_lock: building the service reads the settings
 
@@ -121,6 +119,16 @@ def service() -> SearchService:
         if _service is None:
             _service = build_service()
         return _service
+
+
+def authenticator() -> Authenticator:
+    """This process's authenticator, on the service's store and settings (and its key cache)."""
+    global _authenticator
+    svc = service()
+    with _service_lock:
+        if _authenticator is None or _authenticator.store is not svc.store:
+            _authenticator = Authenticator(svc.settings, svc.store)
+        return _authenticator
 
 
 class _Loops:
@@ -188,29 +196,9 @@ def task_id_of(request: flask.Request) -> str:
     return check_task_id(value)
 
 
-def caller(request: flask.Request) -> str | None:
-    """The verified caller's id from API Gateway's userinfo header, or None when absent."""
-    header = request.headers.get(USERINFO_HEADER)
-    if not header:
-        return None
-    try:
-        padded = header.strip() + "=" * (-len(header.strip()) % 4)
-        claims = json.loads(base64.urlsafe_b64decode(padded))
-    except (binascii.Error, ValueError):
-        claims = None
-    subject = claims.get("sub") if isinstance(claims, dict) else None
-    if not isinstance(subject, str) or not subject:
-        raise InvalidRequest(
-            [Problem(field=USERINFO_HEADER, problem="not base64url JSON claims with a `sub`")]
-        )
-    return subject
-
-
-def visible(view: TaskView, request: flask.Request) -> TaskView:
-    """A search with an owner exists only for its owner (404, not 403: ids are not disclosed)."""
-    if view.owner is not None and view.owner != caller(request):
-        raise TaskNotFound(view.task_id)
-    return view
+def caller(request: flask.Request) -> Caller | None:
+    """The verified caller, or None (anonymous, where allowed); else 401/403 (`fanfuse.auth`)."""
+    return authenticator().caller(request.headers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,10 +305,8 @@ def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]
 @public_target("POST")
 def start_search(request: flask.Request) -> flask.Response:
     """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`)."""
-    payload = read_json(request)
-    owner = caller(request)
-    identity = Caller(subject=owner, via="gateway") if owner else None
-    accepted = service().start(payload, caller=identity)
+    who = caller(request)
+    accepted = service().start(read_json(request), caller=who)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 
@@ -336,19 +322,20 @@ def search_status(request: flask.Request) -> flask.Response:
         from fanfuse.openapi import document
 
         return json_response(document())
-    task_id = task_id_of(request)
-    return json_response(visible(service().status(task_id), request))
+    who = caller(request)
+    return json_response(visible(service().status(task_id_of(request)), who))
 
 
 @public_target("POST")
 def cancel_search(request: flask.Request) -> flask.Response:
     """POST `{task_id}` -> the cancelled TaskView; 404 unknown, 409 once terminal."""
+    who = caller(request)
     if request.args.get("task_id") is not None:
         task_id = check_task_id(request.args["task_id"])
     else:
         task_id = check_task_id(parse(CancelRequest, read_json(request)).task_id)
     svc = service()
-    visible(svc.status(task_id), request)
+    visible(svc.status(task_id), who)  # 404 before anything is written
     return json_response(svc.cancel(task_id))
 
 

@@ -28,6 +28,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from fanfuse import __version__
 from fanfuse.api import CancelRequest
+from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 
 REF = "#/components/schemas/{model}"
@@ -46,6 +47,22 @@ INPUT_STRINGS = {
     "exclude_domains": "comma-separated host names",
 }
 SERVE_ONLY = {"x-fanfuse-only": "serve"}
+AUTH = (401, 403)
+"""What every route but this document may answer: `fanfuse.auth.callers` verifies the caller."""
+SECURITY_SCHEMES = {
+    "apiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": API_KEY_HEADER,
+        "description": "`fanfuse keys create` (`fanfuse dev` and `fanfuse serve` print one)",
+    },
+    "idToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "a Firebase or Google-signed ID token",
+    },
+}
 
 
 def ref(name: str) -> dict[str, str]:
@@ -59,6 +76,8 @@ def _json(name: str, description: str) -> dict[str, Any]:
 def _errors(*statuses: int) -> dict[str, Any]:
     meaning = {
         400: "invalid input: every problem listed, by field; nothing written",
+        401: "no credential, or one that does not verify (`WWW-Authenticate` says how)",
+        403: "a revoked API key",
         404: "no search with this task id",
         405: "method not allowed (the `Allow` header lists the allowed ones)",
         409: "the search is already terminal",
@@ -91,7 +110,7 @@ def components() -> dict[str, Any]:
 def paths() -> dict[str, Any]:
     status = {
         "200": _json("TaskView", "the search with its platforms' live progress"),
-        **_errors(400, 404, 405, 503),
+        **_errors(*AUTH, 400, 404, 405, 503),
     }
     location = {"Location": {"description": "the status_url", "schema": {"type": "string"}}}
     return {
@@ -102,7 +121,7 @@ def paths() -> dict[str, Any]:
                 "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
                 "responses": {
                     "202": {**_json("Accepted", "accepted"), "headers": location},
-                    **_errors(400, 405, 413, 503),
+                    **_errors(*AUTH, 400, 405, 413, 503),
                 },
             }
         },
@@ -133,7 +152,7 @@ def paths() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": _json("TaskView", "the cancelled search"),
-                    **_errors(400, 404, 405, 409, 413, 503),
+                    **_errors(*AUTH, 400, 404, 405, 409, 413, 503),
                 },
             }
         },
@@ -149,7 +168,7 @@ def paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json("TaskView", "the terminal search"),
                     "202": {**_json("TaskView", "still running at the cap"), "headers": location},
-                    **_errors(400, 405, 413, 503),
+                    **_errors(*AUTH, 400, 405, 413, 503),
                 },
             }
         },
@@ -167,7 +186,7 @@ def paths() -> dict[str, Any]:
                         "description": "the event stream; each event's data is a TaskView",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
-                    **_errors(400, 404, 405),
+                    **_errors(*AUTH, 400, 404, 405),
                 },
             }
         },
@@ -185,13 +204,14 @@ def paths() -> dict[str, Any]:
                             }
                         },
                     },
-                    **_errors(405),
+                    **_errors(*AUTH, 405),
                 },
             }
         },
         "/openapi.json": {
             "get": {
                 "operationId": "openapi",
+                "security": [],
                 "summary": "This document (functions: GET {search_status URL}/openapi.json)",
                 "responses": {
                     "200": {
@@ -226,8 +246,9 @@ def _document() -> str:
                 },
             },
         ],
+        "security": [{name: []} for name in SECURITY_SCHEMES],
         "paths": paths(),
-        "components": {"schemas": components()},
+        "components": {"schemas": components(), "securitySchemes": SECURITY_SCHEMES},
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fanfuse.auth import keys
 from fanfuse.devstack import FunctionProcess, LocalStack
 from fanfuse.testing import StubSearxServer
 from tests.e2e.cloud import PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
@@ -44,7 +45,9 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
         stack.stop()
         raise
     try:
-        with httpx.Client(timeout=60) as http:
+        assert addresses.api_key is not None
+        headers = {keys.API_KEY_HEADER: addresses.api_key}  # every call is the `local` owner's
+        with httpx.Client(timeout=60, headers=headers) as http:
             yield Cloud(
                 stack=stack,
                 addresses=addresses,
@@ -69,13 +72,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 def e2e(cloud: Cloud) -> Iterator[Cloud]:
-    """A clean slate: no documents, every queue running, stub gates closed.
+    """A clean slate: no documents (but the stack's key), every queue running, gates closed.
 
     Queues are resumed, not purged: the emulator's dispatcher thread for a queue dies when a
     task it is about to dispatch vanishes. Leftover tasks of earlier tests are harmless: their
     search is gone, so the functions acknowledge and drop them.
     """
-    cloud.stack.firestore.reset()
+    cloud.stack.reset_firestore()
     client = cloud.stack.tasks.client()
     for name in cloud.addresses.queues.values():
         client.resume_queue(name=cloud.stack.tasks.queue_path(name), timeout=5)

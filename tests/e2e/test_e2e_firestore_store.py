@@ -12,6 +12,7 @@ from google.cloud import firestore
 from pydantic import ValidationError
 
 from fanfuse import lifecycle
+from fanfuse.auth import keys
 from fanfuse.errors import DocumentTooLarge, TaskConflict, TaskNotFound
 from fanfuse.models import (
     CacheEntry,
@@ -252,3 +253,18 @@ def test_platform_health_round_trips_one_document_per_platform(e2e: Cloud) -> No
     assert health["docs"].samples == 2 and health["docs"].latency_s == 0.07
     assert health["google"].latency_s == 1.2
     assert isinstance(raw(e2e.db, "searches_health/docs")["updated_at"], datetime)
+
+
+def test_api_keys_round_trip_under_their_own_collection(e2e: Cloud) -> None:
+    store = e2e.store
+    _, first = keys.new_key("alice", "laptop", 5, None, utcnow() - timedelta(seconds=1))
+    _, second = keys.new_key("bob", "", None, 2, utcnow())
+    store.put_key(second)
+    store.put_key(first)
+    assert store.get_key(first.key_id) == first and store.get_key("0" * 16) is None
+    listed = [k for k in store.list_keys() if k.owner != "local"]  # the stack's own key aside
+    assert listed == [first, second]  # oldest first
+    doc = raw(e2e.db, f"searches_keys/{first.key_id}")
+    assert isinstance(doc["created_at"], datetime) and doc["secret_sha256"] == first.secret_sha256
+    store.put_key(keys.revoked(first, utcnow()))
+    assert store.get_key(first.key_id).revoked_at is not None  # type: ignore[union-attr]

@@ -1,15 +1,23 @@
-"""The functions' HTTP contract: JSON error bodies naming the field, status codes, owners."""
+"""The functions' HTTP contract: JSON error bodies naming the field, status codes, verified
+callers and the owners of searches."""
 
 from __future__ import annotations
 
 import base64
 import json
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
+from fanfuse.auth import keys
+from fanfuse.auth.callers import USERINFO_HEADER as USERINFO
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from fanfuse.devstack import FunctionProcess
+from fanfuse.models import utcnow
+from fanfuse.store.firestore import WriteLog
 from tests.e2e.cloud import TERMINAL, Cloud
 
 
@@ -22,7 +30,7 @@ def problems(response: httpx.Response) -> dict[str, str]:
 def userinfo(claims: dict[str, Any]) -> dict[str, str]:
     """What API Gateway forwards after verifying a caller's JWT: its claims, base64url."""
     raw = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
-    return {"X-Apigateway-Api-Userinfo": raw}
+    return {USERINFO: raw}
 
 
 def test_start_search_refuses_bad_input_with_every_problem_named(e2e: Cloud) -> None:
@@ -168,27 +176,122 @@ def test_task_targets_refuse_deliveries_the_queue_did_not_sign(e2e: Cloud) -> No
     assert e2e.wait(accepted, timeout=10)["status"] in TERMINAL
 
 
-def test_the_owner_comes_from_the_gateway_and_only_the_owner_sees_the_search(e2e: Cloud) -> None:
-    alice = userinfo({"sub": "alice-uid", "email": "alice@example.com"})
-    bob = userinfo({"sub": "bob-uid"})
-    accepted = e2e.start({"query": "electrons", "platform": "docs"}, headers=alice)
-    task_id = accepted["task_id"]
-    assert e2e.task_doc(task_id)["owner"] == "alice-uid"
-
-    mine = e2e.status(task_id, headers=alice)
-    assert mine.status_code == 200 and mine.json()["owner"] == "alice-uid"
-    assert e2e.status(task_id, headers=bob).status_code == 404
-    assert e2e.status(task_id).status_code == 404
-    cancel = e2e.url("cancel_search")
-    assert e2e.http.post(cancel, json={"task_id": task_id}, headers=bob).status_code == 404
-
-    bad = e2e.http.post(
-        e2e.url("start_search"),
-        json={"query": "q", "platform": "docs"},
-        headers={"X-Apigateway-Api-Userinfo": "%%%"},
+def documents(e2e: Cloud) -> int:
+    """Every search document (and the write log's count of every write so far)."""
+    return len(list(e2e.db.collection("searches").stream())) + sum(
+        WriteLog.read(e2e.write_log, prefix="searches/").values()
     )
-    assert bad.status_code == 400 and set(problems(bad)) == {"X-Apigateway-Api-Userinfo"}
-    # Without the header (the local stack, no gateway) searches have no owner.
-    anonymous = e2e.start({"query": "electrons", "platform": "docs"})
-    assert e2e.task_doc(anonymous["task_id"])["owner"] is None
-    assert e2e.status(anonymous["task_id"], headers=bob).status_code == 200
+
+
+def stored_key(e2e: Cloud, owner: str, *, revoked: bool = False) -> dict[str, str]:
+    """The headers of a new key for `owner`, stored (revoked, if asked) in the stack's Firestore."""
+    plaintext, record = keys.new_key(owner, "e2e", None, None, utcnow())
+    e2e.store.put_key(keys.revoked(record, utcnow()) if revoked else record)
+    return {keys.API_KEY_HEADER: plaintext}
+
+
+def assert_401(response: httpx.Response) -> None:
+    assert response.status_code == 401, response.text
+    assert response.json()["error"] == "unauthorized" and response.json()["problems"] == []
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.fixture
+def anonymous() -> Iterator[httpx.Client]:
+    """A client that sends no credential (Cloud's sends the stack's key with every call)."""
+    with httpx.Client(timeout=60) as client:
+        yield client
+
+
+def test_no_credential_or_a_wrong_key_is_401_and_nothing_is_written(
+    e2e: Cloud, anonymous: httpx.Client
+) -> None:
+    view = e2e.wait(e2e.start({"query": "electrons", "platform": "docs"}))
+    task_id = view["task_id"]
+    before = documents(e2e)
+    never_stored, _ = keys.new_key("local", "", None, None, utcnow())
+    key_id, secret = keys.parse_key(e2e.addresses.api_key or "") or ("", "")
+    for headers in (
+        {},
+        {keys.API_KEY_HEADER: never_stored},
+        {keys.API_KEY_HEADER: f"ff_{key_id}_{secret[::-1]}"},  # the stack's id, a wrong secret
+        {keys.API_KEY_HEADER: "let me in"},
+        {"Authorization": "Basic bG9jYWw6bG9jYWw="},
+    ):
+        for method, url, body in (
+            ("POST", e2e.url("start_search"), {"query": "q"}),
+            ("GET", f"{e2e.url('search_status')}/{task_id}", None),
+            ("POST", e2e.url("cancel_search"), {"task_id": task_id}),
+        ):
+            assert_401(anonymous.request(method, url, json=body, headers=headers))
+    told = anonymous.post(e2e.url("start_search"), json={"query": "q"}).json()["message"]
+    assert "X-Api-Key" in told and "fanfuse keys create" in told and "Bearer" in told
+    assert documents(e2e) == before
+    # The OpenAPI document needs no credential.
+    assert anonymous.get(f"{e2e.url('search_status')}/openapi.json").status_code == 200
+
+
+def test_a_revoked_key_is_403_and_nothing_is_written(e2e: Cloud, anonymous: httpx.Client) -> None:
+    revoked = stored_key(e2e, "mallory", revoked=True)
+    before = documents(e2e)
+    answer = anonymous.post(e2e.url("start_search"), json={"query": "q"}, headers=revoked)
+    assert answer.status_code == 403 and answer.json()["error"] == "forbidden"
+    assert "was revoked" in answer.json()["message"]
+    assert documents(e2e) == before
+
+
+def test_the_key_owner_owns_the_search_and_another_owner_cannot_see_or_cancel_it(
+    e2e: Cloud, anonymous: httpx.Client
+) -> None:
+    e2e.pause("web_gate")  # the search stays running, so a cancel would succeed for its owner
+    accepted = e2e.start({"query": "electrons", "platform": "docs,web_gate"})
+    task_id = accepted["task_id"]
+    assert e2e.task_doc(task_id)["owner"] == "local"
+    assert e2e.status(task_id).json()["owner"] == "local"
+
+    bob = stored_key(e2e, "bob")
+    cancel = e2e.url("cancel_search")
+    for answer in (
+        anonymous.get(accepted["status_url"], headers=bob),
+        anonymous.get(e2e.url("search_status"), params={"task_id": task_id}, headers=bob),
+        anonymous.post(cancel, json={"task_id": task_id}, headers=bob),
+        anonymous.post(cancel, params={"task_id": task_id}, headers=bob),
+    ):
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["message"] == f"no search with task_id {task_id!r}"
+    assert e2e.task_doc(task_id)["status"] != "cancelled"
+    mine = e2e.http.post(accepted["cancel_url"])
+    assert mine.status_code == 200 and mine.json()["status"] == "cancelled"
+
+
+@pytest.fixture(scope="module")
+def trusting_start(cloud: Cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """start_search of a deployment behind API Gateway (FANFUSE_TRUST_GATEWAY): its URL."""
+    env = {**cloud.addresses.env(), **cloud.env, "FANFUSE_TRUST_GATEWAY": "true"}
+    logs = tmp_path_factory.mktemp("trusting")
+    process = FunctionProcess("start_search", env=env, log_dir=logs).start()
+    try:
+        yield process.url
+    finally:
+        process.stop()
+
+
+def test_the_gateway_header_is_ignored_unless_the_gateway_is_trusted(
+    e2e: Cloud, anonymous: httpx.Client, trusting_start: str
+) -> None:
+    alice = userinfo({"sub": "alice-uid", "email": "alice@example.com"})
+    body = {"query": "electrons", "platform": "docs"}
+    # Not behind a gateway (the stack's functions): anyone could set the header.
+    assert_401(anonymous.post(e2e.url("start_search"), json=body, headers=alice))
+    spoofed = e2e.start(body, headers=alice)  # with the stack's key too: the key decides
+    assert e2e.task_doc(spoofed["task_id"])["owner"] == "local"
+
+    # Behind the gateway, its claims name the caller.
+    trusted = anonymous.post(trusting_start, json=body, headers=alice)
+    assert trusted.status_code == 202, trusted.text
+    task_id = trusted.json()["task_id"]
+    assert e2e.task_doc(task_id)["owner"] == "alice-uid"
+    assert e2e.status(task_id).status_code == 404  # the `local` key's owner is not alice
+    garbled = anonymous.post(trusting_start, json=body, headers={USERINFO: "%%%"})
+    assert_401(garbled)
+    assert "not base64url JSON claims with a `sub`" in garbled.json()["message"]

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.devstack import DEFAULT_FUNCTIONS_SOURCE
 from tests.e2e.cloud import Cloud, make_task
 
 PROBE = """
-import importlib.util, json, sys
+import importlib.util, json, os, sys
 import flask
 spec = importlib.util.spec_from_file_location("main", sys.argv[1])
 main = importlib.util.module_from_spec(spec)
@@ -38,11 +39,13 @@ print(json.dumps({
 def probe(e2e: Cloud, target: str, method: str, body: dict[str, Any]) -> dict[str, Any]:
     """Import functions/main.py in a fresh process, serve one request, list what got imported.
 
-    A POST is signed as the stack's queue signs task deliveries.
+    It carries the stack's API key, and a POST is signed as the queue signs task deliveries.
     """
     env = {**e2e.addresses.env(), **e2e.env, "PATH": "/usr/bin:/bin"}
     data = json.dumps(body)
-    headers = {SIGNATURE_HEADER: e2e.signature(data.encode())} if method == "POST" else {}
+    headers = {API_KEY_HEADER: e2e.addresses.api_key or ""}  # the caller's key
+    if method == "POST":
+        headers[SIGNATURE_HEADER] = e2e.signature(data.encode())  # as the queue signs
     if "PYTHONPATH" in os.environ:  # a checkout run without installing it: import that one
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(

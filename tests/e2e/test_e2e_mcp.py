@@ -15,7 +15,8 @@ from tests.mcp_harness import stdio_server, structured, text
 
 
 async def test_the_tools_over_the_http_api(e2e: Cloud) -> None:
-    params = stdio_server({}, "--endpoint", e2e.url("start_search"))
+    key = {"FANFUSE_API_KEY": e2e.addresses.api_key or ""}  # from the environment, as a user would
+    params = stdio_server(key, "--endpoint", e2e.url("start_search"))
     async with Client(params, read_timeout_seconds=60) as c:
         found = await c.call_tool(
             "search", {"query": ["tunnelling", "plasma"], "platform": "docs", "max_results": 3}

@@ -16,12 +16,14 @@ from pydantic import ValidationError
 from pytest_httpserver import HTTPServer
 from typer.testing import CliRunner, Result
 
+from fanfuse.auth import keys
 from fanfuse.cli import app
+from fanfuse.cli_keys import opened
 from fanfuse.cli_render import platform_notes
 from fanfuse.client import HttpSearchClient
 from fanfuse.corpus import load_corpus
 from fanfuse.errors import InvalidRequest, Unavailable, Unreachable, problems_of
-from fanfuse.models import CacheNote, PlatformRun, QueryFailure
+from fanfuse.models import CacheNote, PlatformRun, QueryFailure, TaskStatus, utcnow
 from fanfuse.options import OptionUse
 from fanfuse.platforms import Registry
 from fanfuse.request import MAX_QUERIES, SearchRequest
@@ -30,6 +32,8 @@ from fanfuse.retrieval.bm25 import KIND as BM25_KIND
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.dense import KIND as DENSE_KIND
 from fanfuse.retrieval.dense import DenseIndex
+from fanfuse.store.sqlite import SqliteStore
+from tests.fakes import task_view
 
 DOCS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",
@@ -474,3 +478,116 @@ def test_a_connect_timeout_names_the_address() -> None:
         asyncio.run(search())
     assert str(caught.value) == "cannot reach http://127.0.0.1:9/start_search: timed out connecting"
     assert isinstance(caught.value, Unavailable)
+
+
+# -- API keys: `fanfuse keys`, and `search --endpoint` sending one -----------------------------
+
+
+def test_keys_create_list_revoke_in_the_runtimes_sqlite_store(tmp_path: Path) -> None:
+    created = invoke("keys", "create", "--owner", "alice", "--label", "ci", "--rate-per-minute=7")
+    assert created.exit_code == 0, created.output
+    plaintext = created.stdout.strip()
+    key_id, secret = keys.parse_key(plaintext) or ("", "")
+    assert key_id and created.stdout == plaintext + "\n"  # the key alone: scriptable
+    where = f"SQLite {tmp_path / 'state' / 'fanfuse.db'}"
+    assert f"key {key_id} for alice stored in {where}" in click.unstyle(created.stderr)
+    other = invoke("keys", "create", "--owner", "bob", "--max-in-flight", "2").stdout.strip()
+
+    listed = ok_json(invoke("keys", "list", "--json"))
+    assert [(k["key_id"], k["owner"]) for k in listed] == [
+        (key_id, "alice"),
+        (other.split("_")[1], "bob"),
+    ]
+    assert listed[0]["label"] == "ci" and listed[0]["rate_per_minute"] == 7
+    assert listed[0]["max_in_flight"] is None and listed[1]["max_in_flight"] == 2
+    assert listed[0]["revoked_at"] is None and listed[0]["created_at"]
+    table = invoke("keys", "list")
+    for shown in (invoke("keys", "list", "--json"), table):
+        assert secret not in shown.output and keys.digest(secret) not in shown.output
+        assert "sha256" not in shown.output
+    assert key_id in table.stdout and "default" in table.stdout
+
+    revoked = invoke("keys", "revoke", key_id)
+    assert revoked.exit_code == 0, revoked.output
+    assert f"revoked key {key_id} of alice" in revoked.stdout
+    assert ok_json(invoke("keys", "list", "--json"))[0]["revoked_at"] is not None
+    again = invoke("keys", "revoke", key_id)
+    assert again.exit_code == 0 and "already revoked" in again.stdout
+    store = SqliteStore(tmp_path / "state" / "fanfuse.db")
+    record = store.get_key(key_id)
+    store.close()
+    assert record is not None and record.owner == "alice" and record.revoked_at is not None
+
+
+def test_keys_revoke_refuses_what_is_not_a_stored_key_id_without_echoing_it() -> None:
+    assert error_line(invoke("keys", "revoke", "0123456789abcdef")).startswith(
+        "error: no key 0123456789abcdef in SQLite "
+    )
+    pasted, _ = keys.new_key("x", "", None, None, utcnow())
+    line = error_line(invoke("keys", "revoke", pasted))
+    assert line.startswith("error: not a key id") and pasted not in line
+    empty = invoke("keys", "create", "--owner", " ")
+    assert error_line(empty) == "error: --owner must not be empty"
+
+
+def test_keys_go_to_firestore_with_the_flag_or_the_emulator_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fanfuse.store.firestore import FirestoreStore
+
+    monkeypatch.setenv("FANFUSE_PROJECT", "demo-keys")
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", "127.0.0.1:9")  # never contacted here
+    for flag in (None, True):
+        with opened(flag) as (store, where):
+            assert isinstance(store, FirestoreStore)
+            assert where == "Firestore demo-keys/searches_keys"
+    with opened(False) as (store, where):
+        assert isinstance(store, SqliteStore)
+    monkeypatch.delenv("FIRESTORE_EMULATOR_HOST")
+    with opened(None) as (store, where):
+        assert isinstance(store, SqliteStore) and where.startswith("SQLite ")
+
+
+def _completed(task_id: str) -> dict[str, Any]:
+    view = task_view(task_id, "alice").model_copy(update={"status": TaskStatus.COMPLETED})
+    return view.model_dump(mode="json")
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_search_endpoint_sends_the_api_key_on_every_call(
+    server: HTTPServer, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    key, _ = keys.new_key("alice", "", None, None, utcnow())
+    sent = {keys.API_KEY_HEADER: key}
+    accepted = {"task_id": "t1", "status": "pending", "status_url": server.url_for("/status/t1")}
+    server.expect_request("/start_search", method="POST", headers=sent).respond_with_json(
+        accepted, 202
+    )
+    server.expect_request("/status/t1", headers=sent).respond_with_json(_completed("t1"))
+    url = server.url_for("/start_search")
+    if how == "env":
+        monkeypatch.setenv("FANFUSE_API_KEY", key)
+        result = invoke("search", "laser", "--endpoint", url, "--json")
+    else:
+        result = invoke("search", "laser", "--endpoint", url, "--json", "--api-key", key)
+    assert ok_json(result)["status"] == "completed"
+    assert key not in result.stderr
+    assert len(server.log) == 2
+
+
+def test_search_endpoint_without_a_key_says_the_apis_401_and_never_prints_a_key(
+    server: HTTPServer,
+) -> None:
+    message = "no credentials: send an API key as X-Api-Key (`fanfuse keys create`)"
+    body = {"error": "unauthorized", "message": message, "problems": []}
+    server.expect_request("/start_search").respond_with_json(body, 401)
+    line = error_line(invoke("search", "laser", "--endpoint", server.url_for("/start_search")))
+    assert line == f"error: {message}"
+    wrong, _ = keys.new_key("x", "", None, None, utcnow())
+    body["message"] = "X-Api-Key: not a valid API key"
+    server.clear()
+    server.expect_request("/start_search").respond_with_json(body, 401)
+    url = server.url_for("/start_search")
+    result = invoke("search", "q", "--endpoint", url, "--api-key", wrong)
+    assert error_line(result) == "error: X-Api-Key: not a valid API key"
+    assert wrong not in result.output

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from google.cloud import tasks_v2
 
+from fanfuse.auth import keys
 from fanfuse.devstack import (
     DEFAULT_LOCATION,
     DEFAULT_PROJECT,
@@ -43,6 +44,7 @@ from fanfuse.devstack import (
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
 from fanfuse.settings import Settings
+from fanfuse.store.firestore import FirestoreStore
 
 FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"
 
@@ -356,6 +358,15 @@ def test_local_stack_wires_everything_and_leaves_nothing(tmp_path: Path) -> None
         assert list(lines)[:3] == ["project", "firestore", "cloud_tasks"]
         assert lines["project"] == "demo-devstack"
         assert lines["firestore"] == addresses.firestore == stack.firestore.host
+        # The local key: on the banner's last line, in the stack's Firestore (hashed), in no
+        # function's environment and in no repr.
+        assert list(lines)[-1] == "api_key" and lines["api_key"] == addresses.api_key
+        key_id, _ = keys.parse_key(lines["api_key"]) or ("", "")
+        stored = FirestoreStore(stack.firestore.client()).get_key(key_id)
+        assert stored is not None and stored.owner == "local" and stored.revoked_at is None
+        assert addresses.api_key not in repr(addresses) + json.dumps(addresses.env())
+        stack.reset_firestore()  # a clean slate keeps the key
+        assert FirestoreStore(stack.firestore.client()).get_key(key_id) == stored
         for target in ("start_search", "search_status", "cancel_search", "run_platform"):
             assert lines[target].startswith("http://127.0.0.1:")
         assert stack.tasks.list_queues() == sorted(
@@ -514,9 +525,10 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
         ]
 
         endpoint = banner["start_search"].strip()
+        assert keys.parse_key(banner["api_key"]) is not None
         search = subprocess.run(
             [*fanfuse, "search", "--endpoint", endpoint, "-p", "docs", "--json", "boundary layer"],
-            env=env,
+            env={**env, "FANFUSE_API_KEY": banner["api_key"].strip()},
             capture_output=True,
             text=True,
             timeout=150,

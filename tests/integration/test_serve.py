@@ -3,7 +3,8 @@
 One server for the module (its start-up is most of the cost), on a tiny `docs` corpus and stub
 SearXNG platforms (`fanfuse.testing.StubSearxServer`): `web_ok` answers at once, `web_slow`
 after 0.3 s, `web_gate` only once the test releases its gate. The functions' contract
-(tests/e2e/test_e2e_http.py) is asserted here again against `serve`: same codes, same bodies.
+(tests/e2e/test_e2e_http.py) is asserted here again against `serve`: same codes, same bodies,
+the same verified callers (the key `serve` prints, sent by `http` by default).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from fanfuse.auth import keys
 from fanfuse.cli import app
 from fanfuse.devstack.serve import ServeProcess
+from fanfuse.models import ApiKey, utcnow
 from fanfuse.openapi import render
+from fanfuse.store.sqlite import SqliteStore
 from fanfuse.testing import StubSearxServer
 from tests.option_scenarios import web_platforms
 
@@ -76,7 +80,8 @@ def server(env: dict[str, str]) -> Iterator[ServeProcess]:
 
 @pytest.fixture
 def http(server: ServeProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    headers = {keys.API_KEY_HEADER: server.api_key}
+    with httpx.Client(base_url=server.url, timeout=30, headers=headers) as client:
         yield client
 
 
@@ -92,7 +97,16 @@ def tasks_written(env: dict[str, str]) -> int:
     return count
 
 
-def test_port_0_prints_the_url_then_ready_and_sigterm_stops_it_cleanly(
+def stored_key(env: dict[str, str], plaintext: str) -> ApiKey | None:
+    key_id, _ = keys.parse_key(plaintext) or ("", "")
+    store = SqliteStore(env["FANFUSE_DB_PATH"])
+    try:
+        return store.get_key(key_id)
+    finally:
+        store.close()
+
+
+def test_port_0_prints_the_url_its_key_then_ready_and_sigterm_stops_it_cleanly(
     env: dict[str, str],
 ) -> None:
     process = ServeProcess("--warm", "none", env=env).start()
@@ -100,11 +114,70 @@ def test_port_0_prints_the_url_then_ready_and_sigterm_stops_it_cleanly(
     url = next(line for line in lines if line.startswith("url "))
     assert url == f"url {process.url}"
     assert process.url.startswith("http://127.0.0.1:") and int(process.url.rsplit(":", 1)[1]) > 0
-    assert lines.index(url) < lines.index("ready")
-    assert httpx.get(f"{process.url}/platforms").status_code == 200
+    key_line = f"api_key {process.api_key}"
+    assert lines.index(url) < lines.index(key_line) < lines.index("ready")
+    assert sum(process.api_key in line for line in lines) == 1  # printed once, logged never
+    record = stored_key(env, process.api_key)
+    assert record is not None and record.owner == "local" and record.revoked_at is None
+    assert httpx.get(f"{process.url}/platforms").status_code == 401
+    with_key = {keys.API_KEY_HEADER: process.api_key}
+    assert httpx.get(f"{process.url}/platforms", headers=with_key).status_code == 200
     process.stop()
     assert process.process.returncode == 0
     assert process.lines()[-1] == "stopped"
+    revoked = stored_key(env, process.api_key)
+    assert revoked is not None and revoked.revoked_at is not None  # it died with its server
+
+
+def test_callers_are_verified_as_the_functions_verify_them(
+    server: ServeProcess, http: httpx.Client, env: dict[str, str]
+) -> None:
+    accepted = http.post("/start_search", json={"query": "laser", "platform": "docs"}).json()
+    task_id = accepted["task_id"]
+    assert http.get(accepted["status_url"]).json()["owner"] == "local"
+    before = tasks_written(env)
+    routes = [
+        ("POST", "/start_search", {"query": "q", "platform": "docs"}),
+        ("POST", "/search", {"query": "q", "platform": "docs"}),
+        ("GET", f"/search_status/{task_id}", None),
+        ("GET", f"/search_status/{task_id}/events", None),
+        ("GET", "/search_status", None),
+        ("POST", "/cancel_search", {"task_id": task_id}),
+        ("GET", "/platforms", None),
+    ]
+    with httpx.Client(base_url=server.url, timeout=30) as anonymous:
+        for method, path, body in routes:
+            for headers in ({}, {keys.API_KEY_HEADER: "ff_wrong"}):
+                answer = anonymous.request(method, path, json=body, headers=headers)
+                assert answer.status_code == 401, (path, answer.text)
+                assert answer.json()["error"] == "unauthorized"
+                assert "WWW-Authenticate" in answer.headers
+        assert anonymous.get("/openapi.json").status_code == 200
+        assert anonymous.get("/search_status/openapi.json").status_code == 200
+
+        store = SqliteStore(env["FANFUSE_DB_PATH"])
+        try:
+            bob, bob_record = keys.new_key("bob", "", None, None, utcnow())
+            store.put_key(bob_record)
+            gone, gone_record = keys.new_key("carol", "", None, None, utcnow())
+            store.put_key(keys.revoked(gone_record, utcnow()))
+        finally:
+            store.close()
+        as_bob = {keys.API_KEY_HEADER: bob}  # another owner: the search does not exist for bob
+        for answer in (
+            anonymous.get(f"/search_status/{task_id}", headers=as_bob),
+            anonymous.get(f"/search_status/{task_id}/events", headers=as_bob),
+            anonymous.get("/search_status", params={"task_id": task_id}, headers=as_bob),
+            anonymous.post("/cancel_search", json={"task_id": task_id}, headers=as_bob),
+            anonymous.post("/cancel_search", params={"task_id": task_id}, headers=as_bob),
+        ):
+            assert answer.status_code == 404 and answer.json()["error"] == "not_found"
+        revoked = anonymous.post(
+            "/start_search", json={"query": "q"}, headers={keys.API_KEY_HEADER: gone}
+        )
+        assert revoked.status_code == 403 and revoked.json()["error"] == "forbidden"
+    assert tasks_written(env) == before
+    assert http.get(accepted["status_url"]).json()["status"] != "cancelled"
 
 
 def test_start_status_cancel_round_trip(
@@ -135,7 +208,9 @@ def test_start_status_cancel_round_trip(
 def test_search_endpoint_works_against_serve_unchanged(server: ServeProcess) -> None:
     endpoint = f"{server.url}/start_search"
     result = CliRunner().invoke(
-        app, ["search", "microwave", "-p", "docs, web_ok", "--json", "--endpoint", endpoint]
+        app,
+        ["search", "microwave", "-p", "docs, web_ok", "--json", "--endpoint", endpoint],
+        env={"FANFUSE_API_KEY": server.api_key},
     )
     assert result.exit_code == 0, result.output
     view = json.loads(result.stdout)

@@ -1,4 +1,5 @@
-"""The two wrappers of cloud.py map errors to answers by type, without emulators.
+"""The two wrappers of cloud.py map errors to answers by type, without emulators; the public
+targets authenticate before they call the service.
 
 The HTTP contract itself is tested end to end (tests/e2e/test_e2e_http.py); this pins what the
 emulators cannot easily provoke: a 5xx error of the service, and an unexpected exception.
@@ -15,21 +16,42 @@ import pytest
 from pydantic import SecretStr
 
 from fanfuse import cloud
+from fanfuse.auth import keys
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.errors import QueueUnavailable, UnknownPlatform
+from fanfuse.models import Caller, TaskView, utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
+from fanfuse.store.sqlite import SqliteStore
+from tests.fakes import task_view
 
 SECRET = "wrapper-tests"
+KEY, RECORD = keys.new_key("alice", "", 5, None, utcnow())
+AS_ALICE = {keys.API_KEY_HEADER: KEY}
 
 
 class _Service:
-    """Raises `error` from every call the targets make."""
+    """Raises `error` from every call the targets make (recording what it was called with);
+    its store holds alice's key."""
 
-    def __init__(self, error: Exception) -> None:
+    def __init__(self, error: Exception, owner: str | None = None) -> None:
         self.error = error
+        self.owner = owner
+        self.settings = Settings()
+        self.store = SqliteStore(":memory:")
+        self.store.put_key(RECORD)
+        self.calls: list[tuple[str, Any]] = []
 
     def start(self, payload: Any, caller: Any = None) -> Any:
+        self.calls.append(("start", caller))
+        raise self.error
+
+    def status(self, task_id: str) -> TaskView:
+        self.calls.append(("status", task_id))
+        return task_view(task_id, self.owner)
+
+    def cancel(self, task_id: str) -> TaskView:
+        self.calls.append(("cancel", task_id))
         raise self.error
 
     async def run_platform(self, message: PlatformMessage) -> str:
@@ -45,21 +67,24 @@ def app() -> Iterator[flask.Flask]:
     yield flask.Flask("wrappers")
     cloud._service = None
     cloud._settings = None
+    cloud._authenticator = None
 
 
 def call(
     app: flask.Flask,
     target: Callable[[flask.Request], flask.Response],
-    error: Exception,
+    error: Exception | _Service,
     body: dict[str, Any],
     headers: dict[str, str] | None = None,
+    method: str = "POST",
 ) -> flask.Response:
-    """POST `body` to `target`, signed as the local queue signs task deliveries."""
-    cloud._service = _Service(error)  # type: ignore[assignment]
+    """`body` to `target`, signed as the local queue signs task deliveries."""
+    service = error if isinstance(error, _Service) else _Service(error)
+    cloud._service = service  # type: ignore[assignment]
     data = json.dumps(body)
     signed = {SIGNATURE_HEADER: sign(data.encode(), SECRET), **(headers or {})}
     with app.test_request_context(
-        "/", method="POST", data=data, content_type="application/json", headers=signed
+        "/t1", method=method, data=data, content_type="application/json", headers=signed
     ):
         return target(flask.request)
 
@@ -71,9 +96,9 @@ FROM_TASKS = {cloud.TASK_NAME_HEADER: "projects/p/locations/l/queues/q/tasks/t1-
 def test_public_target_answers_the_services_5xx_and_503_for_anything_else(
     app: flask.Flask,
 ) -> None:
-    queue = call(app, cloud.start_search, QueueUnavailable("no queue"), {"query": "q"})
+    queue = call(app, cloud.start_search, QueueUnavailable("no queue"), {"query": "q"}, AS_ALICE)
     assert queue.status_code == 503 and queue.get_json()["error"] == "queue_unavailable"
-    bug = call(app, cloud.start_search, RuntimeError("boom"), {"query": "q"})
+    bug = call(app, cloud.start_search, RuntimeError("boom"), {"query": "q"}, AS_ALICE)
     assert bug.status_code == 503 and bug.get_json() == {
         "error": "unavailable",
         "message": "start_search is temporarily unavailable; try again",
@@ -99,3 +124,45 @@ def test_task_target_answers_5xx_for_a_retryable_failure(
     for target, body in ((cloud.run_platform, MESSAGE), (cloud.aggregate, {"task_id": "t1"})):
         answer = call(app, target, error, body, FROM_TASKS)
         assert answer.status_code == 503, answer.get_json()
+
+
+def test_public_targets_authenticate_before_calling_the_service(app: flask.Flask) -> None:
+    for target, method in (
+        (cloud.start_search, "POST"),
+        (cloud.search_status, "GET"),
+        (cloud.cancel_search, "POST"),
+    ):
+        service = _Service(QueueUnavailable("no queue"))
+        for headers in ({}, {keys.API_KEY_HEADER: "ff_nonsense"}):
+            answer = call(app, target, service, {"task_id": "t1"}, headers, method)
+            assert answer.status_code == 401, answer.get_json()
+            assert answer.get_json()["error"] == "unauthorized"
+            assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+        assert service.calls == []  # nothing read, nothing written
+
+
+def test_start_search_hands_the_service_the_keys_caller(app: flask.Flask) -> None:
+    service = _Service(QueueUnavailable("no queue"))
+    call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
+    assert service.calls == [
+        ("start", Caller(subject="alice", via="api_key", key_id=RECORD.key_id, rate_per_minute=5))
+    ]
+
+
+def test_someone_elses_search_is_404_and_is_not_cancelled(app: flask.Flask) -> None:
+    theirs = _Service(QueueUnavailable("no queue"), owner="bob")
+    status = call(app, cloud.search_status, theirs, {}, AS_ALICE, "GET")
+    assert status.status_code == 404 and status.get_json()["error"] == "not_found"
+    cancel = call(app, cloud.cancel_search, theirs, {"task_id": "t1"}, AS_ALICE)
+    assert cancel.status_code == 404
+    assert theirs.calls == [("status", "t1"), ("status", "t1")]  # never ("cancel", ...)
+    mine = _Service(QueueUnavailable("no queue"), owner="alice")
+    assert call(app, cloud.search_status, mine, {}, AS_ALICE, "GET").status_code == 200
+
+
+def test_a_revoked_key_is_403(app: flask.Flask) -> None:
+    service = _Service(QueueUnavailable("no queue"))
+    service.store.put_key(keys.revoked(RECORD, utcnow()))
+    answer = call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
+    assert answer.status_code == 403 and answer.get_json()["error"] == "forbidden"
+    assert service.calls == []

@@ -58,3 +58,17 @@ def test_the_functions_serve_it_under_search_status() -> None:
         answer = cloud.search_status(flask.request)
     assert answer.status_code == 200
     assert json.loads(answer.get_data()) == document()
+
+
+def test_every_route_but_the_document_asks_for_a_key_or_an_id_token() -> None:
+    doc = document()
+    schemes = doc["components"]["securitySchemes"]
+    assert schemes["apiKey"] == {**schemes["apiKey"], "in": "header", "name": "X-Api-Key"}
+    assert schemes["idToken"]["scheme"] == "bearer"
+    assert doc["security"] == [{"apiKey": []}, {"idToken": []}]  # either one
+    for path, operations in doc["paths"].items():
+        for operation in operations.values():
+            if path == "/openapi.json":
+                assert operation["security"] == [] and "401" not in operation["responses"]
+            else:
+                assert {"401", "403"} <= set(operation["responses"]), path

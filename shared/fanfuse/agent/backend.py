@@ -119,15 +119,16 @@ class RemoteBackend:
 
 @asynccontextmanager
 async def open_backend(
-    endpoint: str | None, settings: Settings | None = None
+    endpoint: str | None, settings: Settings | None = None, api_key: str | None = None
 ) -> AsyncIterator[SearchBackend]:
-    """The remote backend when `endpoint` is given (one connection pool), else the embedded one.
+    """The remote backend when `endpoint` is given (one connection pool, `api_key` sent with
+    every call), else the embedded one (in process: no credential).
 
     The embedded runtime resumes searches a previous process left unfinished when it starts.
     """
     if endpoint:
         async with httpx.AsyncClient(timeout=30.0) as http:
-            yield RemoteBackend(HttpSearchClient(endpoint, http=http))
+            yield RemoteBackend(HttpSearchClient(endpoint, http=http, api_key=api_key))
         return
     async with EmbeddedRuntime(settings) as runtime:
         yield EmbeddedBackend(runtime)

@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fanfuse.devstack.processes import (
     DEFAULT_PROJECT,
@@ -23,6 +24,9 @@ from fanfuse.devstack.processes import (
     http_request,
     wait_until,
 )
+
+if TYPE_CHECKING:
+    from google.cloud.firestore import Client
 
 
 def _firestore_prerequisites() -> str:
@@ -100,6 +104,24 @@ class FirestoreEmulator(Component):
         """Ready when GET / answers 200 (about 4 s of JVM start-up on 2 cores)."""
         wait_until(self._ready, self.startup_timeout, "Firestore emulator", process=self.process)
         self.startup_seconds = time.monotonic() - self._started_at
+
+    def client(self) -> Client:
+        """A google-cloud-firestore client on this emulator.
+
+        The client reads FIRESTORE_EMULATOR_HOST once, when it is built, and has no argument
+        for it: the variable is set for that moment only, then put back as it was.
+        """
+        from google.cloud import firestore
+
+        previous = os.environ.get("FIRESTORE_EMULATOR_HOST")
+        os.environ["FIRESTORE_EMULATOR_HOST"] = self.host
+        try:
+            return firestore.Client(project=self.project)
+        finally:
+            if previous is None:
+                del os.environ["FIRESTORE_EMULATOR_HOST"]
+            else:
+                os.environ["FIRESTORE_EMULATOR_HOST"] = previous
 
     def reset(self) -> None:
         """Delete every document of the project's default database (fast: no restart)."""

@@ -1,9 +1,9 @@
 """`fanfuse serve --port 0` as a child process: for `fanfuse bench serve` and the tests of serve.
 
 What a parent does with the server: start it in its own session (a `ManagedProcess`, so a stop
-reaches everything it started), read its `url` line, wait for its `ready` line, stop it with
-SIGTERM. Its stdout and stderr go to one log file, which the two lines are read from and whose
-tail a failure quotes.
+reaches everything it started), read its `url` and `api_key` lines, wait for its `ready` line,
+stop it with SIGTERM. Its stdout and stderr go to one log file, which the lines are read from
+and whose tail a failure quotes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from fanfuse.devstack.processes import (
 
 
 class ServeProcess(Component):
-    """`fanfuse serve --host 127.0.0.1 --port 0 ARGS`; `url` is set once it is ready."""
+    """`fanfuse serve --host 127.0.0.1 --port 0 ARGS`; `url` and `api_key` (the key it printed,
+    for owner `local`) are set once it is ready."""
 
     def __init__(
         self,
@@ -36,6 +37,7 @@ class ServeProcess(Component):
         self.process = ManagedProcess("serve", [*argv, *args], env=env, log_path=log_path)
         self.timeout = timeout
         self.url = ""
+        self.api_key = ""
 
     def lines(self) -> list[str]:
         """Every line the server has written so far (stdout and stderr)."""
@@ -55,4 +57,8 @@ class ServeProcess(Component):
             interval=0.05,
             process=self.process,
         )
-        self.url = next(ln for ln in self.lines() if ln.startswith("url ")).removeprefix("url ")
+        self.url = self._line("url ")
+        self.api_key = self._line("api_key ")
+
+    def _line(self, prefix: str) -> str:
+        return next(ln for ln in self.lines() if ln.startswith(prefix)).removeprefix(prefix)

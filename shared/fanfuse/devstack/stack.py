@@ -9,11 +9,14 @@ Each stack makes its own random task secret (FANFUSE_TASKS_HMAC_SECRET, see
 `fanfuse.auth.tasks`): the functions sign the tasks they enqueue with it and the task targets
 accept only bodies so signed, since the emulator carries no OIDC token. It is handed to the
 function processes and to tests (`LocalStack.tasks_secret`), never printed.
+Once Firestore answers, an API key for owner `local` is created in it (the functions' key
+store: `{collection}_keys`): `fanfuse dev` prints it on its `api_key` line, tests send it.
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import json
 import secrets
 import signal
@@ -24,6 +27,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from fanfuse.auth import keys
 from fanfuse.devstack.cloud_tasks import CloudTasksEmulator
 from fanfuse.devstack.firestore import FirestoreEmulator
 from fanfuse.devstack.functions import DEFAULT_FUNCTIONS_SOURCE, FUNCTION_TARGETS, FunctionProcess
@@ -35,6 +39,7 @@ from fanfuse.devstack.processes import (
     default_log_dir,
     free_port,
 )
+from fanfuse.models import ApiKey, utcnow
 from fanfuse.queue import base as queue_port
 from fanfuse.settings import Settings
 
@@ -61,6 +66,8 @@ class StackAddresses:
     log_dir: Path | None = None
     tasks_secret: str | None = field(default=None, repr=False)
     """What the task targets check deliveries with (never in `describe()` or a repr)."""
+    api_key: str | None = field(default=None, repr=False)
+    """The key for owner `local`, once the stack has started (kept out of repr and env)."""
 
     def env(self) -> dict[str, str]:
         secret = {"FANFUSE_TASKS_HMAC_SECRET": self.tasks_secret} if self.tasks_secret else {}
@@ -85,6 +92,8 @@ class StackAddresses:
         lines += [(target, self.functions[target]) for target in self.functions]
         if self.log_dir is not None:
             lines.append(("logs", str(self.log_dir)))
+        if self.api_key is not None:
+            lines.append(("api_key", self.api_key))
         return lines
 
 
@@ -153,6 +162,8 @@ class LocalStack:
             tasks_secret=self.tasks_secret,
         )
         env = {**self.addresses.env(), **dict(extra_env or {})}
+        self.collection = env.get("FANFUSE_COLLECTION") or Settings().collection
+        self.local_key: ApiKey | None = None
         self.functions = [
             FunctionProcess(t, ports[t], env, source=source, log_dir=self.log_dir) for t in targets
         ]
@@ -185,12 +196,33 @@ class LocalStack:
                 function.launch()
             self.tasks.wait_ready()
             self.firestore.wait_ready()
+            plaintext, self.local_key = keys.new_key(
+                keys.LOCAL_OWNER, "fanfuse dev", None, None, utcnow()
+            )
+            self._put_local_key()
+            self.addresses = dataclasses.replace(self.addresses, api_key=plaintext)
             for function in self.functions:
                 function.wait_ready()
         except BaseException:
             self.stop()
             raise
         return self.addresses
+
+    def _put_local_key(self) -> None:
+        from fanfuse.store.firestore import FirestoreStore
+
+        if self.local_key is None:
+            return
+        store = FirestoreStore(self.firestore.client(), collection=self.collection)
+        try:
+            store.put_key(self.local_key)
+        finally:
+            store.close()
+
+    def reset_firestore(self) -> None:
+        """Delete every document (a clean slate for a test), then put the local key back."""
+        self.firestore.reset()
+        self._put_local_key()
 
     def stop(self) -> None:
         """Stop every component (functions first, then the emulators); safe to call twice."""

@@ -3,8 +3,13 @@
 Every route takes every method and checks it itself (`route`), so a wrong method gets the
 functions' 405 JSON body with `Allow`, not Starlette's plain-text one; errors are mapped by
 `fanfuse.api.error_answer`, and anything that is not a FanfuseError is logged and answered 503,
-as the functions do. Searches here have no owner: there is no API Gateway in front to vouch for
-a caller (bind it to 127.0.0.1, or put an authenticating proxy in front).
+as the functions do.
+
+Callers are verified as the functions verify them (`fanfuse.auth.callers`: an API key or an ID
+token, against this runtime's store), on every route but `/openapi.json`; `/platforms` too,
+since its reasons name the provider settings this deployment lacks. A search belongs to its
+caller's subject, and is visible only to it. At start-up a key for owner `local` is created and
+handed to `on_key` (the server prints it); it is revoked when the server stops.
 
 The service is synchronous over SQLite and runs on the event loop's thread, as in the embedded
 runtime: a store call is a short local read or write, and the store is not shared across threads.
@@ -14,8 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,14 +32,17 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from fanfuse import api
+from fanfuse.auth import keys
+from fanfuse.auth.callers import Authenticator, visible
 from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
-from fanfuse.models import Problem
+from fanfuse.models import Caller, Problem, utcnow
 from fanfuse.openapi import render
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.serve import watch
 from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +107,12 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
     return wrap
 
 
+def caller_of(request: Request) -> Caller | None:
+    """The verified caller (None: anonymous, where settings allow it); else 401/403."""
+    auth: Authenticator = request.app.state.auth
+    return auth.caller(request.headers)
+
+
 def task_id_of(request: Request) -> str:
     """`?task_id=` first, else the path's `{task_id}` (as the functions read it)."""
     return api.check_task_id(
@@ -108,7 +122,8 @@ def task_id_of(request: Request) -> str:
 
 @route("/start_search", "start_search", "POST")
 async def start_search(request: Request, runtime: EmbeddedRuntime) -> Response:
-    accepted = runtime.service.start(await read_json(request))
+    who = caller_of(request)
+    accepted = runtime.service.start(await read_json(request), caller=who)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 
@@ -118,7 +133,8 @@ async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
         and "task_id" not in request.query_params
     ):
         return _openapi()  # the functions' spelling: `{search_status URL}/openapi.json`
-    return json_response(runtime.service.status(task_id_of(request)))
+    who = caller_of(request)
+    return json_response(visible(runtime.service.status(task_id_of(request)), who))
 
 
 status_by_query = route("/search_status", "search_status", "GET", "HEAD")(_status)
@@ -127,18 +143,20 @@ status_by_path = route("/search_status/{task_id}", "search_status", "GET", "HEAD
 
 @route("/cancel_search", "cancel_search", "POST")
 async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
+    who = caller_of(request)
     if "task_id" in request.query_params:
         task_id = api.check_task_id(request.query_params["task_id"])
     else:
         task_id = api.check_task_id(api.parse(api.CancelRequest, await read_json(request)).task_id)
-    runtime.service.status(task_id)  # 404 before anything else
+    visible(runtime.service.status(task_id), who)  # 404 before anything else
     return json_response(runtime.service.cancel(task_id))
 
 
 @route("/search", "search", "POST")
 async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Start and wait: 200 with the terminal document, or 202 with the running one at the cap."""
-    accepted = runtime.service.start(await read_json(request))
+    who = caller_of(request)
+    accepted = runtime.service.start(await read_json(request), caller=who)
     view = await watch.settle(runtime, accepted.task_id)
     if view.status.terminal:
         return json_response(view)
@@ -147,8 +165,9 @@ async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 @route("/search_status/{task_id}/events", "search_events", "GET")
 async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
+    who = caller_of(request)
     task_id = task_id_of(request)
-    runtime.service.status(task_id)  # 400/404 as JSON, before the stream starts
+    visible(runtime.service.status(task_id), who)  # 400/404 as JSON, before the stream starts
     return EventSourceResponse(
         watch.events(runtime, task_id), ping=SSE_PING, headers={"Cache-Control": "no-store"}
     )
@@ -156,6 +175,7 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 @route("/platforms", "platforms", "GET", "HEAD")
 async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
+    caller_of(request)  # verified, though every caller gets the same list
     return json_response(runtime.registry.describe())
 
 
@@ -203,12 +223,33 @@ async def warm_up(runtime: EmbeddedRuntime, names: Sequence[str]) -> None:
         log.info("warmed %s", name)
 
 
+@contextmanager
+def local_key(store: TaskStore, on_key: Callable[[str], None] | None) -> Iterator[None]:
+    """A key for owner `local` while the server runs: created, handed to `on_key`, revoked at
+    the end (a key that was printed should not outlive the process that printed it)."""
+    if on_key is None:
+        yield
+        return
+    plaintext, record = keys.new_key(keys.LOCAL_OWNER, "fanfuse serve", None, None, utcnow())
+    store.put_key(record)
+    on_key(plaintext)
+    try:
+        yield
+    finally:
+        store.put_key(keys.revoked(record, utcnow()))
+
+
 def create_app(
-    settings: Settings, *, registry: Registry | None = None, warm: Sequence[str] | None = None
+    settings: Settings,
+    *,
+    registry: Registry | None = None,
+    warm: Sequence[str] | None = None,
+    on_key: Callable[[str], None] | None = None,
 ) -> Starlette:
     """The application over one EmbeddedRuntime on `settings`, entered by its lifespan.
 
     `warm`: the platforms to load at startup (None: the available offline ones; []: none).
+    `on_key`: given the local key created at start-up (None: no key is created).
     `settings.function_urls` should name this server's own routes, so that the service builds
     `status_url` and `cancel_url` pointing back here (`server.settings_for`).
     """
@@ -220,7 +261,9 @@ def create_app(
         async with EmbeddedRuntime(settings, registry=registry) as runtime:
             await warm_up(runtime, names)
             app.state.runtime = runtime
-            yield
+            app.state.auth = Authenticator(settings, runtime.service.store)
+            with local_key(runtime.service.store, on_key):
+                yield
 
     routes = [
         start_search,

@@ -3,9 +3,10 @@
 The socket is bound before uvicorn starts (port 0: the OS picks a free port), so the address is
 known before anything else happens: it becomes the service's own URLs (`settings_for`: the
 `status_url` and `cancel_url` of every accepted search point back here, built by the service as
-for the functions) and the first line printed, `url http://HOST:PORT`. The second line, `ready`,
-comes once uvicorn has run the lifespan (runtime entered, platforms warmed) and listens: a
-parent process waits for it instead of polling the port.
+for the functions) and the first line printed, `url http://HOST:PORT`. Then `api_key ff_...`,
+the key for owner `local` the lifespan creates (valid until the server stops), and last `ready`,
+once uvicorn has run the lifespan (runtime entered, platforms warmed) and listens: a parent
+process waits for it instead of polling the port.
 
 Ctrl-C and SIGTERM both end in uvicorn's graceful shutdown (open connections get
 `SHUTDOWN_TIMEOUT` seconds; the lifespan closes the runtime and its store); then `run_server`
@@ -106,7 +107,12 @@ def run_server(
     sock = bind(host, port)
     base = public_url or url_of(sock)
     announce(f"url {base}")
-    app = create_app(settings_for(base, settings), registry=registry, warm=names)
+    app = create_app(
+        settings_for(base, settings),
+        registry=registry,
+        warm=names,
+        on_key=lambda key: announce(f"api_key {key}"),
+    )
     config = uvicorn.Config(
         app,
         log_level=log_level,

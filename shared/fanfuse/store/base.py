@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fanfuse.models import CacheEntry, PlatformHealth, PlatformRun, Task
+from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
 
 
 @dataclass
@@ -85,6 +85,19 @@ class TaskStore(ABC):
     @abstractmethod
     def put_health(self, health: PlatformHealth) -> None:
         """Store (replace) one platform's health; callers write rarely (see health.py)."""
+
+    # -- API keys (fanfuse.auth.keys): a few small records, written only by `fanfuse keys`
+
+    @abstractmethod
+    def put_key(self, key: ApiKey) -> None:
+        """Store (replace) one key's record; revoking is a put with `revoked_at` set."""
+
+    @abstractmethod
+    def get_key(self, key_id: str) -> ApiKey | None: ...
+
+    @abstractmethod
+    def list_keys(self) -> list[ApiKey]:
+        """Every key, revoked ones too, oldest first."""
 
     def recoverable(self) -> list[Task]:
         """Tasks not yet terminal, for an embedded runtime to resume after a restart."""

@@ -8,7 +8,8 @@ Documents (see the design):
   documents above so that none of them nears Firestore's 1 MiB cap;
 - `{collection}_health/{name}`: one platform's measured health (`models.PlatformHealth`);
 - `{collection}_cache/{key}`: one search-cache entry (`models.CacheEntry`), with its own TTL
-  policy on `expires_at`.
+  policy on `expires_at`;
+- `{collection}_keys/{key_id}`: one API key (`models.ApiKey`: its hash, never the key).
 
 Timestamps are stored as native Firestore timestamps, so a TTL policy on `expires_at` works. A
 TTL deletion does not cascade to sub-collections, so platform and content documents carry the
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fanfuse.errors import DocumentTooLarge, TaskNotFound
-from fanfuse.models import CacheEntry, PlatformHealth, PlatformRun, Task
+from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
 from fanfuse.settings import Settings
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
@@ -52,6 +53,7 @@ PURGE_BATCH = 100
 
 CACHE_SUFFIX = "_cache"
 HEALTH_SUFFIX = "_health"
+KEYS_SUFFIX = "_keys"
 MIN_CACHE_REWRITE_S = 1.0
 """Firestore sustains about one write per second per document: a cache entry is not rewritten
 sooner (an entry that young is as fresh as the one that would replace it)."""
@@ -320,6 +322,28 @@ class FirestoreStore(TaskStore):
         ref = self.client.collection(self.collection + HEALTH_SUFFIX).document(health.name)
         ref.set(model_data(health))
         self.writes.record("health", [ref.path])
+
+    # -- API keys -------------------------------------------------------------------------------
+
+    def _key_ref(self, key_id: str) -> DocumentReference:
+        ref: DocumentReference = self.client.collection(self.collection + KEYS_SUFFIX).document(
+            key_id
+        )
+        return ref
+
+    def put_key(self, key: ApiKey) -> None:
+        ref = self._key_ref(key.key_id)
+        ref.set(model_data(key))
+        self.writes.record("key", [ref.path])
+
+    def get_key(self, key_id: str) -> ApiKey | None:
+        snap = self._key_ref(key_id).get()
+        return ApiKey.model_validate(decode(snap.to_dict())) if snap.exists else None
+
+    def list_keys(self) -> list[ApiKey]:
+        docs = self.client.collection(self.collection + KEYS_SUFFIX).stream()
+        keys = [ApiKey.model_validate(decode(doc.to_dict())) for doc in docs]
+        return sorted(keys, key=lambda k: k.created_at)
 
     def purge_expired(self, now: datetime) -> int:
         """Delete tasks past `expires_at`, with their platform and content documents.

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse.errors import TaskNotFound
-from fanfuse.models import TERMINAL_TASK, CacheEntry, PlatformHealth, PlatformRun, Task
+from fanfuse.models import (
+    TERMINAL_TASK,
+    ApiKey,
+    CacheEntry,
+    PlatformHealth,
+    PlatformRun,
+    Task,
+)
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
 
 _SCHEMA = """
@@ -49,6 +56,10 @@ CREATE INDEX IF NOT EXISTS cache_expires ON cache (expires_at);
 CREATE TABLE IF NOT EXISTS health (
     name TEXT PRIMARY KEY,
     doc  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    key_id TEXT PRIMARY KEY,
+    doc    TEXT NOT NULL
 );
 """
 
@@ -189,6 +200,27 @@ class SqliteStore(TaskStore):
                 "INSERT OR REPLACE INTO health (name, doc) VALUES (?, ?)",
                 (health.name, health.model_dump_json()),
             )
+
+    # -- API keys -------------------------------------------------------------------------------
+
+    def put_key(self, key: ApiKey) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO api_keys (key_id, doc) VALUES (?, ?)",
+                (key.key_id, key.model_dump_json()),
+            )
+
+    def get_key(self, key_id: str) -> ApiKey | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT doc FROM api_keys WHERE key_id = ?", (key_id,)
+            ).fetchone()
+        return ApiKey.model_validate_json(row[0]) if row else None
+
+    def list_keys(self) -> list[ApiKey]:
+        with self._lock:
+            rows = self._db.execute("SELECT doc FROM api_keys").fetchall()
+        return sorted((ApiKey.model_validate_json(r[0]) for r in rows), key=lambda k: k.created_at)
 
     def purge_expired(self, now: datetime) -> int:
         """Expired tasks (counted) and expired cache entries."""

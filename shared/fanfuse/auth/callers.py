@@ -1,0 +1,181 @@
+"""Who is calling a public endpoint: the one decision the functions and `fanfuse serve` share.
+
+A request is read for one credential, the first of these it carries (the others are not read):
+
+1. `X-Api-Key: ff_{key_id}_{secret}`: the key's stored record decides. A garbled key, an unknown
+   one and a wrong secret are all 401, with one message, so an answer never tells whether a key
+   id exists; a revoked key is 403, and only once its secret matched. The subject is the key's
+   owner, its limits the key's own.
+2. `X-Apigateway-Api-Userinfo`, only when `settings.trust_gateway` says the functions are
+   reachable solely through API Gateway, which verified the caller's JWT and forwards its claims
+   (base64url JSON). Without that setting the header is ignored: anyone can set it.
+3. `Authorization: Bearer <ID token>`: a Firebase or Google-signed ID token, verified by
+   `fanfuse.auth.tokens.caller_claims` (signature, issuer, audience, expiry). The subject is `sub`.
+
+Why this order: behind Cloud Functions' IAM or API Gateway, `Authorization` carries the
+platform's own token (the invoker's, or the gateway's service account's, the caller's original
+moved to `X-Forwarded-Authorization`), not the caller's. So a caller that sends a key means the
+key, and a trusted gateway's claims outrank the bearer token it replaced.
+
+No credential at all: 401 naming both ways to authenticate when `settings.auth_required` (the
+default), else None, an anonymous caller whose searches have no owner. A credential that is
+present is always checked, whatever `auth_required` says. No message ever quotes a credential.
+
+Key records are cached in process for `KEY_CACHE_SECONDS` (found records only, never a miss, so
+a new key works at once), so a client polling a search's status costs no key read per poll, and
+a revocation takes effect within that bound.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
+
+from fanfuse.auth import keys, tokens
+from fanfuse.auth.keys import API_KEY_HEADER
+from fanfuse.errors import Forbidden, TaskNotFound, Unauthorized
+from fanfuse.models import ApiKey, Caller, TaskView
+from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
+
+AUTHORIZATION = "Authorization"
+USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
+KEY_CACHE_SECONDS = 30.0
+"""How long a process reuses a key record it read: the bound on a revocation's delay."""
+KEY_CACHE_SIZE = 1024
+HOW = (
+    f"send an API key as {API_KEY_HEADER} (`fanfuse keys create`) or an ID token as "
+    f"{AUTHORIZATION}: Bearer <token>"
+)
+BAD_KEY = f"{API_KEY_HEADER}: not a valid API key"
+
+
+class Headers(Protocol):
+    """A request's headers, looked up by name regardless of case (flask's and Starlette's)."""
+
+    def get(self, key: str, /) -> str | None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure decisions
+
+
+def key_caller(record: ApiKey | None, secret: str) -> Caller:
+    """The caller a key stands for, or 401 (no such key, wrong secret) or 403 (revoked).
+
+    Unknown and wrong are one answer, so a caller cannot probe which key ids exist; revoked is
+    told only to someone who holds the secret, who may as well learn that it stopped working.
+    """
+    if record is None or not keys.matches(record, secret):
+        raise Unauthorized(BAD_KEY)
+    if record.revoked_at is not None:
+        raise Forbidden(f"API key {record.key_id} was revoked; ask for a new one")
+    return Caller(
+        subject=record.owner,
+        via="api_key",
+        key_id=record.key_id,
+        rate_per_minute=record.rate_per_minute,
+        max_in_flight=record.max_in_flight,
+    )
+
+
+def gateway_caller(header: str) -> Caller:
+    """The caller API Gateway vouches for: `sub` of its base64url JSON claims, else 401."""
+    try:
+        padded = header.strip() + "=" * (-len(header.strip()) % 4)
+        claims = json.loads(base64.urlsafe_b64decode(padded))
+    except (binascii.Error, ValueError):
+        claims = None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    if not isinstance(subject, str) or not subject:
+        raise Unauthorized(f"{USERINFO_HEADER}: not base64url JSON claims with a `sub`")
+    return Caller(subject=subject, via="gateway")
+
+
+def bearer_token(header: str) -> str:
+    """The token of `Authorization: Bearer <token>` (the scheme in any case, RFC 9110), else 401."""
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized(f"{AUTHORIZATION}: expected `Bearer <ID token>`")
+    return token.strip()
+
+
+def visible(view: TaskView, caller: Caller | None) -> TaskView:
+    """A search with an owner exists only for its owner: anyone else gets 404, not 403, so that
+    task ids are not disclosed. A search without one (anonymous, or started in process) is
+    everyone's."""
+    if view.owner is not None and (caller is None or caller.subject != view.owner):
+        raise TaskNotFound(view.task_id)
+    return view
+
+
+# ---------------------------------------------------------------------------------------------
+# The authenticator: the decisions above, with the store and ID-token verification
+
+
+class Authenticator:
+    """`caller(headers)`: the verified caller of one request, None (anonymous, when allowed), or
+    Unauthorized/Forbidden. One per process: it holds the key cache."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: TaskStore,
+        *,
+        cache_seconds: float = KEY_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.cache_seconds = cache_seconds
+        self._clock = clock
+        self._cache: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def caller(self, headers: Headers) -> Caller | None:
+        key = headers.get(API_KEY_HEADER)
+        if key is not None:
+            return self._by_key(key)
+        if self.settings.trust_gateway:
+            userinfo = headers.get(USERINFO_HEADER)
+            if userinfo is not None:
+                return gateway_caller(userinfo)
+        authorization = headers.get(AUTHORIZATION)
+        if authorization is not None:
+            claims = tokens.caller_claims(bearer_token(authorization), self.settings)
+            subject = claims.get("sub")
+            if not isinstance(subject, str) or not subject:
+                raise Unauthorized("the ID token has no `sub`")
+            return Caller(subject=subject, via="id_token")
+        if self.settings.auth_required:
+            raise Unauthorized(f"no credentials: {HOW}")
+        return None
+
+    def _by_key(self, text: str) -> Caller:
+        parsed = keys.parse_key(text)
+        if parsed is None:
+            raise Unauthorized(BAD_KEY)
+        key_id, secret = parsed
+        return key_caller(self._record(key_id), secret)
+
+    def _record(self, key_id: str) -> ApiKey | None:
+        """The key's record: from the cache while younger than `cache_seconds`, else the store."""
+        now = self._clock()
+        with self._lock:
+            cached = self._cache.get(key_id)
+            if cached is not None and now - cached[0] < self.cache_seconds:
+                return cached[1]
+        record = self.store.get_key(key_id)
+        if record is not None and self.cache_seconds > 0:
+            with self._lock:
+                self._cache[key_id] = (now, record)
+                self._cache.move_to_end(key_id)
+                while len(self._cache) > KEY_CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return record

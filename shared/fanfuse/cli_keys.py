@@ -1,0 +1,172 @@
+"""`fanfuse keys create | list | revoke`: the API keys of the public endpoints.
+
+The keys live in the store the runtime uses, so the command and the server agree with no other
+configuration:
+
+- Firestore, the functions' store (FANFUSE_PROJECT, FANFUSE_COLLECTION), with `--firestore`, or
+  by default when FIRESTORE_EMULATOR_HOST is set (the emulator `fanfuse dev` prints);
+- else the embedded runtime's SQLite file (FANFUSE_DB_PATH), the one `fanfuse serve` reads.
+
+`create` prints the key once, alone on stdout (`export FANFUSE_API_KEY=$(fanfuse keys create
+--owner me)`), and what it stored on stderr; nothing else ever shows a key, or its hash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.table import Column, Table
+
+from fanfuse.auth import keys
+from fanfuse.cli_render import console, fail, out
+from fanfuse.models import ApiKey, utcnow
+from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
+
+keys_app = typer.Typer(
+    no_args_is_help=True, help="API keys of the public endpoints: create, list, revoke."
+)
+
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        envvar="FANFUSE_API_KEY",
+        show_default=False,
+        help="API key sent as X-Api-Key to --endpoint (`fanfuse keys create`, `fanfuse dev`)",
+    ),
+]
+"""`--api-key` of the commands that call an endpoint (`search`, `mcp`)."""
+StoreOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--firestore/--sqlite",
+        show_default=False,
+        help="the store (default: Firestore when FIRESTORE_EMULATOR_HOST is set, else SQLite)",
+    ),
+]
+
+
+@contextmanager
+def opened(firestore: bool | None) -> Iterator[tuple[TaskStore, str]]:
+    """The store (and where it is, to say so), closed on exit."""
+    settings = Settings()
+    store: TaskStore
+    if firestore if firestore is not None else bool(os.environ.get("FIRESTORE_EMULATOR_HOST")):
+        from fanfuse.store.firestore import KEYS_SUFFIX, store_from_settings
+
+        store = store_from_settings(settings)
+        where = f"Firestore {settings.project}/{settings.collection}{KEYS_SUFFIX}"
+    else:
+        from fanfuse.store.sqlite import SqliteStore
+
+        store, where = SqliteStore(settings.db_path), f"SQLite {settings.db_path}"
+    try:
+        yield store, where
+    finally:
+        store.close()
+
+
+@keys_app.command()
+def create(
+    owner: Annotated[str, typer.Option(help="whose searches the key starts (their owner)")],
+    label: Annotated[str, typer.Option(help="a note for `keys list`")] = "",
+    rate_per_minute: Annotated[
+        int | None, typer.Option(min=1, help="starts per minute (default: the deployment's)")
+    ] = None,
+    max_in_flight: Annotated[
+        int | None, typer.Option(min=1, help="unfinished searches (default: the deployment's)")
+    ] = None,
+    firestore: StoreOption = None,
+) -> None:
+    """Create a key and print it, once: only its hash is stored."""
+    if not owner.strip():
+        raise fail("--owner must not be empty")
+    plaintext, record = keys.new_key(owner, label, rate_per_minute, max_in_flight, utcnow())
+    with opened(firestore) as (store, where):
+        store.put_key(record)
+    sys.stdout.write(plaintext + "\n")
+    console.print(
+        f"key {record.key_id} for {owner} stored in {where}; the key above is shown only now",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
+
+
+def _limit(value: int | None) -> str:
+    return "default" if value is None else str(value)
+
+
+def public(record: ApiKey) -> dict[str, Any]:
+    """What `list` shows of a key: everything but its hash."""
+    return record.model_dump(mode="json", exclude={"secret_sha256"})
+
+
+@keys_app.command("list")
+def list_keys(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    firestore: StoreOption = None,
+) -> None:
+    """List the keys, revoked ones too (id, owner, label, limits, dates; never a secret)."""
+    with opened(firestore) as (store, _):
+        records = store.list_keys()
+    if as_json:
+        sys.stdout.write(json.dumps([public(r) for r in records], indent=2) + "\n")
+        return
+    table = Table(
+        Column("key_id", no_wrap=True),
+        Column("owner", overflow="fold"),
+        Column("label", overflow="fold"),
+        "per min",
+        "in flight",
+        Column("created", no_wrap=True),
+        Column("revoked", no_wrap=True),
+    )
+    for r in records:
+        table.add_row(
+            r.key_id,
+            r.owner,
+            r.label,
+            _limit(r.rate_per_minute),
+            _limit(r.max_in_flight),
+            _when(r.created_at),
+            _when(r.revoked_at),
+        )
+    out.print(table)
+
+
+@keys_app.command()
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="the key's id, as `fanfuse keys list` shows it")],
+    firestore: StoreOption = None,
+) -> None:
+    """Revoke a key: refused (403) from then on (by a running server once its key cache ends)."""
+    if not keys.KEY_ID.match(key_id):
+        # Never echo the argument: it may be a whole key, pasted by mistake.
+        raise fail("not a key id: give the 16 hex characters `fanfuse keys list` shows")
+    with opened(firestore) as (store, where):
+        record = store.get_key(key_id)
+        if record is None:
+            raise fail(f"no key {key_id} in {where}")
+        if record.revoked_at is not None:
+            out.print(f"key {key_id} was already revoked at {_when(record.revoked_at)}")
+            return
+        store.put_key(keys.revoked(record, utcnow()))
+    from fanfuse.auth.callers import KEY_CACHE_SECONDS
+
+    out.print(
+        f"revoked key {key_id} of {record.owner}; running servers refuse it within "
+        f"{KEY_CACHE_SECONDS:g} s",
+        highlight=False,
+    )
