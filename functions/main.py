@@ -11,6 +11,9 @@ import flask
 import functions_framework
 
 from fanfuse import cloud
+from fanfuse.redact import install_log_redaction
+
+install_log_redaction()  # no log record of these processes shows a secret
 
 
 @functions_framework.http

@@ -17,6 +17,9 @@ from fanfuse.cli_keys import ApiKeyOption
 from fanfuse.cli_render import ProgressView, console, fail, out, progress_bars, render_results
 from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
+from fanfuse.redact import install_log_redaction
+
+install_log_redaction()  # whatever logging the command turns on, no record shows a secret
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 

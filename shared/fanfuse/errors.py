@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from fanfuse.models import ErrorBody, Problem
+from fanfuse.redact import redact
 
 
 class FanfuseError(Exception):
@@ -146,9 +147,12 @@ class ProviderError(Exception):
 
     Raised by the network layer (retries exhausted) and by the platforms (an error answer, a
     malformed body); the service turns it into the platform's `failed` state with this message.
+    The message is often made from the provider's answer, which may echo the key it was sent:
+    it is redacted here, once for every platform (see `fanfuse.redact`).
     """
 
     def __init__(self, platform: str, message: str) -> None:
+        message = redact(message)
         super().__init__(f"{platform}: {message}")
         self.platform = platform
         self.message = message

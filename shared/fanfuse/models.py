@@ -10,9 +10,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fanfuse.options import CacheMode, OptionUse
+from fanfuse.redact import redact
 from fanfuse.request import FusionMethod as FusionMethod
 from fanfuse.request import SearchRequest as SearchRequest
 
@@ -173,6 +174,8 @@ class CallRecord(BaseModel):
     key parameters masked.
     """
 
+    model_config = ConfigDict(validate_assignment=True)  # `error` is often set after the call
+
     platform: str
     method: str | None = None
     url: str | None = None
@@ -181,6 +184,12 @@ class CallRecord(BaseModel):
     attempts: int = 0
     seconds: float = 0.0
     error: str | None = None
+
+    @field_validator("url", "error")
+    @classmethod
+    def _no_secret(cls, value: str | None) -> str | None:
+        """Redacted as set (`fanfuse.redact`), whoever sets it: the runner, an MCP tool call."""
+        return redact(value) if value is not None else None
 
 
 class CacheState(StrEnum):
@@ -350,6 +359,12 @@ class ErrorBody(BaseModel):
     error: str
     message: str
     problems: list[Problem] = Field(default_factory=list)
+
+    @field_validator("message")
+    @classmethod
+    def _no_secret(cls, value: str) -> str:
+        """An error may quote a credential it refused; no answer may show one."""
+        return redact(value)
 
 
 class PlatformInfo(BaseModel):

@@ -44,6 +44,7 @@ from fanfuse.models import (
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, PlatformSettings, RunRecord, SearchParams
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.redact import redact
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 
@@ -232,7 +233,8 @@ class SearchService:
             hits, state, error, message = [], PlatformState.FAILED, str(exc), ""
         except Exception as exc:  # a platform's bug must not stop the fan-in
             log.exception("platform %s failed", run.name)
-            hits, state, error, message = [], PlatformState.FAILED, f"{run.name}: {exc!r}", ""
+            error = redact(f"{run.name}: {exc!r}")  # its text is unvetted: it may carry a key
+            hits, state, message = [], PlatformState.FAILED, ""
         return lifecycle.Outcome(
             state=state,
             results=hits,

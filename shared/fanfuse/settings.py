@@ -18,7 +18,7 @@ class ExtraPlatform(BaseModel):
     """A named instance of a built-in engine with its own settings."""
 
     engine: str
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict, repr=False)  # may hold its api_key
 
 
 class Settings(BaseSettings):

@@ -12,7 +12,10 @@ the same way to every provider:
 - at most `max_attempts` attempts, then a `ProviderError` that says what kept failing.
 
 Every call is recorded (method, URL without secrets, status, attempts, seconds) so the platform
-document shows where time went. Waits go through an injectable `sleep`, so tests never sleep.
+document shows where time went. The credentials a request carries are handed to
+`fanfuse.redact` before it is sent, so no record, error or log line made afterwards (an error
+body that echoes the key included) shows them; httpx's own log line, which names the URL, is
+masked too. Waits go through an injectable `sleep`, so tests never sleep.
 The defaults of every limit are in `policy.py`.
 """
 
@@ -20,13 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import httpx
 from pydantic import JsonValue
@@ -35,10 +38,14 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 from fanfuse.errors import ProviderError
 from fanfuse.models import CallRecord
 from fanfuse.net.policy import USER_AGENT, CallPolicy
+from fanfuse.redact import SecretFilter, credentials, redact, redact_url, remember
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 BACKOFF_BASE = 0.5
 MAX_RECORDED_CALLS = 200
+
+if not any(isinstance(f, SecretFilter) for f in logging.getLogger("httpx").filters):
+    logging.getLogger("httpx").addFilter(SecretFilter())  # it logs every request's URL at INFO
 
 SleepFn = Callable[[float], Awaitable[None]]
 Params = Mapping[str, str | int | float] | Sequence[tuple[str, str | int | float]]
@@ -113,18 +120,6 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(float((when - (now or datetime.now(UTC))).total_seconds()), 0.0)
-
-
-def redact_url(url: str, secret_params: frozenset[str]) -> str:
-    """The URL with secret query parameters masked, for records and messages."""
-    if not secret_params:
-        return url
-    parts = urlsplit(url)
-    query = [
-        (k, "***" if k in secret_params else v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-    ]
-    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 class _Retryable(Exception):
@@ -246,6 +241,8 @@ class Runner:
         attempts = 0
         query = _params(spec.params)
         full = httpx.URL(spec.url, params=query) if query else httpx.URL(spec.url)
+        body = spec.json if isinstance(spec.json, dict) else spec.data or {}
+        remember(*credentials(spec.url, spec.headers, [*query, *body.items()], spec.secret_params))
         shown_url = redact_url(str(full), spec.secret_params)
         record = CallRecord(platform=platform, method=spec.method, url=shown_url)
 
@@ -319,7 +316,7 @@ class Runner:
                 raise _Retryable(type(exc).__name__, timeout=True) from exc
             except httpx.TransportError as exc:
                 raise _Retryable(
-                    f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    redact(f"{type(exc).__name__}: {exc}") if str(exc) else type(exc).__name__
                 ) from exc
 
     async def _send(
@@ -378,7 +375,9 @@ def _params(params: Params) -> list[tuple[str, str | int | float | bool | None]]
 
 
 def _excerpt(body: bytes, limit: int = 160) -> str:
-    text = " ".join(body[: limit * 4].decode("utf-8", errors="replace").split())
+    """The start of an error body for a message, secrets masked before it is cut (a cut key
+    would no longer be recognised)."""
+    text = " ".join(redact(body[: limit * 4].decode("utf-8", errors="replace")).split())
     if not text:
         return ""
     return f": {text[:limit]}{'...' if len(text) > limit else ''}"

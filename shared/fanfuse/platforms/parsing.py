@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from fanfuse.errors import ProviderError
+from fanfuse.redact import redact
 
 
 def secret(value: SecretStr | None) -> str:
@@ -27,7 +28,7 @@ def load_json(platform: str, body: bytes) -> Any:
     try:
         return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        start = body[:80].decode("utf-8", errors="replace").strip()
+        start = redact(body[:400].decode("utf-8", errors="replace")).strip()[:80]
         raise ProviderError(
             platform, f"malformed response: expected JSON, got {start!r}... ({exc})"
         ) from exc
@@ -59,12 +60,16 @@ def json_items(platform: str, data: Mapping[str, Any], *path: str) -> list[dict[
 
 
 def error_detail(body: bytes, limit: int = 200) -> str:
-    """A short human-readable reason from an error body (JSON `message`/`error` or text)."""
+    """A short human-readable reason from an error body (JSON `message`/`error` or text).
+
+    Providers echo the key they were sent in such bodies ("invalid token sk-..."): secrets are
+    masked before the reason is cut to `limit`, while they are still whole.
+    """
+    text = redact(body.decode("utf-8", errors="replace"))
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        text = " ".join(body[:1000].decode("utf-8", errors="replace").split())
-        return text[:limit]
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return " ".join(text[:1000].split())[:limit]
     found = _find_message(data)
     return (found or json.dumps(data)[:limit])[:limit]
 
