@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from fanfuse.errors import (
     FanfuseError,
@@ -29,23 +29,20 @@ from fanfuse.errors import (
     UnsupportedMediaType,
     problems_of,
 )
+from fanfuse.inbound import MAX_JSON_DEPTH, Inbound
 from fanfuse.models import Problem
 
 MAX_BODY_BYTES = 64 * 1024
 """A request is at most 5 queries of 500 characters and a few options: 64 KiB is plenty."""
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 """What a task id may look like (the service makes uuid4 hex ids); also a safe document id."""
-MAX_JSON_DEPTH = 32
-"""A request nests three levels (`{"weights": {"docs": 1}}`); 32 leaves room and keeps the
-parser, which recurses per level, far from Python's recursion limit."""
 PUBLIC_TARGETS = ("start_search", "search_status", "cancel_search")
 """The public calls, named as the functions are: `serve` mounts them under the same names."""
 
 
-class CancelRequest(BaseModel):
-    """The body of `cancel_search` (or `?task_id=` instead)."""
-
-    model_config = ConfigDict(extra="forbid")
+class CancelRequest(Inbound):
+    """The body of `cancel_search` (or `?task_id=` instead). No control character: it is an
+    `Inbound` model (inbound.py)."""
 
     task_id: str
 

@@ -13,7 +13,8 @@ on the functions (`.` is never in a task id, so that path cannot name a search).
 
 One adjustment to what pydantic sees: a few request fields take a string as well as the list
 their type says (a before-validator splits `"docs, vectors"`); pydantic cannot see through a
-validator, so `INPUT_STRINGS` adds the string form to those fields' input schema.
+validator, so `INPUT_STRINGS` adds the string form to those fields' input schema (with the
+`pattern` that keeps control characters out of every request string, as the models' own).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from fanfuse import __version__
 from fanfuse.api import CancelRequest
 from fanfuse.auth.keys import API_KEY_HEADER
+from fanfuse.inbound import text_schema
 from fanfuse.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 
 REF = "#/components/schemas/{model}"
@@ -104,6 +106,7 @@ def components() -> dict[str, Any]:
         field = request[name]
         as_list = {k: field.pop(k) for k in list(field) if k in ("type", "items", "anyOf")}
         field["anyOf"] = [{"type": "string", "description": description}, as_list]
+        text_schema(field)  # the string form too holds no control character (inbound.py)
     return defs
 
 

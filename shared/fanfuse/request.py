@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -25,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from fanfuse.inbound import Inbound, control_problem
 from fanfuse.modes import DEFAULT_MODE, MODES, Mode
 from fanfuse.options import (
     COUNTRIES,
@@ -53,17 +53,12 @@ class FusionMethod(StrEnum):
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-"""C0 control characters but tab and newline, and DEL: nothing a person types into a query,
-and NUL in particular ends strings in some of the C libraries a query reaches."""
-
-
 def text_problem(text: str) -> str | None:
     """Why `text` is not a query a person could have typed, or None: a control character, or
     no visible character at all (only spaces, zero-width or format characters, or marks)."""
-    found = CONTROL.search(text)
-    if found:
-        return f"contains the control character U+{ord(found.group()):04X}"
+    problem = control_problem(text)
+    if problem:
+        return problem
     if not any(unicodedata.category(char)[0] in "LNPS" for char in text):
         return "has no visible character"
     return None
@@ -149,10 +144,13 @@ def _country(value: str) -> str:
     return code
 
 
-class SearchRequest(BaseModel):
-    """What an app sends. Validate with `context={"available": [...]}` to check platform names."""
+class SearchRequest(Inbound):
+    """What an app sends. Validate with `context={"available": [...]}` to check platform names.
 
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+    No string in it, key or value, may hold a control character (C0 but tab and newline, or
+    DEL): it is an `Inbound` model (inbound.py)."""
+
+    model_config = ConfigDict(str_strip_whitespace=False)
 
     query: list[str] = Field(
         description="one query, or a list of 1-5 queries",

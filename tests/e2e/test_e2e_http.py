@@ -63,7 +63,9 @@ def test_start_search_refuses_bad_input_with_every_problem_named(e2e: Cloud) -> 
     nested = e2e.http.post(url, content=deep, headers={"Content-Type": "application/json"})
     assert problems(nested) == {"body": "JSON nested deeper than 32 levels"}
     nul = e2e.http.post(url, json={"query": "a\x00b", "platform": "docs"})
-    assert problems(nul) == {"query": "query 1 contains the control character U+0000"}
+    assert problems(nul) == {"query": "contains the control character U+0000"}
+    escape = e2e.http.post(url, json={"query": "q", "weights": {"docs": 1, "w\x1b": 2}})
+    assert problems(escape) == {"weights": "has a key that contains the control character U+001B"}
     assert problems(e2e.http.post(url, json={})) == {"query": "field required"}
 
     too_big = e2e.http.post(url, content=b"x" * 70_000)

@@ -15,6 +15,7 @@ import openapi_spec_validator
 
 from fanfuse import cloud
 from fanfuse.api import PUBLIC_TARGETS
+from fanfuse.inbound import TEXT_PATTERN
 from fanfuse.openapi import document, render
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
@@ -45,7 +46,8 @@ def test_every_ref_resolves_and_the_public_calls_are_named_like_the_functions() 
     assert set(PUBLIC_TARGETS) <= operations
     # A request field the validators also take as a string says so.
     query = schemas["SearchRequest"]["properties"]["query"]
-    assert {"type": "string", "description": "one query as a string"} in query["anyOf"]
+    string = {"type": "string", "description": "one query as a string", "pattern": TEXT_PATTERN}
+    assert string in query["anyOf"]
 
 
 def test_it_validates_as_openapi_3_1() -> None:

@@ -79,8 +79,11 @@ def test_any_payload_is_accepted_or_refused_with_named_fields(
         event("refused")
         assert exc.problems, "a refusal names at least one problem"
         for problem in exc.problems:
-            keys = payload if isinstance(payload, dict) else {}
-            named = problem.field in keys or problem.field.split(".")[0] in FIELDS
+            # a top-level field, or a path under a key the payload has
+            keys = [*payload] if isinstance(payload, dict) else []
+            named = problem.field.split(".")[0] in FIELDS or any(
+                problem.field == k or problem.field.startswith(f"{k}.") for k in keys
+            )
             assert named or problem.field == "body", problem
             assert problem.problem
         assert store.recoverable() == [] and queue.sent == 0  # nothing half-written
