@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.table import Column, Table
 
 from fanfuse.auth import keys
 from fanfuse.cli_render import console, fail, out
@@ -124,26 +123,15 @@ def list_keys(
     if as_json:
         sys.stdout.write(json.dumps([public(r) for r in records], indent=2) + "\n")
         return
-    table = Table(
-        Column("key_id", no_wrap=True),
-        Column("owner", overflow="fold"),
-        Column("label", overflow="fold"),
-        "per min",
-        "in flight",
-        Column("created", no_wrap=True),
-        Column("revoked", no_wrap=True),
-    )
+    # One line per key, not a table: a table squeezes the id at 80 columns, and the id is what
+    # `revoke` needs whole.
     for r in records:
-        table.add_row(
-            r.key_id,
-            r.owner,
-            r.label,
-            _limit(r.rate_per_minute),
-            _limit(r.max_in_flight),
-            _when(r.created_at),
-            _when(r.revoked_at),
+        line = (
+            f"{r.key_id}  owner {r.owner}  label {r.label or '-'}  "
+            f"per min {_limit(r.rate_per_minute)}  in flight {_limit(r.max_in_flight)}  "
+            f"created {_when(r.created_at)}"
         )
-    out.print(table)
+        sys.stdout.write(line + (f"  revoked {_when(r.revoked_at)}" if r.revoked_at else "") + "\n")
 
 
 @keys_app.command()
