@@ -49,8 +49,10 @@ SECRET_NAME = re.compile(
 _HEADER = re.compile(
     r"(?i)\b(authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key|"
     r"x-subscription-token|cookie)(['\"]?\s*[:=]\s*['\"]?)((?:bearer|basic|token)\s+)?"
-    r"([^\s'\",;}&]+)"
+    r"([^\s'\",;}&]{12,})"
 )
+"""A credential in a header: 12 characters at least, so that a message's word after
+`X-Api-Key:` is not taken for one (shorter credentials are masked by value)."""
 _BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9\-._~+/]{8,}=*")
 _API_KEY = re.compile(r"\b(ff_[A-Za-z0-9]+_)[A-Za-z0-9_\-]{16,}")
 """A fanfuse API key, `ff_{key_id}_{secret}` (models.ApiKey): the id stays, to say which."""
