@@ -21,7 +21,8 @@ deadline start_search, the two DEBUG functions, the Firestore and Cloud Tasks em
 Firestore write log, every document of every collection and sub-collection, and every answer
 received, headers included: for each secret as sent, URL-encoded and JSON-escaped, whole or cut
 to its first or last 16 characters. `test_the_grep_finds_a_planted_secret` shows the grep
-reaching each kind of place; with `fanfuse.redact` turned off the first test finds 18 leaks.
+reaching each kind of place; with `fanfuse.redact`'s masking turned off, the first test fails
+(and its grep alone, without the checks that the masks are there, finds the provider key).
 """
 
 from __future__ import annotations
