@@ -40,6 +40,22 @@ locals {
     object = var.function_source_object
   }
   status_url_env = var.status_url_base == null ? {} : { FANFUSE_STATUS_URL_BASE = var.status_url_base }
+
+  # The public functions verify their callers themselves (fanfuse.auth.callers), whatever IAM or
+  # a gateway did before them. The gateway's forwarded claims are trusted only when the gateway
+  # is the one invoker iam.tf lets through; a missing credential is always a 401.
+  trust_gateway = var.gateway_service_account != null
+  caller_env = {
+    FANFUSE_AUTH_REQUIRED      = "true"
+    FANFUSE_TRUST_GATEWAY      = tostring(local.trust_gateway)
+    FANFUSE_FIREBASE_PROJECT   = var.firebase_project == null ? var.project_id : var.firebase_project
+    FANFUSE_ID_TOKEN_AUDIENCES = jsonencode(var.id_token_audiences)
+  }
+  # What start_search holds each caller to (fanfuse.quota).
+  quota_env = {
+    FANFUSE_RATE_PER_MINUTE = tostring(var.rate_per_minute)
+    FANFUSE_MAX_IN_FLIGHT   = tostring(var.max_in_flight)
+  }
 }
 
 resource "google_cloudfunctions2_function" "aggregate" {
@@ -129,7 +145,7 @@ resource "google_cloudfunctions2_function" "run_platform" {
 }
 
 resource "google_cloudfunctions2_function" "search_status" {
-  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers), not by network origin.
+  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers, or the gateway's service account alone), not by network origin; the function verifies its caller itself.
   name        = "fanfuse-search-status"
   location    = var.region
   description = "HTTP GET: the merged progress and results of one search."
@@ -155,14 +171,14 @@ resource "google_cloudfunctions2_function" "search_status" {
     timeout_seconds                  = 30
     max_instance_count               = var.max_instances["search_status"]
     max_instance_request_concurrency = 20
-    environment_variables            = local.common_env
+    environment_variables            = merge(local.common_env, local.caller_env)
   }
 
   depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]
 }
 
 resource "google_cloudfunctions2_function" "cancel_search" {
-  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers), not by network origin.
+  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers, or the gateway's service account alone), not by network origin; the function verifies its caller itself.
   name        = "fanfuse-cancel-search"
   location    = var.region
   description = "HTTP POST: cancels a running search."
@@ -188,7 +204,7 @@ resource "google_cloudfunctions2_function" "cancel_search" {
     timeout_seconds                  = 30
     max_instance_count               = var.max_instances["cancel_search"]
     max_instance_request_concurrency = 20
-    environment_variables = merge(local.common_env, {
+    environment_variables = merge(local.common_env, local.caller_env, {
       FANFUSE_FUNCTION_URLS = jsonencode({
         search_status = google_cloudfunctions2_function.search_status.service_config[0].uri
       })
@@ -199,7 +215,7 @@ resource "google_cloudfunctions2_function" "cancel_search" {
 }
 
 resource "google_cloudfunctions2_function" "start_search" {
-  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers), not by network origin.
+  #checkov:skip=CKV_GCP_124:The public HTTP API of fanfuse, called by apps from outside Google Cloud; access is authenticated by IAM (run.invoker only for var.api_invokers, or the gateway's service account alone), not by network origin; the function verifies its caller itself.
   name        = "fanfuse-start-search"
   location    = var.region
   description = "HTTP POST: validates a search, writes it, enqueues one task per platform and the deadline."
@@ -225,7 +241,7 @@ resource "google_cloudfunctions2_function" "start_search" {
     timeout_seconds                  = 60
     max_instance_count               = var.max_instances["start_search"]
     max_instance_request_concurrency = 20
-    environment_variables = merge(local.common_env, local.status_url_env, {
+    environment_variables = merge(local.common_env, local.status_url_env, local.caller_env, local.quota_env, {
       FANFUSE_FUNCTION_URLS = jsonencode({
         search_status = google_cloudfunctions2_function.search_status.service_config[0].uri
         cancel_search = google_cloudfunctions2_function.cancel_search.service_config[0].uri
@@ -234,6 +250,14 @@ resource "google_cloudfunctions2_function" "start_search" {
       })
       FANFUSE_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
     })
+  }
+
+  lifecycle {
+    precondition {
+      # Trusting the gateway's header is safe only if nothing but the gateway can call the API.
+      condition     = var.gateway_service_account == null || length(var.api_invokers) == 0
+      error_message = "With gateway_service_account set, the gateway must be the only invoker: leave api_invokers empty."
+    }
   }
 
   depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]

@@ -99,8 +99,11 @@ resource "google_cloud_run_v2_service_iam_member" "tasks_invoke_aggregate" {
   member   = google_service_account.tasks.member
 }
 
-# The HTTP API: authenticated; only the listed members (an app backend, a gateway) may call it.
+# The HTTP API: authenticated; only the listed members (an app backend) may call it, or, behind
+# API Gateway, the gateway's service account alone (then the functions trust its forwarded claims).
 locals {
+  api_invoker_members = local.trust_gateway ? ["serviceAccount:${var.gateway_service_account}"] : var.api_invokers
+
   api_services = {
     start_search  = google_cloudfunctions2_function.start_search.service_config[0].service
     search_status = google_cloudfunctions2_function.search_status.service_config[0].service
@@ -110,7 +113,7 @@ locals {
 
 resource "google_cloud_run_v2_service_iam_member" "api_invokers" {
   for_each = {
-    for pair in setproduct(keys(local.api_services), var.api_invokers) :
+    for pair in setproduct(keys(local.api_services), local.api_invoker_members) :
     "${pair[0]} ${pair[1]}" => { function = pair[0], member = pair[1] }
   }
 

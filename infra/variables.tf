@@ -79,7 +79,7 @@ variable "platform_settings" {
 }
 
 variable "api_invokers" {
-  description = "Members allowed to call start_search, search_status and cancel_search (e.g. serviceAccount:app-backend@PROJECT.iam.gserviceaccount.com). The API is authenticated: nobody else can call it."
+  description = "Members allowed to call start_search, search_status and cancel_search (e.g. serviceAccount:app-backend@PROJECT.iam.gserviceaccount.com), when no gateway_service_account is set. The API is authenticated: nobody else can call it."
   type        = list(string)
   default     = []
 }
@@ -118,4 +118,48 @@ variable "kms_key_name" {
   description = "Optional Cloud KMS key for the function source bucket (CMEK); Google-managed keys when null."
   type        = string
   default     = null
+}
+
+# -- Who may call the HTTP API (fanfuse.auth.callers; docs/security.md) -------------------------
+
+variable "gateway_service_account" {
+  description = "Email of the service account API Gateway calls the HTTP API as, when the API sits behind API Gateway. It then becomes the only invoker of start_search, search_status and cancel_search (api_invokers must be empty), so they are reachable solely through the gateway and read the caller's claims it forwards (FANFUSE_TRUST_GATEWAY=true). Null: no gateway, and that header is ignored (anyone could set it)."
+  type        = string
+  default     = null
+}
+
+variable "firebase_project" {
+  description = "Project whose Firebase ID tokens (Authorization: Bearer) the HTTP API accepts: null means this project, \"\" refuses Firebase ID tokens."
+  type        = string
+  default     = null
+}
+
+variable "id_token_audiences" {
+  description = "`aud` values accepted in Google-signed ID tokens (Authorization: Bearer), e.g. an OAuth client id; empty: Google ID tokens are refused. Behind Cloud Run IAM the invoker's own token is one (its audience is the function's URL), so listing a function URL makes each invoker a caller in its own name."
+  type        = list(string)
+  default     = []
+}
+
+# -- Quotas per caller (fanfuse.quota), kept in Firestore so they hold across instances ---------
+
+variable "rate_per_minute" {
+  description = "Searches one caller may start per minute (start_search answers 429 with Retry-After beyond it); an API key may carry its own."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.rate_per_minute >= 1 && floor(var.rate_per_minute) == var.rate_per_minute
+    error_message = "rate_per_minute must be a whole number, at least 1."
+  }
+}
+
+variable "max_in_flight" {
+  description = "Searches one caller may have unfinished at once; an API key may carry its own."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.max_in_flight >= 1 && floor(var.max_in_flight) == var.max_in_flight
+    error_message = "max_in_flight must be a whole number, at least 1."
+  }
 }

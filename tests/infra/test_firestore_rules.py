@@ -41,6 +41,16 @@ def token(uid: str) -> str:
     return f"{_b64({'alg': 'none', 'typ': 'JWT'})}.{_b64(claims)}."
 
 
+def owner_filter(owner: str) -> dict[str, Any]:
+    return {
+        "fieldFilter": {
+            "field": {"fieldPath": "owner"},
+            "op": "EQUAL",
+            "value": {"stringValue": owner},
+        }
+    }
+
+
 class Client:
     """Firestore REST as one caller: admin, a signed-in user, or anonymous (bearer None)."""
 
@@ -66,17 +76,23 @@ class Client:
     def delete(self, path: str) -> int:
         return http_request("DELETE", f"{self.base}/{path}", headers=self.headers)[0]
 
+    def list(self, collection: str) -> int:
+        return http_request("GET", f"{self.base}/{collection}", headers=self.headers)[0]
+
+    def query(self, collection_id: str, owner: str) -> int:
+        """runQuery over a collection group, filtered on `owner`: its status."""
+        query = {
+            "from": [{"collectionId": collection_id, "allDescendants": True}],
+            "where": owner_filter(owner),
+        }
+        payload = json.dumps({"structuredQuery": query}).encode()
+        return http_request("POST", f"{self.base}:runQuery", payload, self.headers)[0]
+
     def query_owner(self, owner: str | None) -> tuple[int, list[str]]:
         """runQuery over searches, filtered on owner when given; (status, document names)."""
         query: dict[str, Any] = {"from": [{"collectionId": "searches"}]}
         if owner is not None:
-            query["where"] = {
-                "fieldFilter": {
-                    "field": {"fieldPath": "owner"},
-                    "op": "EQUAL",
-                    "value": {"stringValue": owner},
-                }
-            }
+            query["where"] = owner_filter(owner)
         payload = json.dumps({"structuredQuery": query}).encode()
         status, body = http_request("POST", f"{self.base}:runQuery", payload, self.headers)
         if status != 200:
@@ -97,10 +113,20 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirestoreEmul
             assert admin.patch(f"searches/{task_id}/platforms/docs", {"state": "running"}) == 200
             assert admin.patch(f"searches/{task_id}/contents/r1", {"content": "text"}) == 200
         assert admin.patch("other/x", {"a": "b"}) == 200
+        for path in SERVER_ONLY:  # each claims alice as owner: that opens nothing
+            assert admin.patch(path, {"owner": "alice", "secret_sha256": "0" * 64}) == 200
         yield em
 
 
 DOCS = ["searches/t-alice", "searches/t-alice/platforms/docs", "searches/t-alice/contents/r1"]
+SERVER_ONLY = [
+    "searches_keys/0123456789abcdef",
+    "searches_quota/alice",
+    "searches_quota/alice/windows/w1",
+    "searches_cache/c1",
+    "searches_health/docs",
+]
+"""The functions' own collections (`{collection}_keys`, `_quota`, `_cache`, `_health`)."""
 
 
 @pytest.mark.parametrize("path", DOCS)
@@ -129,6 +155,24 @@ def test_a_user_lists_only_their_own_searches(emulator: FirestoreEmulator) -> No
 
 def test_other_collections_are_closed(emulator: FirestoreEmulator) -> None:
     assert Client(emulator, token("alice")).get("other/x") == 403
+
+
+@pytest.mark.parametrize("uid", ["alice", "bob", None], ids=["owner", "other", "anonymous"])
+@pytest.mark.parametrize("path", SERVER_ONLY)
+def test_the_functions_own_collections_are_closed_to_every_client(
+    emulator: FirestoreEmulator, path: str, uid: str | None
+) -> None:
+    """Keys, quotas, cache and health: no read, no list, no write, even for the `owner` a
+    document names."""
+    client = Client(emulator, token(uid) if uid else None)
+    collection, _, doc_id = path.rpartition("/")
+    assert client.get(path) == 403
+    assert client.list(collection) == 403
+    assert client.query(collection.rpartition("/")[2], "alice") == 403
+    assert client.patch(path, {"owner": uid or "nobody"}) == 403
+    assert client.create(collection, f"new-{doc_id}", {"owner": uid or "nobody"}) == 403
+    assert client.delete(path) == 403
+    assert Client(emulator, ADMIN).get(path) == 200  # still there, as seeded
 
 
 @pytest.mark.parametrize("uid", ["alice", "bob", None], ids=["owner", "other", "anonymous"])

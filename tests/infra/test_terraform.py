@@ -15,9 +15,13 @@ from typing import Any
 import hcl2
 import pytest
 
+from fanfuse.settings import Settings
+
 INFRA = Path(__file__).resolve().parents[2] / "infra"
 FUNCTIONS = {"start_search", "search_status", "cancel_search", "run_platform", "aggregate"}
 TASK_TARGETS = {"run_platform", "aggregate"}
+PUBLIC = FUNCTIONS - TASK_TARGETS
+INVOKER_ROLES = {"roles/run.invoker", "roles/cloudfunctions.invoker"}
 PLATFORMS = {
     "docs", "vectors", "google", "weixin", "perplexity", "builtin", "tavily", "brave", "searxng",
     "linkup", "exa", "sec_edgar", "arxiv", "wikipedia", "web_search_mcp",
@@ -170,7 +174,7 @@ def _iam_members() -> Iterator[tuple[str, str, dict[str, Any]]]:
 
 
 def test_only_the_tasks_account_may_invoke_the_task_targets() -> None:
-    invoker_roles = {"roles/run.invoker", "roles/cloudfunctions.invoker"}
+    invoker_roles = INVOKER_ROLES
     grants: dict[str, list[str]] = {t: [] for t in TASK_TARGETS}
     for kind, name, body in _iam_members():
         assert kind.endswith("_iam_member"), (
@@ -278,3 +282,80 @@ def test_indexes_json_matches_the_terraform() -> None:
 def test_every_tf_file_parses(path: str) -> None:
     with (INFRA / path).open() as handle:
         assert hcl2.load(handle)
+
+
+# -- Who may call the HTTP API, and what the functions are told about it --------------------------
+
+
+ENV_NAME = re.compile(r"\b(FANFUSE_[A-Z0-9_]+)\s*=")
+ENV_LOCALS = ("common_env", "caller_env", "quota_env", "status_url_env")
+
+
+def function_env(name: str) -> str:
+    """A function's `environment_variables` expression, as written."""
+    body = resources("google_cloudfunctions2_function")[name]
+    return str(one(body["service_config"]).get("environment_variables", ""))
+
+
+def test_the_public_functions_are_told_how_to_verify_callers_and_the_task_targets_are_not() -> None:
+    caller_env = TF_LOCALS["caller_env"]
+    assert caller_env["FANFUSE_AUTH_REQUIRED"] == "true"  # never anonymous in a deployment
+    assert caller_env["FANFUSE_TRUST_GATEWAY"] == "${tostring(local.trust_gateway)}"
+    assert TF_LOCALS["trust_gateway"] == "${var.gateway_service_account != null}"
+    firebase = caller_env["FANFUSE_FIREBASE_PROJECT"]
+    assert firebase == "${var.firebase_project == null ? var.project_id : var.firebase_project}"
+    assert caller_env["FANFUSE_ID_TOKEN_AUDIENCES"] == "${jsonencode(var.id_token_audiences)}"
+    assert variable_default("id_token_audiences") == []
+    assert variable_default("gateway_service_account") is None
+    for name in FUNCTIONS:
+        assert ("local.caller_env" in function_env(name)) == (name in PUBLIC), name
+
+
+def test_the_gateway_is_trusted_only_when_it_is_the_one_invoker_of_the_api() -> None:
+    """FANFUSE_TRUST_GATEWAY makes the functions believe a header anyone could set, so it is on
+    only when IAM lets nothing but the gateway through: its service account then replaces the
+    other invokers, and a plan with both fails its precondition."""
+    members = TF_LOCALS["api_invoker_members"]
+    assert members == (
+        '${local.trust_gateway ? ["serviceAccount:${var.gateway_service_account}"]'
+        " : var.api_invokers}"
+    )
+    api = resources("google_cloud_run_v2_service_iam_member")["api_invokers"]
+    assert "local.api_invoker_members" in api["for_each"]
+    assert "var.api_invokers" not in api["for_each"]
+    start = resources("google_cloudfunctions2_function")["start_search"]
+    (condition,) = [p["condition"] for p in one(start["lifecycle"])["precondition"]]
+    assert condition == "${var.gateway_service_account == null || length(var.api_invokers) == 0}"
+    # No other grant lets anyone invoke an API function; ingress is open, IAM is the gate.
+    for kind, name, body in _iam_members():
+        text = json.dumps(body)
+        api_function = set(FUNCTION_REF.findall(text)) & PUBLIC or "local.api_services" in text
+        if body.get("role") in INVOKER_ROLES and api_function:
+            assert (kind, name) == ("google_cloud_run_v2_service_iam_member", "api_invokers")
+
+
+def test_quotas_are_variables_with_the_applications_defaults_given_to_start_search() -> None:
+    assert TF_LOCALS["quota_env"] == {
+        "FANFUSE_RATE_PER_MINUTE": "${tostring(var.rate_per_minute)}",
+        "FANFUSE_MAX_IN_FLIGHT": "${tostring(var.max_in_flight)}",
+    }
+    for setting in ("rate_per_minute", "max_in_flight"):
+        assert variable_default(setting) == Settings.model_fields[setting].default, setting
+    for name in FUNCTIONS:
+        assert ("local.quota_env" in function_env(name)) == (name == "start_search"), name
+
+
+def test_every_setting_given_to_a_function_is_one_fanfuse_reads() -> None:
+    """A misspelt name would be ignored silently (the settings ignore unknown variables)."""
+    given: set[str] = set()
+    for local in ENV_LOCALS:
+        value = TF_LOCALS[local]
+        given |= set(value) if isinstance(value, dict) else set(ENV_NAME.findall(value))
+    for name in FUNCTIONS:
+        given |= set(ENV_NAME.findall(function_env(name)))
+    given = {n for n in given if n.startswith("FANFUSE_")}
+    assert {"FANFUSE_TRUST_GATEWAY", "FANFUSE_RATE_PER_MINUTE", "FANFUSE_PROJECT"} <= given
+    known = {f"FANFUSE_{field.upper()}" for field in Settings.model_fields}
+    assert given - known == set()
+    # The local stack's task secret: when set it is the only check, so a deployment never has it.
+    assert "TASKS_HMAC_SECRET" not in json.dumps(TF)
