@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
-from fanfuse import aggregate, fusers, health, lifecycle, progress
+from fanfuse import admission, aggregate, fusers, health, lifecycle, progress
 from fanfuse.errors import (
     Cancelled,
     InvalidRequest,
@@ -110,11 +110,14 @@ class SearchService:
         """Validate, write the task and its platform documents, enqueue: 202's `Accepted`.
 
         `caller` is the verified caller (None: in-process, as the embedded runtime and the
-        Python API are): its subject owns the search.
+        Python API are): its subject owns the search, and its quotas apply (admission.py),
+        checked before anything is written.
         """
         request = self.validate(payload)
-        owner = caller.subject if caller is not None else None
         now = self.clock()
+        if caller is not None:
+            admission.admit(self.store, caller, self.settings, now)
+        owner = caller.subject if caller is not None else None
         task_id = uuid.uuid4().hex
         names = request.platforms
         budget = request.timeout_s or self.settings.deadline_seconds

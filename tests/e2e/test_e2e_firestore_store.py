@@ -21,9 +21,11 @@ from fanfuse.models import (
     TaskStatus,
     utcnow,
 )
+from fanfuse.quota import Limit
 from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.firestore import FirestoreStore, WriteLog
 from tests.e2e.cloud import Cloud, make_task
+from tests.quota_checks import hammer, owned_task
 
 
 def raw(db: firestore.Client, path: str) -> dict[str, Any]:
@@ -252,3 +254,41 @@ def test_platform_health_round_trips_one_document_per_platform(e2e: Cloud) -> No
     assert health["docs"].samples == 2 and health["docs"].latency_s == 0.07
     assert health["google"].latency_s == 1.2
     assert isinstance(raw(e2e.db, "searches_health/docs")["updated_at"], datetime)
+
+
+# ---------------------------------------------------------------------------------------------
+# Quotas (quota.py, admission.py): the same contract as tests/unit/test_quota_store.py
+
+
+def test_concurrent_takes_from_several_clients_never_exceed_the_bound(
+    e2e: Cloud, tmp_path: Path
+) -> None:
+    """Four clients stand for four function instances: only Firestore orders their writes.
+    Each admitted take is one write, so a shard's writes are its admitted takes."""
+    log = tmp_path / "writes.jsonl"
+    stores = [FirestoreStore(e2e.firestore_client(), write_log=WriteLog(log)) for _ in range(4)]
+    assert hammer(stores, "dave", Limit.per_minute(30)) == 30  # 200 attempts, one shard
+    sharded = Limit.per_minute(120)  # 4 shards of 30
+    admitted = hammer(stores, "erin", sharded)
+    assert sharded.burst - 4 <= admitted <= sharded.burst
+    writes = WriteLog.read(log, "searches_quota/")
+    assert writes["searches_quota/dave#0"] == 30
+    assert sum(writes.values()) == 30 + admitted
+    assert all(n <= 30 for n in writes.values())  # no shard past its burst at one instant
+    bucket = raw(e2e.db, "searches_quota/dave#0")
+    assert bucket["tokens"] == 0 and isinstance(bucket["expires_at"], datetime)
+    for store in stores:
+        store.close()
+
+
+def test_in_flight_counts_the_owners_live_searches_with_a_count_aggregation(e2e: Cloud) -> None:
+    store = e2e.store
+    now = utcnow()
+    live = [owned_task(store, "frank", now, deadline_s=60) for _ in range(3)]
+    owned_task(store, "grace", now, deadline_s=60)
+    owned_task(store, "frank", now, deadline_s=1)
+    assert store.count_in_flight("frank", now) == 4
+    assert store.count_in_flight("frank", now + timedelta(seconds=2)) == 3
+    store.transact(live[0], None, lifecycle.cancel(now))
+    assert store.count_in_flight("frank", now) == 3
+    assert store.count_in_flight("nobody", now) == 0

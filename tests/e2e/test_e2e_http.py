@@ -157,3 +157,26 @@ def test_the_owner_comes_from_the_gateway_and_only_the_owner_sees_the_search(e2e
     anonymous = e2e.start({"query": "electrons", "platform": "docs"})
     assert e2e.task_doc(anonymous["task_id"])["owner"] is None
     assert e2e.status(anonymous["task_id"], headers=bob).status_code == 200
+
+
+def test_a_caller_at_its_cap_of_searches_in_flight_gets_a_429_with_retry_after(
+    e2e: Cloud,
+) -> None:
+    """The deployment's default cap (FANFUSE_MAX_IN_FLIGHT, 10): the searches stay in flight
+    while their queue is held, and the next start is refused with nothing written."""
+    from fanfuse.models import utcnow
+
+    e2e.pause("web_ok")
+    caller = userinfo({"sub": "busy-uid"})
+    for _ in range(10):
+        e2e.start({"query": "electrons", "platform": "web_ok"}, headers=caller)
+    refused = e2e.http.post(
+        e2e.url("start_search"), json={"query": "electrons", "platform": "web_ok"}, headers=caller
+    )
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["Retry-After"] == "5"
+    body = refused.json()
+    assert body["error"] == "rate_limited" and "at most 10 at once" in body["message"]
+    assert e2e.store.count_in_flight("busy-uid", utcnow()) == 10
+    other = userinfo({"sub": "idle-uid"})  # a cap of its own
+    e2e.start({"query": "electrons", "platform": "web_ok"}, headers=other)
