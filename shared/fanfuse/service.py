@@ -94,6 +94,8 @@ class SearchService:
             "available": [n for n, r in reasons.items() if r is None],
             "unavailable": {n: r for n, r in reasons.items() if r is not None},
             "deadline_seconds": self.settings.deadline_seconds,
+            "max_queries": self.settings.max_queries,
+            "max_platforms": self.settings.max_platforms,
             "by_latency": self.by_latency,  # called only for a mode that picks the quickest
         }
         try:
@@ -203,6 +205,7 @@ class SearchService:
             platform = self.registry.get(run.name)
             # The run path alone needs the stages, the content settings and the network layer:
             # imported here, so a status or start request never loads them at cold start.
+            from fanfuse.content.compress import within_chars
             from fanfuse.content.settings import ContentSettings
             from fanfuse.net.runner import default_runner
             from fanfuse.stages import pipeline
@@ -225,6 +228,7 @@ class SearchService:
                 hits = await pipeline.execute(
                     stage_run, planned, lambda: self._cancelled(task.task_id)
                 )
+            hits = within_chars(hits, self.settings.max_content_chars)
             state, error, message = PlatformState.SUCCEEDED, None, reporter.message
         except Cancelled:
             hits, state, error, message = [], PlatformState.CANCELLED, None, "Cancelled"

@@ -1,5 +1,6 @@
 """Quotas as SearchService.start applies them: a verified caller's start rate and searches in
-flight (429, Retry-After, nothing written)."""
+flight (429, Retry-After, nothing written), and the deployment's limits on what one request may
+ask for (400 naming the field)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 import pytest
 
 from fanfuse import api
-from fanfuse.errors import RateLimited
-from fanfuse.models import Caller
+from fanfuse.errors import InvalidRequest, RateLimited
+from fanfuse.models import Caller, Hit
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
@@ -145,3 +147,45 @@ def test_at_the_in_flight_cap_a_start_is_refused_until_one_ends(make: Make) -> N
     assert isinstance(service.clock, Clock)
     service.clock.now += timedelta(seconds=31)  # past their deadline: being finalized
     service.start({"query": "q"}, caller=ALICE)
+
+
+@pytest.mark.parametrize(
+    ("limits", "payload", "field", "words"),
+    [
+        ({"max_queries": 2}, {"query": ["a", "b", "c"]}, "query", "at most 2 queries"),
+        (
+            {"max_platforms": 1},
+            {"query": "q", "platform": "docs,web"},
+            "platform",
+            "at most 1 platforms",
+        ),
+    ],
+)
+def test_deployment_limits_are_a_400_naming_the_field_and_the_limit(
+    make: Make, limits: dict[str, int], payload: dict[str, Any], field: str, words: str
+) -> None:
+    service = make(**limits)
+    with pytest.raises(InvalidRequest) as info:
+        service.start(payload, caller=ALICE)
+    assert [p.field for p in info.value.problems] == [field]
+    assert words in info.value.problems[0].problem
+    assert written(service) == 0 and buckets(service) == []  # validated before any quota
+
+
+def test_all_means_at_most_max_platforms_of_them(make: Make) -> None:
+    accepted = make(max_platforms=2).start({"query": "q"})
+    view = make().status(accepted.task_id)
+    assert len(view.platforms) == 2
+    assert len(make().validate({"query": "q"}).platforms) == 3
+
+
+async def test_page_text_kept_per_result_is_cut_to_max_content_chars(settings: Settings) -> None:
+    text = "First sentence here. " * 20
+    found = [Hit(title="t", url="https://example.com/a", snippet="s", content=text)]
+    registry = Registry.of([FakePlatform("docs", found, content=True)])
+    capped = settings.model_copy(update={"max_content_chars": 50})
+    async with EmbeddedRuntime(capped, registry=registry) as runtime:
+        view = await runtime.search({"query": "q", "include_content": True})
+    result = view.results[0]
+    assert result.content == "First sentence here. First sentence here."
+    assert result.metadata["original_chars"] == len(text)
