@@ -66,7 +66,7 @@ def take(
     store: TaskStore, subject: str, limit: quota.Limit, now: datetime, rng: random.Random = _RNG
 ) -> float | None:
     """One start against `subject`'s sharded bucket: None when a shard admitted it, else the
-    soonest refill among the shards tried (each try one transaction on one document)."""
+    soonest refill among the shards tried (each try one read-modify-write of one document)."""
     n = limit.shards()
     shard = limit.shard(n)
     waits: list[float] = []

@@ -16,8 +16,11 @@ a start (a refusal writes nothing), so its sustained write rate is its refill ra
 bucket is therefore split into N shards, `{subject}#{i}`, each refilling at rate / N up to
 burst / N, with N = ceil(rate / SHARD_WRITES_PER_S): no shard sustains more than half a write a
 second (the default 30 a minute is one shard, 600 a minute twenty). A start tries the shards in a
-random order, at most MAX_TRIES of them, each try ONE transaction on ONE document that the first
-shard holding a whole token admits; Retry-After is the soonest refill among the shards tried.
+random order, at most MAX_TRIES of them, each try ONE atomic read-modify-write of ONE document
+(`TaskStore.take_quota`), and the first shard holding a whole token admits it; Retry-After is the
+soonest refill among the shards tried. A shard's writes over any t seconds are its admissions, at
+most burst / N + rate / N * t: a quiet shard may take its burst in a moment (30 writes for the
+default), a short burst that Firestore absorbs, never a sustained rate over half a write a second.
 
 Each shard keeps its own bound (burst / N + rate / N * t), and the bounds add up to the caller's,
 so whichever shards a start tries, the caller never gets more than burst + rate * t. The sharded
@@ -49,7 +52,7 @@ from fanfuse.store.base import QuotaMutator
 SHARD_WRITES_PER_S = 0.5
 """The most a shard is refilled (so written) a second: half Firestore's sustained limit."""
 MAX_TRIES = 3
-"""Shards one start tries: a refused start costs at most this many transactions."""
+"""Shards one start tries: a refused start costs at most this many reads."""
 KEY_CHARS = 200
 """A quoted subject longer than this is replaced by its hash (Firestore ids stop at 1,500 bytes)."""
 EPSILON = 1e-9

@@ -94,8 +94,9 @@ class TaskStore(ABC):
 
     @abstractmethod
     def take_quota(self, key: str, mutate: QuotaMutator) -> float | None:
-        """Read the bucket under `key`, apply `mutate`, write the bucket it returns: ONE
-        transaction on ONE document. Returns `mutate`'s wait (None: admitted)."""
+        """Read the bucket under `key`, apply `mutate`, write the bucket it returns: ONE atomic
+        read-modify-write of ONE document (no other write to it in between, else read again).
+        Returns `mutate`'s wait (None: admitted)."""
 
     @abstractmethod
     def count_in_flight(self, owner: str, now: datetime) -> int:
