@@ -17,11 +17,12 @@ resource "google_firestore_database" "main" {
 # TTL: a document is deleted some time (typically within a day) after its expires_at. Deleting a
 # document does not delete its sub-collections, so platforms/ and contents/ documents carry
 # expires_at too and get their own policy. The search cache (searches_cache, one document per
-# platform, query and options) expires the same way, after its own, shorter TTL. No single-field
+# platform, query and options) expires the same way, after its own, shorter TTL, and so does a
+# caller's start-rate bucket (searches_quota, once it would be full again). No single-field
 # index on a TTL timestamp: it would only cost writes and make a hotspot of monotonically
 # increasing values.
 resource "google_firestore_field" "ttl" {
-  for_each = toset(["searches", "platforms", "contents", "searches_cache"])
+  for_each = toset(["searches", "platforms", "contents", "searches_cache", "searches_quota"])
 
   database   = google_firestore_database.main.name
   collection = each.key
@@ -67,4 +68,28 @@ resource "google_firestore_index" "searches_by_owner" {
     field_path = "created_at"
     order      = "DESCENDING"
   }
+}
+
+# start_search counts a caller's searches in flight (owner, not terminal, before the deadline):
+# a count() aggregation over this index (fanfuse.admission).
+resource "google_firestore_index" "searches_in_flight" {
+  database    = google_firestore_database.main.name
+  collection  = "searches"
+  query_scope = "COLLECTION"
+
+  fields {
+    field_path = "owner"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "deadline_at"
+    order      = "ASCENDING"
+  }
+
+  # One index operation at a time per database.
+  depends_on = [google_firestore_index.searches_by_owner]
 }

@@ -24,9 +24,9 @@ import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -41,21 +41,27 @@ CACHE_POLL = 0.01
 """`bench cache` polls more often: a cached search is done in milliseconds (see bench_cache.py)."""
 EMBEDDED_TARGET = 1.15
 STACK_TARGET = 1.5
+Number = TypeVar("Number", int, float)
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
 
 
-class Series(BaseModel):
-    """One runtime's timings: the warm-up run, then the measured runs."""
+class Samples(BaseModel):
+    """The measured runs of one series (seconds, or operations a second), and their median."""
 
-    runtime: str
-    warmup: float
     samples: list[float]
 
     @property
     def median(self) -> float:
         return statistics.median(self.samples)
+
+
+class Series(Samples):
+    """One runtime's timings: the warm-up run, then the measured runs."""
+
+    runtime: str
+    warmup: float
 
 
 class LatencyReport(BaseModel):
@@ -228,19 +234,37 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.")
 
 @bench_app.callback()
 def _bench() -> None:
-    """Benchmarks: `fanfuse bench latency`, `fanfuse bench cache`, `fanfuse bench serve`."""
+    """Benchmarks: `fanfuse bench latency`, `fanfuse bench cache`, `fanfuse bench serve`,
+    `fanfuse bench quota`."""
+
+
+def _parse_list(
+    text: str,
+    hint: str,
+    convert: Callable[[str], Number],
+    valid: Callable[[Number], bool],
+    rule: str,
+) -> list[Number]:
+    """A comma-separated option: each item converted, all of them `valid`, else `rule`."""
+    try:
+        parsed = [convert(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"not a list of numbers: {text!r}", param_hint=hint) from None
+    if not parsed or not all(valid(item) for item in parsed):
+        raise typer.BadParameter(rule, param_hint=hint)
+    return parsed
 
 
 def _parse_delays(delays: str) -> list[float]:
-    try:
-        parsed = [float(d) for d in delays.split(",") if d.strip()]
-    except ValueError:
-        raise typer.BadParameter(
-            f"not a list of numbers: {delays!r}", param_hint="--delays"
-        ) from None
-    if not parsed or any(d < 0 for d in parsed):
-        raise typer.BadParameter("give at least one delay, none negative", param_hint="--delays")
-    return parsed
+    return _parse_list(
+        delays, "--delays", float, lambda d: d >= 0, "give at least one delay, none negative"
+    )
+
+
+def _parse_threads(threads: str) -> list[int]:
+    return _parse_list(
+        threads, "--threads", int, lambda n: 1 <= n <= 64, "give thread counts from 1 to 64"
+    )
 
 
 RunsOption = Annotated[int, typer.Option(min=1, help="measured runs per series")]
@@ -291,4 +315,19 @@ def serve(
     except (RuntimeError, TimeoutError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
+
+
+@bench_app.command("quota")
+def quota(
+    runs: RunsOption = DEFAULT_RUNS,
+    ops: Annotated[int, typer.Option(min=10, max=100_000, help="operations per run")] = 200,
+    threads: Annotated[str, typer.Option(help="thread counts, comma-separated")] = "1,4",
+    firestore: Annotated[bool, typer.Option(help="also measure on the Firestore emulator")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Time the start-rate limiter alone and start_search with and without it, per store."""
+    from fanfuse.bench_quota import run_quota
+
+    report = run_quota(runs, ops, _parse_threads(threads), firestore=firestore)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())

@@ -307,6 +307,17 @@ class PlatformHealth(BaseModel):
     updated_at: datetime
 
 
+class QuotaBucket(BaseModel):
+    """`{collection}_quota/{key}`: one shard of a caller's start-rate token bucket (quota.py)."""
+
+    tokens: float = Field(ge=0)
+    updated_at: datetime
+    expires_at: datetime = Field(
+        description="when the bucket is full again: from then on no document means the same, "
+        "so a TTL policy may delete it"
+    )
+
+
 class Accepted(BaseModel):
     task_id: str
     status: TaskStatus

@@ -1,9 +1,10 @@
 """The request: what an app sends, validated into one clear problem per bad field.
 
 `SearchRequest` is validated with a context that says which platforms are available here (and
-why the others are not), the deployment's deadline, and `by_latency` (the available platforms
-quickest first, for a mode whose `all` means the quickest), so the same model gives the same 400
-in every runtime and in `fanfuse search`.
+why the others are not), the deployment's deadline and limits (`max_queries`, `max_platforms`),
+and `by_latency` (the available platforms quickest first, for a mode whose `all` means the
+quickest, and for a deployment that caps how many platforms `all` may mean), so the same model
+gives the same 400 in every runtime and in `fanfuse search`.
 """
 
 from __future__ import annotations
@@ -199,15 +200,16 @@ class SearchRequest(Inbound):
 
     @field_validator("query", mode="before")
     @classmethod
-    def _queries(cls, value: Any) -> list[str]:
+    def _queries(cls, value: Any, info: ValidationInfo) -> list[str]:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):
             raise ValueError("query must be a string or a list of strings")
         if not value:
             raise ValueError("query must not be empty")
-        if len(value) > MAX_QUERIES:
-            raise ValueError(f"at most {MAX_QUERIES} queries per request, got {len(value)}")
+        most = min(MAX_QUERIES, (info.context or {}).get("max_queries") or MAX_QUERIES)
+        if len(value) > most:
+            raise ValueError(f"at most {most} queries per request, got {len(value)}")
         queries: list[str] = []
         for i, item in enumerate(value):
             if not isinstance(item, str):
@@ -253,6 +255,11 @@ class SearchRequest(Inbound):
             quoted = ", ".join(repr(n) for n in unknown)
             raise ValueError(
                 f"unknown platform {quoted}; available: {', '.join(available) or 'none'}"
+            )
+        most = (info.context or {}).get("max_platforms")
+        if most is not None and len(names) > most:
+            raise ValueError(
+                f"at most {most} platforms per request on this deployment, got {len(names)}"
             )
         return names
 
@@ -333,11 +340,17 @@ class SearchRequest(Inbound):
 
 def _all(available: list[str], info: ValidationInfo) -> list[str]:
     """What `all` means in the request's mode: every available platform, or the quickest N
-    of them by the `by_latency` ordering the context gives (listed in `available`'s order)."""
-    quickest = MODES[info.data.get("mode", DEFAULT_MODE)].quickest
-    if quickest is None:
+    of them by the `by_latency` ordering the context gives (listed in `available`'s order).
+
+    A deployment's `max_platforms` caps N the same way: `all` then means the quickest that many
+    (a 400 would make `all`, the default, unusable there), while naming more is a 400.
+    """
+    ctx = info.context or {}
+    caps = (MODES[info.data.get("mode", DEFAULT_MODE)].quickest, ctx.get("max_platforms"))
+    quickest = min((c for c in caps if c is not None), default=None)
+    if quickest is None or quickest >= len(available):
         return available
-    by_latency = (info.context or {}).get("by_latency")
+    by_latency = ctx.get("by_latency")
     ordered = by_latency(available) if by_latency is not None else available
     chosen = set(ordered[:quickest])
     return [name for name in available if name in chosen]

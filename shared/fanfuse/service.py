@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
-from fanfuse import aggregate, fusers, health, lifecycle, progress
+from fanfuse import admission, aggregate, fusers, health, lifecycle, progress
 from fanfuse.errors import (
     Cancelled,
     InvalidRequest,
@@ -95,6 +95,8 @@ class SearchService:
             "available": [n for n, r in reasons.items() if r is None],
             "unavailable": {n: r for n, r in reasons.items() if r is not None},
             "deadline_seconds": self.settings.deadline_seconds,
+            "max_queries": self.settings.max_queries,
+            "max_platforms": self.settings.max_platforms,
             "by_latency": self.by_latency,  # called only for a mode that picks the quickest
         }
         try:
@@ -111,11 +113,14 @@ class SearchService:
         """Validate, write the task and its platform documents, enqueue: 202's `Accepted`.
 
         `caller` is the verified caller (None: in-process, as the embedded runtime and the
-        Python API are): its subject owns the search.
+        Python API are): its subject owns the search, and its quotas apply (admission.py),
+        checked before anything is written.
         """
         request = self.validate(payload)
-        owner = caller.subject if caller is not None else None
         now = self.clock()
+        if caller is not None:
+            admission.admit(self.store, caller, self.settings, now)
+        owner = caller.subject if caller is not None else None
         task_id = uuid.uuid4().hex
         names = request.platforms
         budget = request.timeout_s or self.settings.deadline_seconds
@@ -201,6 +206,7 @@ class SearchService:
             platform = self.registry.get(run.name)
             # The run path alone needs the stages, the content settings and the network layer:
             # imported here, so a status or start request never loads them at cold start.
+            from fanfuse.content.compress import within_chars
             from fanfuse.content.settings import ContentSettings
             from fanfuse.net.runner import default_runner
             from fanfuse.stages import pipeline
@@ -223,6 +229,7 @@ class SearchService:
                 hits = await pipeline.execute(
                     stage_run, planned, lambda: self._cancelled(task.task_id)
                 )
+            hits = within_chars(hits, self.settings.max_content_chars)
             state, error, message = PlatformState.SUCCEEDED, None, reporter.message
         except Cancelled:
             hits, state, error, message = [], PlatformState.CANCELLED, None, "Cancelled"

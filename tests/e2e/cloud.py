@@ -35,7 +35,8 @@ from google.cloud import firestore
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
 from fanfuse.models import TERMINAL_TASK, FusionMethod, PlatformRun, SearchRequest, Task, utcnow
-from fanfuse.store.firestore import FirestoreStore, WriteLog
+from fanfuse.store.firestore import FirestoreStore
+from fanfuse.store.write_log import WriteLog
 from fanfuse.testing import StubSearxServer
 from tests import option_scenarios
 

@@ -22,9 +22,12 @@ from fanfuse.models import (
     TaskStatus,
     utcnow,
 )
+from fanfuse.quota import Limit
 from fanfuse.store.base import Snapshot, Writes
-from fanfuse.store.firestore import FirestoreStore, WriteLog
+from fanfuse.store.firestore import FirestoreStore
+from fanfuse.store.write_log import WriteLog
 from tests.e2e.cloud import Cloud, make_task
+from tests.quota_checks import hammer, owned_task
 
 
 def raw(db: firestore.Client, path: str) -> dict[str, Any]:
@@ -268,3 +271,41 @@ def test_api_keys_round_trip_under_their_own_collection(e2e: Cloud) -> None:
     assert isinstance(doc["created_at"], datetime) and doc["secret_sha256"] == first.secret_sha256
     store.put_key(keys.revoked(first, utcnow()))
     assert store.get_key(first.key_id).revoked_at is not None  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------------
+# Quotas (quota.py, admission.py): the same contract as tests/unit/test_quota_store.py
+
+
+def test_concurrent_takes_from_several_clients_never_exceed_the_bound(
+    e2e: Cloud, tmp_path: Path
+) -> None:
+    """Four clients stand for four function instances: only Firestore orders their writes.
+    Each admitted take is one write, so a shard's writes are its admitted takes."""
+    log = tmp_path / "writes.jsonl"
+    stores = [FirestoreStore(e2e.firestore_client(), write_log=WriteLog(log)) for _ in range(4)]
+    assert hammer(stores, "dave", Limit.per_minute(30)) == 30  # 200 attempts, one shard
+    sharded = Limit.per_minute(120)  # 4 shards of 30
+    admitted = hammer(stores, "erin", sharded)
+    assert sharded.burst - 4 <= admitted <= sharded.burst
+    writes = WriteLog.read(log, "searches_quota/")
+    assert writes["searches_quota/dave#0"] == 30
+    assert sum(writes.values()) == 30 + admitted
+    assert all(n <= 30 for n in writes.values())  # no shard past its burst at one instant
+    bucket = raw(e2e.db, "searches_quota/dave#0")
+    assert bucket["tokens"] == 0 and isinstance(bucket["expires_at"], datetime)
+    for store in stores:
+        store.close()
+
+
+def test_in_flight_counts_the_owners_live_searches_with_a_count_aggregation(e2e: Cloud) -> None:
+    store = e2e.store
+    now = utcnow()
+    live = [owned_task(store, "frank", now, deadline_s=60) for _ in range(3)]
+    owned_task(store, "grace", now, deadline_s=60)
+    owned_task(store, "frank", now, deadline_s=1)
+    assert store.count_in_flight("frank", now) == 4
+    assert store.count_in_flight("frank", now + timedelta(seconds=2)) == 3
+    store.transact(live[0], None, lifecycle.cancel(now))
+    assert store.count_in_flight("frank", now) == 3
+    assert store.count_in_flight("nobody", now) == 0

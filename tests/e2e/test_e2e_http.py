@@ -17,7 +17,7 @@ from fanfuse.auth.callers import USERINFO_HEADER as USERINFO
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.devstack import FunctionProcess
 from fanfuse.models import utcnow
-from fanfuse.store.firestore import WriteLog
+from fanfuse.store.write_log import WriteLog
 from tests.e2e.cloud import TERMINAL, Cloud
 
 
@@ -297,3 +297,24 @@ def test_the_gateway_header_is_ignored_unless_the_gateway_is_trusted(
     garbled = anonymous.post(trusting_start, json=body, headers={USERINFO: "%%%"})
     assert_401(garbled)
     assert "not base64url JSON claims with a `sub`" in garbled.json()["message"]
+
+
+def test_a_caller_at_its_cap_of_searches_in_flight_gets_a_429_with_retry_after(
+    e2e: Cloud,
+) -> None:
+    """The deployment's default cap (FANFUSE_MAX_IN_FLIGHT, 10): the searches stay in flight
+    while their queue is held, and the next start is refused with nothing written."""
+    e2e.pause("web_ok")
+    caller = stored_key(e2e, "busy-uid")
+    for _ in range(10):
+        e2e.start({"query": "electrons", "platform": "web_ok"}, headers=caller)
+    refused = e2e.http.post(
+        e2e.url("start_search"), json={"query": "electrons", "platform": "web_ok"}, headers=caller
+    )
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["Retry-After"] == "5"
+    body = refused.json()
+    assert body["error"] == "rate_limited" and "at most 10 at once" in body["message"]
+    assert e2e.store.count_in_flight("busy-uid", utcnow()) == 10
+    other = stored_key(e2e, "idle-uid")  # a cap of its own
+    e2e.start({"query": "electrons", "platform": "web_ok"}, headers=other)

@@ -248,7 +248,7 @@ def test_ttl_policy_on_expires_at_for_searches_and_their_subcollections() -> Non
     ttl = resources("google_firestore_field")["ttl"]
     assert ttl["field"] == "expires_at"
     assert "ttl_config" in ttl
-    for collection in ("searches", "platforms", "contents", "searches_cache"):
+    for collection in ("searches", "platforms", "contents", "searches_cache", "searches_quota"):
         assert f'"{collection}"' in ttl["for_each"].replace('\\"', '"'), collection
     database = resources("google_firestore_database")["main"]
     assert database["type"] == "FIRESTORE_NATIVE"
@@ -269,7 +269,7 @@ def test_indexes_json_matches_the_terraform() -> None:
         ]
         assert matches, index
     ttl_groups = {o["collectionGroup"] for o in spec["fieldOverrides"] if o.get("ttl")}
-    assert ttl_groups == {"searches", "platforms", "contents", "searches_cache"}
+    assert ttl_groups == {"searches", "platforms", "contents", "searches_cache", "searches_quota"}
     unindexed = resources("google_firestore_field")["unindexed"]["for_each"]
     for override in spec["fieldOverrides"]:
         assert override["indexes"] == []

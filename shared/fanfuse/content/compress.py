@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 from fanfuse.content.settings import ContentSettings
 from fanfuse.errors import ProviderError
-from fanfuse.models import CallRecord
+from fanfuse.models import CallRecord, Hit
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.runner import Runner
 
@@ -34,24 +35,50 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 
-def truncate_at_sentence(text: str, budget: int) -> str:
-    """The longest prefix of whole sentences within `budget` tokens (a word cut if none fits)."""
-    if estimate_tokens(text) <= budget:
+def truncate_at_sentence(
+    text: str, budget: int, measure: Callable[[str], int] = estimate_tokens
+) -> str:
+    """The longest prefix of whole sentences within `budget` tokens, or within what `measure`
+    counts (`len`: characters); a word cut if no sentence fits."""
+    if measure(text) <= budget:
         return text
     cut = 0
     for match in SENTENCE_END.finditer(text):
-        if estimate_tokens(text[: match.start()]) > budget:
+        if measure(text[: match.start()]) > budget:
             break
         cut = match.start()
     if cut == 0:
         words = text.split()
         kept: list[str] = []
         for word in words:
-            if estimate_tokens(" ".join([*kept, word])) > budget:
+            if measure(" ".join([*kept, word])) > budget:
                 break
             kept.append(word)
         return " ".join(kept) if kept else text[:budget]
     return text[:cut].rstrip()
+
+
+def within_chars(hits: list[Hit], max_chars: int | None) -> list[Hit]:
+    """Each hit's content within the deployment's `max_content_chars` (None: no cap).
+
+    Applied to a run's final hits, after every stage, so whatever brought the text (a provider,
+    a page fetch, an LLM) no result keeps more: cut at a sentence boundary like the token budget,
+    and marked `truncated` with the length it had.
+    """
+    if max_chars is None:
+        return hits
+    out: list[Hit] = []
+    for hit in hits:
+        if hit.content is not None and len(hit.content) > max_chars:
+            facts = {"truncated": True, "original_chars": len(hit.content)}
+            hit = hit.model_copy(
+                update={
+                    "content": truncate_at_sentence(hit.content, max_chars, len),
+                    "metadata": {**hit.metadata, **facts},
+                }
+            )
+        out.append(hit)
+    return out
 
 
 async def llm_compress(

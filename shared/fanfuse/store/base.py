@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
+from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, QuotaBucket, Task
 
 
 @dataclass
@@ -36,6 +36,10 @@ class Writes:
 
 Mutator = Callable[[Snapshot], Writes | None]
 """Pure: a store may call it more than once (Firestore retries contended transactions)."""
+
+QuotaMutator = Callable[[QuotaBucket | None], tuple[QuotaBucket | None, float | None]]
+"""Pure, like Mutator: the bucket read (None: none) -> (the bucket to write, or None to write
+nothing; None when the start is admitted, else the seconds until it would be). See quota.py."""
 
 
 class TaskStore(ABC):
@@ -98,6 +102,18 @@ class TaskStore(ABC):
     @abstractmethod
     def list_keys(self) -> list[ApiKey]:
         """Every key, revoked ones too, oldest first."""
+
+    # -- quotas (quota.py, admission.py) ----------------------------------------------------------
+
+    @abstractmethod
+    def take_quota(self, key: str, mutate: QuotaMutator) -> float | None:
+        """Read the bucket under `key`, apply `mutate`, write the bucket it returns: ONE atomic
+        read-modify-write of ONE document (no other write to it in between, else read again).
+        Returns `mutate`'s wait (None: admitted)."""
+
+    @abstractmethod
+    def count_in_flight(self, owner: str, now: datetime) -> int:
+        """How many of `owner`'s searches are not terminal and still before their deadline."""
 
     def recoverable(self) -> list[Task]:
         """Tasks not yet terminal, for an embedded runtime to resume after a restart."""

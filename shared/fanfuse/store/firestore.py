@@ -9,7 +9,9 @@ Documents (see the design):
 - `{collection}_health/{name}`: one platform's measured health (`models.PlatformHealth`);
 - `{collection}_cache/{key}`: one search-cache entry (`models.CacheEntry`), with its own TTL
   policy on `expires_at`;
-- `{collection}_keys/{key_id}`: one API key (`models.ApiKey`: its hash, never the key).
+- `{collection}_keys/{key_id}`: one API key (`models.ApiKey`: its hash, never the key);
+- `{collection}_quota/{key}`: one shard of a caller's start-rate bucket (`models.QuotaBucket`,
+  see quota.py), with a TTL policy on `expires_at` (the emulator has none: they stay there).
 
 Timestamps are stored as native Firestore timestamps, so a TTL policy on `expires_at` works. A
 TTL deletion does not cascade to sub-collections, so platform and content documents carry the
@@ -23,21 +25,28 @@ under contention, which is why the mutators must be pure.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fanfuse.errors import DocumentTooLarge, TaskNotFound
-from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
+from fanfuse.errors import DocumentTooLarge, TaskNotFound, Unavailable
+from fanfuse.models import (
+    TERMINAL_TASK,
+    ApiKey,
+    CacheEntry,
+    PlatformHealth,
+    PlatformRun,
+    QuotaBucket,
+    Task,
+    TaskStatus,
+)
 from fanfuse.settings import Settings
-from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import Mutator, QuotaMutator, Snapshot, TaskStore, Writes
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
+from fanfuse.store.write_log import WriteLog
 
 if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference, Transaction
@@ -54,67 +63,13 @@ PURGE_BATCH = 100
 CACHE_SUFFIX = "_cache"
 HEALTH_SUFFIX = "_health"
 KEYS_SUFFIX = "_keys"
+QUOTA_SUFFIX = "_quota"
 MIN_CACHE_REWRITE_S = 1.0
 """Firestore sustains about one write per second per document: a cache entry is not rewritten
 sooner (an entry that young is as fresh as the one that would replace it)."""
 
 PLATFORMS = "platforms"
 CONTENTS = "contents"
-# ---------------------------------------------------------------------------------------------
-# Write accounting
-
-
-class WriteLog:
-    """Counts committed document writes per document path.
-
-    The design budgets writes per document (about one per second sustained; the task document is
-    written at start, once per platform at fan-in, and at finalization). `counts` holds this
-    process's writes; with a `path`, each write is also appended as one JSON line so a test can
-    add up the writes of several function processes (O_APPEND keeps short lines whole).
-    """
-
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def record(self, op: str, paths: Iterable[str]) -> None:
-        paths = list(paths)
-        if not paths:
-            return
-        with self._lock:
-            self.counts.update(paths)
-        if self.path is not None:
-            lines = "".join(
-                json.dumps({"op": op, "doc": p, "pid": os.getpid()}) + "\n" for p in paths
-            )
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, lines.encode())
-            finally:
-                os.close(fd)
-
-    @staticmethod
-    def read(path: Path, prefix: str = "") -> Counter[str]:
-        """Writes per document path from a log file, for paths starting with `prefix`."""
-        counts: Counter[str] = Counter()
-        for (doc, _), n in WriteLog.read_ops(path, prefix).items():
-            counts[doc] += n
-        return counts
-
-    @staticmethod
-    def read_ops(path: Path, prefix: str = "") -> Counter[tuple[str, str]]:
-        """Writes per (document path, operation): create, transact or patch."""
-        counts: Counter[tuple[str, str]] = Counter()
-        if not path.exists():
-            return counts
-        for line in path.read_text().splitlines():
-            entry = json.loads(line)
-            if entry["doc"].startswith(prefix):
-                counts[entry["doc"], entry["op"]] += 1
-        return counts
-
-
 # ---------------------------------------------------------------------------------------------
 # The store
 
@@ -372,6 +327,58 @@ class FirestoreStore(TaskStore):
         for doc in expired.limit(PURGE_BATCH * 10).stream():
             doc.reference.delete()
         return purged
+
+    # -- quotas (quota.py, admission.py) ----------------------------------------------------------
+
+    def take_quota(self, key: str, mutate: QuotaMutator) -> float | None:
+        """One read-modify-write of `{collection}_quota/{key}`, as a write conditioned on the
+        version read (created only if still absent, updated only if not written since): the
+        atomicity of a transaction on one document, in one read and one write, and no lock.
+
+        A refusal is a plain read and nothing else, so a flood of refused starts holds no lock
+        that the admitted ones would wait on. A write that lost the race reads again.
+        """
+        from google.api_core.exceptions import Conflict, FailedPrecondition
+
+        ref = self.client.collection(self.collection + QUOTA_SUFFIX).document(key)
+        with self._task_lock(key):
+            for _ in range(TRANSACTION_ATTEMPTS):
+                snap = ref.get()
+                bucket = QuotaBucket.model_validate(decode(snap.to_dict())) if snap.exists else None
+                written, wait = mutate(bucket)
+                if written is None:
+                    return wait
+                data = model_data(written)
+                try:
+                    if snap.exists:
+                        ref.update(
+                            data, option=self.client.write_option(last_update_time=snap.update_time)
+                        )
+                    else:
+                        ref.create(data)
+                except (Conflict, FailedPrecondition):
+                    continue  # another instance wrote it in between
+                self.writes.record("quota", [ref.path])
+                return wait
+        raise Unavailable(f"{ref.path} still contended after {TRANSACTION_ATTEMPTS} attempts")
+
+    def count_in_flight(self, owner: str, now: datetime) -> int:
+        """A count() aggregation (one read per 1,000 entries), on the composite index
+        (owner, status, deadline_at) of infra/firestore.indexes.json."""
+        from google.cloud.firestore_v1.aggregation import AggregationQuery
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        running = sorted(s.value for s in TaskStatus if s not in TERMINAL_TASK)
+        query = (
+            self.client.collection(self.collection)
+            .where(filter=FieldFilter("owner", "==", owner))
+            .where(filter=FieldFilter("status", "in", running))
+            .where(filter=FieldFilter("deadline_at", ">", encode(now)))
+        )
+        # The library's annotations say count() returns a type and get() a flat list: in fact
+        # an AggregationQuery, and one list of results per aggregation run.
+        results: Any = AggregationQuery(query).count(alias="n").get()
+        return int(results[0][0].value)
 
     def close(self) -> None:
         client: Any = self.client  # its close() is untyped

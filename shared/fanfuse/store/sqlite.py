@@ -22,9 +22,10 @@ from fanfuse.models import (
     CacheEntry,
     PlatformHealth,
     PlatformRun,
+    QuotaBucket,
     Task,
 )
-from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import Mutator, QuotaMutator, Snapshot, TaskStore, Writes
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -61,7 +62,16 @@ CREATE TABLE IF NOT EXISTS api_keys (
     key_id TEXT PRIMARY KEY,
     doc    TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS quota (
+    key        TEXT PRIMARY KEY,
+    expires_at TEXT NOT NULL,
+    doc        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (json_extract(doc, '$.owner'), status);
 """
+
+_TERMINAL = tuple(sorted(s.value for s in TERMINAL_TASK))
+_NOT_TERMINAL = f"status NOT IN ({','.join('?' * len(_TERMINAL))})"
 
 
 def _ts(value: datetime) -> str:
@@ -227,14 +237,38 @@ class SqliteStore(TaskStore):
         with self._tx() as db:
             cur = db.execute("DELETE FROM tasks WHERE expires_at <= ?", (_ts(now),))
             db.execute("DELETE FROM cache WHERE expires_at <= ?", (_ts(now),))
+            db.execute("DELETE FROM quota WHERE expires_at <= ?", (_ts(now),))
             return cur.rowcount
 
+    # -- quotas: an expression index on the task's owner, so no column (and no migration) -------
+
+    def take_quota(self, key: str, mutate: QuotaMutator) -> float | None:
+        with self._tx() as db:
+            row = db.execute("SELECT doc FROM quota WHERE key = ?", (key,)).fetchone()
+            bucket = QuotaBucket.model_validate_json(row[0]) if row else None
+            written, wait = mutate(bucket)
+            if written is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO quota (key, expires_at, doc) VALUES (?, ?, ?)",
+                    (key, _ts(written.expires_at), written.model_dump_json()),
+                )
+            return wait
+
+    def count_in_flight(self, owner: str, now: datetime) -> int:
+        """julianday() reads both timestamp spellings (pydantic's `Z`, `_ts`'s `+00:00`)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM tasks WHERE json_extract(doc, '$.owner') = ?"
+                f" AND {_NOT_TERMINAL}"
+                " AND julianday(json_extract(doc, '$.deadline_at')) > julianday(?)",
+                (owner, *_TERMINAL, _ts(now)),
+            ).fetchone()
+        return int(row[0])
+
     def recoverable(self) -> list[Task]:
-        terminal = tuple(s.value for s in TERMINAL_TASK)
-        marks = ",".join("?" * len(terminal))
         with self._lock:
             rows = self._db.execute(
-                f"SELECT doc FROM tasks WHERE status NOT IN ({marks})", terminal
+                f"SELECT doc FROM tasks WHERE {_NOT_TERMINAL}", _TERMINAL
             ).fetchall()
         return [Task.model_validate_json(r[0]) for r in rows]
 
