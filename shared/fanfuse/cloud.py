@@ -71,6 +71,7 @@ Handler = Callable[[flask.Request], flask.Response]
 TASK_NAME_HEADER = "X-CloudTasks-TaskName"
 PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 OPENAPI_NAME = "openapi.json"
+STATUS_TARGET = "search_status"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,10 +189,17 @@ def check_message(message: PlatformMessage | AggregateMessage) -> None:
 
 
 def task_id_of(request: flask.Request) -> str:
-    """`?task_id=` or the last path segment (`status_url` is `{search_status URL}/{task_id}`)."""
+    """`?task_id=` or the last path segment (`status_url` is `{search_status URL}/{task_id}`).
+
+    A leading `search_status` segment is the function's own name, not a task id: Cloud
+    Functions strip it, but functions-framework and a gateway that appends the path keep it, so
+    `GET /search_status` without `?task_id=` is the 400 the document promises, not a 404.
+    """
     value = request.args.get("task_id")
     if value is None:
         segments = [s for s in request.path.split("/") if s]
+        if segments[:1] == [STATUS_TARGET]:
+            segments = segments[1:]
         value = segments[-1] if segments else None
     return check_task_id(value)
 

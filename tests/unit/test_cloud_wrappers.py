@@ -166,3 +166,26 @@ def test_a_revoked_key_is_403(app: flask.Flask) -> None:
     answer = call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
     assert answer.status_code == 403 and answer.get_json()["error"] == "forbidden"
     assert service.calls == []
+
+
+@pytest.mark.parametrize(
+    ("path", "task_id"),
+    [("/t1", "t1"), ("/search_status/t1", "t1"), ("/search_status?task_id=t2", "t2")],
+)
+def test_status_reads_the_task_id_after_the_functions_own_name(
+    app: flask.Flask, path: str, task_id: str
+) -> None:
+    service = _Service(RuntimeError("unused"), owner="alice")
+    cloud._service = service  # type: ignore[assignment]
+    with app.test_request_context(path, method="GET", headers=AS_ALICE):
+        answer = cloud.search_status(flask.request)
+    assert answer.status_code == 200 and service.calls == [("status", task_id)]
+
+
+def test_status_without_a_task_id_is_400_even_under_the_functions_name(app: flask.Flask) -> None:
+    """functions-framework keeps `/search_status` in the path; it is not a task id."""
+    cloud._service = _Service(RuntimeError("unused"))  # type: ignore[assignment]
+    with app.test_request_context("/search_status", method="GET", headers=AS_ALICE):
+        answer = cloud.search_status(flask.request)
+    assert answer.status_code == 400
+    assert answer.get_json()["problems"] == [{"field": "task_id", "problem": "field required"}]
