@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import flask
 from pydantic import BaseModel
+from werkzeug.exceptions import HTTPException
 
 from fanfuse.api import (
     CancelRequest,
@@ -54,7 +55,7 @@ from fanfuse.api import (
 from fanfuse.auth.callers import Authenticator, visible
 from fanfuse.auth.tasks import verify_delivery
 from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
-from fanfuse.models import Caller, Problem
+from fanfuse.models import Caller, ErrorBody, Problem
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
 if TYPE_CHECKING:
@@ -173,6 +174,18 @@ def json_response(
 def error_response(exc: FanfuseError) -> flask.Response:
     answer = error_answer(exc)
     return json_response(answer.body, answer.status, answer.headers)
+
+
+def routing_error(error: HTTPException) -> flask.Response | HTTPException:
+    """What functions-framework refuses before any target runs, as JSON like every other answer
+    (not werkzeug's HTML page): its `/<path:path>` rule matches no path with a newline in it,
+    and it answers `/robots.txt` and `/favicon.ico` itself, both 404. A redirect (below 400)
+    is left as werkzeug makes it."""
+    if error.code is None or error.code < 400:
+        return error
+    code = re.sub(r"\W+", "_", (error.name or "error").strip().lower())
+    body = ErrorBody(error=code, message=error.description or error.name)
+    return json_response(body, error.code)
 
 
 def read_json(request: flask.Request) -> Any:
@@ -364,6 +377,7 @@ __all__ = [
     "aggregate",
     "cancel_search",
     "public_target",
+    "routing_error",
     "run_platform",
     "search_status",
     "service",

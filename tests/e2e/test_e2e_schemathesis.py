@@ -18,8 +18,9 @@ draw from, so those answer 200 and 409 as well as 404. The key is this test's ow
 far above what it sends; a 429 would still be tolerated and counted (the quota is another
 test's subject).
 
-Reproducible: generation is seeded (FANFUSE_FUZZ_SEED, default below) and every failure is
-listed with a curl command that repeats it (the key shown as $FANFUSE_API_KEY, never itself).
+Generation is seeded (FANFUSE_FUZZ_SEED, default below; another seed explores other inputs),
+and every failure is listed with the curl command that repeats it exactly (the key shown as
+$FANFUSE_API_KEY or [Filtered], never itself).
 The figures (requests per operation and mode, statuses) are printed and written to
 `schemathesis-summary.json` in the test's tmp dir, for the closing note to quote.
 """
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis
+import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -90,7 +92,7 @@ def target_of(operation_id: str) -> str:
 class Tally:
     """What was sent and answered, and what went wrong: the test's evidence."""
 
-    key: str
+    key: str = field(repr=False)  # never shown in a failure (`fail` masks it in the curl too)
     requests: Counter[str] = field(default_factory=Counter)
     """Per `operation mode` (generated), and `auth` and `follow-up` (the requests this file
     adds: without a valid key, and the cancel of each accepted search)."""
@@ -348,8 +350,8 @@ def test_generated_requests_get_no_5xx_json_errors_and_write_nothing_when_refuse
     (tmp_path / "schemathesis-summary.json").write_text(json.dumps(summary, indent=2))
     print(f"\nschemathesis summary: {json.dumps(summary)}")
 
-    shown = "\n".join(tally.failures[:20])
-    assert not tally.failures, f"{len(tally.failures)} failures (first 20):\n{shown}"
+    failures = tally.failures
+    assert not failures, f"{len(failures)} failures (first 20):\n" + "\n".join(failures[:20])
     assert tally.generated() >= AT_LEAST, summary
     assert summary["server_errors"] == 0, summary
     assert tally.accepted, summary  # the fuzz reached past validation, not only its refusals
@@ -358,3 +360,14 @@ def test_generated_requests_get_no_5xx_json_errors_and_write_nothing_when_refuse
     # is one a 202 returned, and every 202 wrote its search.
     written = task_ids_written(e2e, log_from)
     assert written == set(tally.accepted), sorted(written ^ set(tally.accepted))[:10]
+
+
+@pytest.mark.parametrize("path", ["/search_status/%0A", "/robots.txt", "/favicon.ico"])
+def test_paths_functions_framework_cannot_route_are_json_404s(e2e: Cloud, path: str) -> None:
+    """What the fuzz found: functions-framework's `/<path:path>` matches no path holding a
+    newline, and it answers `/robots.txt` and `/favicon.ico` itself, with werkzeug's HTML page
+    (until functions/main.py registered `cloud.routing_error`)."""
+    for target in ("start_search", "search_status", "cancel_search"):
+        response = e2e.http.get(e2e.url(target) + path)
+        assert response.status_code == 404, (target, response.text)
+        assert error_body_problem(404, response.headers["Content-Type"], response.content) is None

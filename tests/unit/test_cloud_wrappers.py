@@ -14,6 +14,8 @@ from typing import Any
 import flask
 import pytest
 from pydantic import SecretStr
+from werkzeug.exceptions import NotFound
+from werkzeug.routing import RequestRedirect
 
 from fanfuse import cloud
 from fanfuse.auth import keys
@@ -189,3 +191,17 @@ def test_status_without_a_task_id_is_400_even_under_the_functions_name(app: flas
         answer = cloud.search_status(flask.request)
     assert answer.status_code == 400
     assert answer.get_json()["problems"] == [{"field": "task_id", "problem": "field required"}]
+
+
+def test_what_functions_framework_refuses_itself_is_answered_as_json(app: flask.Flask) -> None:
+    """Its routing matches no path with a newline and 404s `/robots.txt` itself (HTML, were it
+    not for `routing_error`, which functions/main.py registers)."""
+    with app.test_request_context("/search_status/%0A"):
+        answer = cloud.routing_error(NotFound())
+    assert isinstance(answer, flask.Response) and answer.status_code == 404
+    assert answer.mimetype == "application/json"
+    body = answer.get_json()
+    assert body["error"] == "not_found" and body["problems"] == []
+    assert body["message"].startswith("The requested URL was not found")
+    redirect = RequestRedirect("http://127.0.0.1/search_status/")
+    assert cloud.routing_error(redirect) is redirect  # not an error: left to werkzeug
