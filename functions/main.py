@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import flask
 import functions_framework
+from werkzeug.exceptions import HTTPException
 
 from fanfuse import cloud
 from fanfuse.redact import install_log_redaction
 
 install_log_redaction()  # no log record of these processes shows a secret
+
+
+# functions-framework's own 404s (a path its routing cannot match) answered as JSON: it loads
+# this module inside its app's context, with `errorhandler` bound to that app.
+functions_framework.errorhandler(HTTPException)(cloud.routing_error)
 
 
 @functions_framework.http

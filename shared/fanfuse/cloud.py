@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import flask
 from pydantic import BaseModel
+from werkzeug.exceptions import HTTPException
 
 from fanfuse.api import (
     CancelRequest,
@@ -54,7 +55,7 @@ from fanfuse.api import (
 from fanfuse.auth.callers import Authenticator, visible
 from fanfuse.auth.tasks import verify_delivery
 from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
-from fanfuse.models import Caller, Problem
+from fanfuse.models import Caller, ErrorBody, Problem
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ Handler = Callable[[flask.Request], flask.Response]
 TASK_NAME_HEADER = "X-CloudTasks-TaskName"
 PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 OPENAPI_NAME = "openapi.json"
+STATUS_TARGET = "search_status"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,6 +176,18 @@ def error_response(exc: FanfuseError) -> flask.Response:
     return json_response(answer.body, answer.status, answer.headers)
 
 
+def routing_error(error: HTTPException) -> flask.Response | HTTPException:
+    """What functions-framework refuses before any target runs, as JSON like every other answer
+    (not werkzeug's HTML page): its `/<path:path>` rule matches no path with a newline in it,
+    and it answers `/robots.txt` and `/favicon.ico` itself, both 404. A redirect (below 400)
+    is left as werkzeug makes it."""
+    if error.code is None or error.code < 400:
+        return error
+    code = re.sub(r"\W+", "_", (error.name or "error").strip().lower())
+    body = ErrorBody(error=code, message=error.description or error.name)
+    return json_response(body, error.code)
+
+
 def read_json(request: flask.Request) -> Any:
     """The body as JSON, or a 400/413/415 that says what is wrong with it (see `fanfuse.api`)."""
     check_length(request.content_length)
@@ -188,10 +202,17 @@ def check_message(message: PlatformMessage | AggregateMessage) -> None:
 
 
 def task_id_of(request: flask.Request) -> str:
-    """`?task_id=` or the last path segment (`status_url` is `{search_status URL}/{task_id}`)."""
+    """`?task_id=` or the last path segment (`status_url` is `{search_status URL}/{task_id}`).
+
+    A leading `search_status` segment is the function's own name, not a task id: Cloud
+    Functions strip it, but functions-framework and a gateway that appends the path keep it, so
+    `GET /search_status` without `?task_id=` is the 400 the document promises, not a 404.
+    """
     value = request.args.get("task_id")
     if value is None:
         segments = [s for s in request.path.split("/") if s]
+        if segments[:1] == [STATUS_TARGET]:
+            segments = segments[1:]
         value = segments[-1] if segments else None
     return check_task_id(value)
 
@@ -356,6 +377,7 @@ __all__ = [
     "aggregate",
     "cancel_search",
     "public_target",
+    "routing_error",
     "run_platform",
     "search_status",
     "service",

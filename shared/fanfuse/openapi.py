@@ -49,6 +49,9 @@ INPUT_STRINGS = {
     "exclude_domains": "comma-separated host names",
 }
 SERVE_ONLY = {"x-fanfuse-only": "serve"}
+RETRY_AFTER = {
+    "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
+}
 AUTH = (401, 403)
 """What every route but this document may answer: `fanfuse.auth.callers` verifies the caller."""
 SECURITY_SCHEMES = {
@@ -84,9 +87,14 @@ def _errors(*statuses: int) -> dict[str, Any]:
         405: "method not allowed (the `Allow` header lists the allowed ones)",
         409: "the search is already terminal",
         413: "body larger than 64 KiB",
+        415: "a body not sent as application/json",
+        429: "over the caller's quota (rate or searches in flight); `Retry-After` says when",
         503: "infrastructure unavailable; try again",
     }
-    return {str(s): _json("ErrorBody", meaning[s]) for s in statuses}
+    answers = {str(s): _json("ErrorBody", meaning[s]) for s in statuses}
+    if "429" in answers:
+        answers["429"]["headers"] = RETRY_AFTER
+    return answers
 
 
 def _task_id(where: str) -> dict[str, Any]:
@@ -124,7 +132,7 @@ def paths() -> dict[str, Any]:
                 "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
                 "responses": {
                     "202": {**_json("Accepted", "accepted"), "headers": location},
-                    **_errors(*AUTH, 400, 405, 413, 503),
+                    **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
                 },
             }
         },
@@ -155,7 +163,7 @@ def paths() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": _json("TaskView", "the cancelled search"),
-                    **_errors(*AUTH, 400, 404, 405, 409, 413, 503),
+                    **_errors(*AUTH, 400, 404, 405, 409, 413, 415, 503),
                 },
             }
         },
@@ -171,7 +179,7 @@ def paths() -> dict[str, Any]:
                 "responses": {
                     "200": _json("TaskView", "the terminal search"),
                     "202": {**_json("TaskView", "still running at the cap"), "headers": location},
-                    **_errors(*AUTH, 400, 405, 413, 503),
+                    **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
                 },
             }
         },

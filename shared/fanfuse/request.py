@@ -86,13 +86,14 @@ def split_platforms(value: Any) -> list[str]:
 
 
 def one_or_list(
-    max_items: int | None = None, *, min_items: int = 1, **item: Any
+    max_items: int | None = None, *, min_items: int = 1, nullable: bool = False, **item: Any
 ) -> Callable[[dict[str, Any]], None]:
-    """The JSON schema of a list field whose before-validator also takes one string.
+    """The JSON schema of a list field whose before-validator also takes one string (and
+    `null`, when `nullable`: the validator reads it as an empty list).
 
     pydantic sees only `list[str]`; this rewrites the field's schema to what the validator
     takes (`"a"` or `["a", "b"]`), with the list's limits, so the request's JSON schema (the MCP
-    tools' input schema) says what the API accepts.
+    tools' input schema, the OpenAPI document) says what the API accepts.
     """
 
     def rewrite(schema: dict[str, Any]) -> None:
@@ -104,7 +105,7 @@ def one_or_list(
             array["maxItems"] = max_items
         schema.pop("type", None)
         schema.pop("items", None)
-        schema["anyOf"] = [string, array]
+        schema["anyOf"] = [string, array, *([{"type": "null"}] if nullable else [])]
 
     return rewrite
 
@@ -134,7 +135,7 @@ def _domains(value: Any) -> list[str]:
 Domains = Annotated[
     list[str],
     BeforeValidator(_domains),
-    Field(json_schema_extra=one_or_list(MAX_DOMAINS, min_items=0)),
+    Field(json_schema_extra=one_or_list(MAX_DOMAINS, min_items=0, nullable=True)),
 ]
 
 

@@ -14,6 +14,8 @@ from typing import Any
 import flask
 import pytest
 from pydantic import SecretStr
+from werkzeug.exceptions import NotFound
+from werkzeug.routing import RequestRedirect
 
 from fanfuse import cloud
 from fanfuse.auth import keys
@@ -166,3 +168,40 @@ def test_a_revoked_key_is_403(app: flask.Flask) -> None:
     answer = call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
     assert answer.status_code == 403 and answer.get_json()["error"] == "forbidden"
     assert service.calls == []
+
+
+@pytest.mark.parametrize(
+    ("path", "task_id"),
+    [("/t1", "t1"), ("/search_status/t1", "t1"), ("/search_status?task_id=t2", "t2")],
+)
+def test_status_reads_the_task_id_after_the_functions_own_name(
+    app: flask.Flask, path: str, task_id: str
+) -> None:
+    service = _Service(RuntimeError("unused"), owner="alice")
+    cloud._service = service  # type: ignore[assignment]
+    with app.test_request_context(path, method="GET", headers=AS_ALICE):
+        answer = cloud.search_status(flask.request)
+    assert answer.status_code == 200 and service.calls == [("status", task_id)]
+
+
+def test_status_without_a_task_id_is_400_even_under_the_functions_name(app: flask.Flask) -> None:
+    """functions-framework keeps `/search_status` in the path; it is not a task id."""
+    cloud._service = _Service(RuntimeError("unused"))  # type: ignore[assignment]
+    with app.test_request_context("/search_status", method="GET", headers=AS_ALICE):
+        answer = cloud.search_status(flask.request)
+    assert answer.status_code == 400
+    assert answer.get_json()["problems"] == [{"field": "task_id", "problem": "field required"}]
+
+
+def test_what_functions_framework_refuses_itself_is_answered_as_json(app: flask.Flask) -> None:
+    """Its routing matches no path with a newline and 404s `/robots.txt` itself (HTML, were it
+    not for `routing_error`, which functions/main.py registers)."""
+    with app.test_request_context("/search_status/%0A"):
+        answer = cloud.routing_error(NotFound())
+    assert isinstance(answer, flask.Response) and answer.status_code == 404
+    assert answer.mimetype == "application/json"
+    body = answer.get_json()
+    assert body["error"] == "not_found" and body["problems"] == []
+    assert body["message"].startswith("The requested URL was not found")
+    redirect = RequestRedirect("http://127.0.0.1/search_status/")
+    assert cloud.routing_error(redirect) is redirect  # not an error: left to werkzeug
