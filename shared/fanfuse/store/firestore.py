@@ -32,6 +32,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
+
 from fanfuse.errors import DocumentTooLarge, TaskNotFound, Unavailable
 from fanfuse.models import (
     TERMINAL_TASK,
@@ -336,31 +338,38 @@ class FirestoreStore(TaskStore):
         atomicity of a transaction on one document, in one read and one write, and no lock.
 
         A refusal is a plain read and nothing else, so a flood of refused starts holds no lock
-        that the admitted ones would wait on. A write that lost the race reads again.
+        that the admitted ones would wait on. A write that lost the race reads again after a
+        short random wait (instances that collided once would collide again in lock step).
         """
         from google.api_core.exceptions import Conflict, FailedPrecondition
 
         ref = self.client.collection(self.collection + QUOTA_SUFFIX).document(key)
+        retrying = Retrying(
+            retry=retry_if_exception_type((Conflict, FailedPrecondition)),
+            wait=wait_random_exponential(multiplier=0.005, max=0.2),
+            stop=stop_after_attempt(TRANSACTION_ATTEMPTS),
+            reraise=True,
+        )
         with self._task_lock(key):
-            for _ in range(TRANSACTION_ATTEMPTS):
-                snap = ref.get()
-                bucket = QuotaBucket.model_validate(decode(snap.to_dict())) if snap.exists else None
-                written, wait = mutate(bucket)
-                if written is None:
-                    return wait
-                data = model_data(written)
-                try:
-                    if snap.exists:
-                        ref.update(
-                            data, option=self.client.write_option(last_update_time=snap.update_time)
-                        )
-                    else:
-                        ref.create(data)
-                except (Conflict, FailedPrecondition):
-                    continue  # another instance wrote it in between
-                self.writes.record("quota", [ref.path])
-                return wait
-        raise Unavailable(f"{ref.path} still contended after {TRANSACTION_ATTEMPTS} attempts")
+            try:
+                return retrying(self._take_once, ref, mutate)
+            except (Conflict, FailedPrecondition) as exc:
+                tries = TRANSACTION_ATTEMPTS
+                raise Unavailable(f"{ref.path} still contended after {tries} tries") from exc
+
+    def _take_once(self, ref: DocumentReference, mutate: QuotaMutator) -> float | None:
+        snap = ref.get()
+        bucket = QuotaBucket.model_validate(decode(snap.to_dict())) if snap.exists else None
+        written, wait = mutate(bucket)
+        if written is None:
+            return wait
+        data = model_data(written)
+        if snap.exists:
+            ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
+        else:
+            ref.create(data)
+        self.writes.record("quota", [ref.path])
+        return wait
 
     def count_in_flight(self, owner: str, now: datetime) -> int:
         """A count() aggregation (one read per 1,000 entries), on the composite index
