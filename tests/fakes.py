@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
-from fanfuse.models import FusionMethod, Hit, SearchRequest, TaskView, utcnow
+from fanfuse.models import FusionMethod, Hit, SearchRequest, Task, TaskView, utcnow
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
@@ -18,20 +19,28 @@ from fanfuse.platforms.base import (
 from fanfuse.queue.base import TaskQueue
 
 
-def task_view(task_id: str, owner: str | None) -> TaskView:
-    """A pending search's status document, started by `owner` (None: anonymously)."""
+def pending_task(
+    task_id: str, owner: str | None, now: datetime, *, deadline_s: float = 0.0
+) -> Task:
+    """A pending search started by `owner` (None: anonymously) at `now`."""
     request = SearchRequest.model_validate({"query": "q", "platform": "docs"})
-    now = utcnow()
-    return TaskView(
+    return Task(
         task_id=task_id,
         owner=owner,
         request=request,
         queries=request.queries,
         platforms=request.platforms,
         fusion=FusionMethod.RRF,
-        deadline_at=now,
-        expires_at=now,
+        created_at=now,
+        updated_at=now,
+        deadline_at=now + timedelta(seconds=deadline_s),
+        expires_at=now + timedelta(minutes=30),
     )
+
+
+def task_view(task_id: str, owner: str | None) -> TaskView:
+    """A pending search's status document, started by `owner` (None: anonymously)."""
+    return TaskView(**dict(pending_task(task_id, owner, utcnow())))
 
 
 def hits(prefix: str, n: int, *, host: str = "example.com") -> list[Hit]:

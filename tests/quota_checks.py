@@ -7,12 +7,12 @@ import random
 import threading
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from fanfuse import admission
-from fanfuse.models import FusionMethod, SearchRequest, Task
 from fanfuse.quota import Limit
 from fanfuse.store.base import TaskStore
+from tests.fakes import pending_task
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 THREADS = 8
@@ -22,19 +22,7 @@ ATTEMPTS = 25
 def owned_task(store: TaskStore, owner: str, now: datetime, *, deadline_s: float) -> str:
     """Write a pending search of `owner`'s with its deadline `deadline_s` after `now`."""
     task_id = uuid.uuid4().hex
-    request = SearchRequest.model_validate({"query": "q", "platform": ["docs"]})
-    task = Task(
-        task_id=task_id,
-        owner=owner,
-        request=request,
-        queries=request.queries,
-        platforms=request.platforms,
-        fusion=FusionMethod.RRF,
-        created_at=now,
-        updated_at=now,
-        deadline_at=now + timedelta(seconds=deadline_s),
-        expires_at=now + timedelta(minutes=30),
-    )
+    task = pending_task(task_id, owner, now, deadline_s=deadline_s)
     store.create(task, [])
     return task_id
 
