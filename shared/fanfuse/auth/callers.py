@@ -35,10 +35,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Protocol
 
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
+from fanfuse.auth.tokens import Headers
 from fanfuse.errors import Forbidden, TaskNotFound, Unauthorized
 from fanfuse.models import ApiKey, Caller, TaskView
 from fanfuse.settings import Settings
@@ -54,12 +54,6 @@ HOW = (
     f"{AUTHORIZATION}: Bearer <token>"
 )
 BAD_KEY = f"{API_KEY_HEADER}: not a valid API key"
-
-
-class Headers(Protocol):
-    """A request's headers, looked up by name regardless of case (flask's and Starlette's)."""
-
-    def get(self, key: str, /) -> str | None: ...
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,14 +90,6 @@ def gateway_caller(header: str) -> Caller:
     if not isinstance(subject, str) or not subject:
         raise Unauthorized(f"{USERINFO_HEADER}: not base64url JSON claims with a `sub`")
     return Caller(subject=subject, via="gateway")
-
-
-def bearer_token(header: str) -> str:
-    """The token of `Authorization: Bearer <token>` (the scheme in any case, RFC 9110), else 401."""
-    scheme, _, token = header.strip().partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthorized(f"{AUTHORIZATION}: expected `Bearer <ID token>`")
-    return token.strip()
 
 
 def visible(view: TaskView, caller: Caller | None) -> TaskView:
@@ -148,7 +134,10 @@ class Authenticator:
                 return gateway_caller(userinfo)
         authorization = headers.get(AUTHORIZATION)
         if authorization is not None:
-            claims = tokens.caller_claims(bearer_token(authorization), self.settings)
+            token = tokens.bearer(authorization)
+            if token is None:
+                raise Unauthorized(f"{AUTHORIZATION}: expected `Bearer <ID token>`")
+            claims = tokens.caller_claims(token, self.settings)
             subject = claims.get("sub")
             if not isinstance(subject, str) or not subject:
                 raise Unauthorized("the ID token has no `sub`")

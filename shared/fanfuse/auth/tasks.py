@@ -22,18 +22,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Protocol
 
-from fanfuse.auth.tokens import bearer, task_claims
+from fanfuse.auth.tokens import Headers, bearer, task_claims
 from fanfuse.errors import Forbidden, Unauthorized
 from fanfuse.settings import Settings
-
-
-class Headers(Protocol):
-    """A request's headers, looked up case-insensitively (Flask's and Starlette's are)."""
-
-    def get(self, key: str, /) -> str | None: ...
-
 
 SIGNATURE_HEADER = "X-Fanfuse-Signature"
 SCHEME = "sha256="

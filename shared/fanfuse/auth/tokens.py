@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from fanfuse.auth.certs import CERTS, CertCache, CertsUnavailable
 from fanfuse.errors import Forbidden, Unauthorized, Unavailable
@@ -66,6 +66,12 @@ def firebase(settings: Settings) -> Issuer | None:
 
 def google(settings: Settings, audiences: frozenset[str], kind: str) -> Issuer:
     return Issuer(kind, GOOGLE_ISSUERS, audiences, settings.google_certs_url)
+
+
+class Headers(Protocol):
+    """A request's headers, looked up by name regardless of case (Flask's and Starlette's)."""
+
+    def get(self, key: str, /) -> str | None: ...
 
 
 def bearer(header: str | None) -> str | None:
