@@ -7,11 +7,13 @@ from datetime import timedelta
 
 import pytest
 
+from fanfuse.agent.backend import EmbeddedBackend, open_backend
 from fanfuse.errors import ProviderError
 from fanfuse.models import PlatformState, TaskStatus, TaskView, utcnow
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.serve.app import create_app
 from fanfuse.service import DEADLINE_GRACE
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
@@ -241,6 +243,19 @@ async def test_a_resident_runtime_resumes_none_of_the_searches_it_did_not_start(
         assert rt.service.resume_unfinished() == 0
         await asyncio.sleep(0.05)
         assert rt.status(accepted.task_id).platform_runs[0].attempt == 1
+
+
+async def test_the_mcp_backend_and_serve_are_resident_the_python_api_is_not(
+    settings: Settings,
+) -> None:
+    """Who resumes is decided where the runtime is opened: serve and mcp, not a script."""
+    async with open_backend(None, settings) as backend:
+        assert isinstance(backend, EmbeddedBackend) and backend.runtime.resident
+    app = create_app(settings, warm=[])
+    async with app.router.lifespan_context(app):
+        assert app.state.runtime.resident
+    async with EmbeddedRuntime(settings) as rt:
+        assert not rt.resident
 
 
 async def test_expired_tasks_are_purged(settings: Settings) -> None:
