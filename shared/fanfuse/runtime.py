@@ -55,7 +55,7 @@ class EmbeddedRuntime:
     async def __aenter__(self) -> EmbeddedRuntime:
         path = self.settings.db_path
         store = self._store or SqliteStore(
-            path, runner=resident_id(path) if self.resident else None
+            path, resident=resident_id(path) if self.resident else None
         )
         self._queue = InProcessQueue(asyncio.get_running_loop(), self._deliver)
         self._service = SearchService(
@@ -134,9 +134,10 @@ def resident_id(db_path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
+        made = uuid.uuid4().hex
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(uuid.uuid4().hex, encoding="utf-8")
-        return path.read_text(encoding="utf-8").strip()
+        path.write_text(made, encoding="utf-8")
+        return made
 
 
 RequestLike = SearchRequest | Mapping[str, Any] | str | Sequence[str] | None

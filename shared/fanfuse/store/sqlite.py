@@ -69,7 +69,7 @@ CREATE TABLE IF NOT EXISTS quota (
 );
 CREATE TABLE IF NOT EXISTS residents (
     task_id TEXT PRIMARY KEY REFERENCES tasks (task_id) ON DELETE CASCADE,
-    runner  TEXT NOT NULL
+    resident TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (json_extract(doc, '$.owner'), status);
 """
@@ -84,12 +84,12 @@ def _ts(value: datetime) -> str:
 
 
 class SqliteStore(TaskStore):
-    def __init__(self, path: Path | str, *, runner: str | None = None) -> None:
-        """`runner`: the id of the resident process (serve, mcp) that opens this store; the
+    def __init__(self, path: Path | str, *, resident: str | None = None) -> None:
+        """`resident`: the id of the resident process (serve, mcp) that opens this store; the
         searches it creates are marked with it, and only those are `recoverable` by it. None
         (a CLI or library process): nothing is marked, nothing is recoverable."""
         self.path = Path(path)
-        self.runner = runner
+        self.resident = resident
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -132,10 +132,10 @@ class SqliteStore(TaskStore):
             self._put_task(db, task)
             for run in runs:
                 self._put_run(db, run)
-            if self.runner is not None:
+            if self.resident is not None:
                 db.execute(
-                    "INSERT INTO residents (task_id, runner) VALUES (?, ?)",
-                    (task.task_id, self.runner),
+                    "INSERT INTO residents (task_id, resident) VALUES (?, ?)",
+                    (task.task_id, self.resident),
                 )
 
     def get_task(self, task_id: str) -> Task | None:
@@ -279,13 +279,13 @@ class SqliteStore(TaskStore):
         return int(row[0])
 
     def recoverable(self) -> list[Task]:
-        if self.runner is None:
+        if self.resident is None:
             return []
         with self._lock:
             rows = self._db.execute(
                 "SELECT doc FROM tasks JOIN residents USING (task_id)"
-                f" WHERE runner = ? AND {_NOT_TERMINAL}",
-                (self.runner, *_TERMINAL),
+                f" WHERE resident = ? AND {_NOT_TERMINAL}",
+                (self.resident, *_TERMINAL),
             ).fetchall()
         return [Task.model_validate_json(r[0]) for r in rows]
 
