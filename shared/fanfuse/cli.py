@@ -23,6 +23,9 @@ install_log_redaction()  # whatever logging the command turns on, no record show
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
+CANCEL_TIMEOUT_S = 5.0
+"""How long Ctrl-C waits for a remote stack to take the cancel before the process exits anyway."""
+
 
 @app.command()
 def search(
@@ -100,6 +103,8 @@ def search(
         view = asyncio.run(_run_search(payload, endpoint, api_key, show_progress=not as_json))
     except FanfuseError as exc:
         raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
+    except KeyboardInterrupt:  # the search was cancelled on the way out (_run_search)
+        raise fail("interrupted: the search was cancelled", 130) from None
     if as_json:
         sys.stdout.write(view.model_dump_json(indent=2) + "\n")
     else:
@@ -154,9 +159,17 @@ async def _run_search(
         if endpoint:
             from fanfuse.client import HttpSearchClient
 
-            return await HttpSearchClient(endpoint, api_key=api_key).search(payload, on_update)
+            client = HttpSearchClient(endpoint, api_key=api_key)
+            accepted = await client.start(payload)
+            try:
+                return await client.wait(accepted, on_update)
+            except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels this coroutine
+                with contextlib.suppress(Exception):  # best effort: the exit must not hang
+                    await asyncio.wait_for(client.cancel(accepted), CANCEL_TIMEOUT_S)
+                raise
         from fanfuse.runtime import EmbeddedRuntime
 
+        # Not resident: it resumes nothing, and Ctrl-C cancels its search (runtime.search).
         async with EmbeddedRuntime() as runtime:
             return await runtime.search(payload, on_update=on_update)
 

@@ -1,13 +1,18 @@
 """The embedded runtime: the service on SQLite and an in-process queue, in one asyncio process.
 
-It needs nothing installed beyond the package. On start it purges expired tasks and resumes
-searches a previous process left unfinished (their platforms re-run; the deadline still holds).
+It needs nothing installed beyond the package. On start it purges expired tasks. A resident
+runtime (`fanfuse serve`, `fanfuse mcp`: `resident=True`) also resumes the searches it started
+itself before a restart: its id is kept in a file beside the database (`resident_id`), and the
+store marks each search it creates with it. A CLI or library runtime resumes nothing, so a search
+nobody waits for any more is never sent to the providers again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -31,8 +36,10 @@ class EmbeddedRuntime:
         registry: Registry | None = None,
         store: TaskStore | None = None,
         runner: Runner | None = None,
+        resident: bool = False,
     ) -> None:
         self.settings = settings or Settings()
+        self.resident = resident
         self.registry = registry or Registry.from_settings(self.settings)
         self._store = store
         self._runner = runner
@@ -46,13 +53,17 @@ class EmbeddedRuntime:
         return self._service
 
     async def __aenter__(self) -> EmbeddedRuntime:
-        store = self._store or SqliteStore(self.settings.db_path)
+        path = self.settings.db_path
+        store = self._store or SqliteStore(
+            path, resident=resident_id(path) if self.resident else None
+        )
         self._queue = InProcessQueue(asyncio.get_running_loop(), self._deliver)
         self._service = SearchService(
             store, self._queue, self.registry, self.settings, runner=self._runner
         )
         store.purge_expired(utcnow())
-        self._service.resume_unfinished()
+        if self.resident:
+            self._service.resume_unfinished()
         return self
 
     async def __aexit__(
@@ -106,7 +117,27 @@ class EmbeddedRuntime:
         """Run one search to its end: `search("laser", platform="docs")`, a SearchRequest, or
         a request body as a dict (fields given by keyword replace its own)."""
         accepted = self.start(request, **fields)
-        return await self.wait(accepted.task_id, on_update)
+        try:
+            return await self.wait(accepted.task_id, on_update)
+        except asyncio.CancelledError:  # Ctrl-C under asyncio.run, or a caller's cancel
+            self.cancel(accepted.task_id)
+            raise
+
+
+def resident_id(db_path: Path) -> str:
+    """The id of the resident process on `db_path`, kept in `<db>.runner` so that it survives
+    a restart: the searches marked with it are the ones that process resumes (store.recoverable).
+    """
+    if str(db_path) == ":memory:":  # nothing survives the process: nothing to resume
+        return uuid.uuid4().hex
+    path = Path(f"{db_path}.runner")
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        made = uuid.uuid4().hex
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(made, encoding="utf-8")
+        return made
 
 
 RequestLike = SearchRequest | Mapping[str, Any] | str | Sequence[str] | None

@@ -308,10 +308,17 @@ class SearchService:
             self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
 
     def resume_unfinished(self) -> int:
-        """Enqueue again what a previous process of this runtime left unfinished: the runs not
-        yet terminal, and the deadline (which still holds). Returns how many searches."""
+        """What this resident process left unfinished before a restart (`store.recoverable`:
+        its own searches only): within the deadline, the runs not yet terminal are enqueued
+        again, and the deadline (which still holds); past it, the search is finalized at once
+        with what it has, and no provider is called: nobody can use a late answer. Returns how
+        many searches were resumed or finalized."""
         tasks = self.store.recoverable()
         for task in tasks:
+            now = self.clock()
+            if task.deadline_at <= now:
+                self.store.transact(task.task_id, None, lifecycle.finalize(now, force=True))
+                continue
             for run in self.store.get_runs(task.task_id):
                 if not run.state.terminal:
                     self.queue.enqueue_platform(

@@ -7,11 +7,13 @@ from datetime import timedelta
 
 import pytest
 
+from fanfuse.agent.backend import EmbeddedBackend, open_backend
 from fanfuse.errors import ProviderError
 from fanfuse.models import PlatformState, TaskStatus, TaskView, utcnow
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.serve.app import create_app
 from fanfuse.service import DEADLINE_GRACE
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
@@ -215,15 +217,45 @@ async def test_restart_keeps_a_finished_task(settings: Settings) -> None:
 
 
 async def test_restart_resumes_an_unfinished_task(settings: Settings) -> None:
-    """A process that died mid-search leaves it queued; the next runtime finishes it."""
+    """A resident process that died mid-search leaves it queued; its next start finishes it."""
+    gate = asyncio.Event()
+    first = registry(FakePlatform("a", gate=gate))
+    async with EmbeddedRuntime(settings, registry=first, resident=True) as rt:
+        accepted = rt.service.start({"query": "q"})
+        await asyncio.sleep(0.05)
+    async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a"))) as rt:
+        await asyncio.sleep(0.05)  # not resident: it resumes nothing
+        assert not rt.status(accepted.task_id).status.terminal
+    async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a")), resident=True) as rt:
+        view = await asyncio.wait_for(rt.wait(accepted.task_id), 10)
+    assert view.status is TaskStatus.COMPLETED
+    assert view.platform_runs[0].attempt == 2
+
+
+async def test_a_resident_runtime_resumes_none_of_the_searches_it_did_not_start(
+    settings: Settings,
+) -> None:
     gate = asyncio.Event()
     async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a", gate=gate))) as rt:
         accepted = rt.service.start({"query": "q"})
         await asyncio.sleep(0.05)
-    async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a"))) as rt:
-        view = await asyncio.wait_for(rt.wait(accepted.task_id), 10)
-    assert view.status is TaskStatus.COMPLETED
-    assert view.platform_runs[0].attempt == 2
+    async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a")), resident=True) as rt:
+        assert rt.service.resume_unfinished() == 0
+        await asyncio.sleep(0.05)
+        assert rt.status(accepted.task_id).platform_runs[0].attempt == 1
+
+
+async def test_the_mcp_backend_and_serve_are_resident_the_python_api_is_not(
+    settings: Settings,
+) -> None:
+    """Who resumes is decided where the runtime is opened: serve and mcp, not a script."""
+    async with open_backend(None, settings) as backend:
+        assert isinstance(backend, EmbeddedBackend) and backend.runtime.resident
+    app = create_app(settings, warm=[])
+    async with app.router.lifespan_context(app):
+        assert app.state.runtime.resident
+    async with EmbeddedRuntime(settings) as rt:
+        assert not rt.resident
 
 
 async def test_expired_tasks_are_purged(settings: Settings) -> None:

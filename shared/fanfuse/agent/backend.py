@@ -124,11 +124,12 @@ async def open_backend(
     """The remote backend when `endpoint` is given (one connection pool, `api_key` sent with
     every call), else the embedded one (in process: no credential).
 
-    The embedded runtime resumes searches a previous process left unfinished when it starts.
+    The embedded one is resident: it resumes the searches a previous MCP process on the same
+    database started and left unfinished, while they are within their deadline (runtime.py).
     """
     if endpoint:
         async with httpx.AsyncClient(timeout=30.0) as http:
             yield RemoteBackend(HttpSearchClient(endpoint, http=http, api_key=api_key))
         return
-    async with EmbeddedRuntime(settings) as runtime:
+    async with EmbeddedRuntime(settings, resident=True) as runtime:
         yield EmbeddedBackend(runtime)

@@ -258,7 +258,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with EmbeddedRuntime(settings, registry=registry) as runtime:
+        async with EmbeddedRuntime(settings, registry=registry, resident=True) as runtime:
             await warm_up(runtime, names)
             app.state.runtime = runtime
             app.state.auth = Authenticator(settings, runtime.service.store)

@@ -116,7 +116,9 @@ class TaskStore(ABC):
         """How many of `owner`'s searches are not terminal and still before their deadline."""
 
     def recoverable(self) -> list[Task]:
-        """Tasks not yet terminal, for an embedded runtime to resume after a restart."""
+        """Tasks not yet terminal that this store's resident process started, for it to resume
+        after a restart; a store opened by no resident process (a CLI) recovers nothing, so it
+        never re-sends queries nobody is waiting for any more."""
         return []
 
     def close(self) -> None:

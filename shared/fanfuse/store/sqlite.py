@@ -67,6 +67,10 @@ CREATE TABLE IF NOT EXISTS quota (
     expires_at TEXT NOT NULL,
     doc        TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS residents (
+    task_id TEXT PRIMARY KEY REFERENCES tasks (task_id) ON DELETE CASCADE,
+    resident TEXT NOT NULL
+);
 CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (json_extract(doc, '$.owner'), status);
 """
 
@@ -80,8 +84,12 @@ def _ts(value: datetime) -> str:
 
 
 class SqliteStore(TaskStore):
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, resident: str | None = None) -> None:
+        """`resident`: the id of the resident process (serve, mcp) that opens this store; the
+        searches it creates are marked with it, and only those are `recoverable` by it. None
+        (a CLI or library process): nothing is marked, nothing is recoverable."""
         self.path = Path(path)
+        self.resident = resident
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
@@ -124,6 +132,11 @@ class SqliteStore(TaskStore):
             self._put_task(db, task)
             for run in runs:
                 self._put_run(db, run)
+            if self.resident is not None:
+                db.execute(
+                    "INSERT INTO residents (task_id, resident) VALUES (?, ?)",
+                    (task.task_id, self.resident),
+                )
 
     def get_task(self, task_id: str) -> Task | None:
         with self._lock:
@@ -266,9 +279,13 @@ class SqliteStore(TaskStore):
         return int(row[0])
 
     def recoverable(self) -> list[Task]:
+        if self.resident is None:
+            return []
         with self._lock:
             rows = self._db.execute(
-                f"SELECT doc FROM tasks WHERE {_NOT_TERMINAL}", _TERMINAL
+                "SELECT doc FROM tasks JOIN residents USING (task_id)"
+                f" WHERE resident = ? AND {_NOT_TERMINAL}",
+                (self.resident, *_TERMINAL),
             ).fetchall()
         return [Task.model_validate_json(r[0]) for r in rows]
 
