@@ -230,7 +230,12 @@ def evaluate(
 @app.command()
 def dev(
     platform: Annotated[
-        str, typer.Option("--platform", "-p", help="queues to create: all available, or a, b")
+        str,
+        typer.Option(
+            "--platform",
+            "-p",
+            help="platforms the stack serves (queues, deployed): all available, or a, b",
+        ),
     ] = "all",
     firestore_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,
     start_search_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,

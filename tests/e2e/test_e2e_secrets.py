@@ -248,6 +248,7 @@ def deployment(cloud: Cloud, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         **cloud.addresses.env(),
         **cloud.env,
         "FANFUSE_EXTRA_PLATFORMS": json.dumps(extra),
+        "FANFUSE_DEPLOYED_PLATFORMS": json.dumps([*cloud.addresses.deployed, *KEYED]),
         "FANFUSE_FUNCTION_URLS": json.dumps({**cloud.addresses.functions, **urls}),
         "FANFUSE_FIREBASE_PROJECT": cloud.addresses.project,
         "FANFUSE_FIREBASE_CERTS_URL": certs.url,

@@ -41,6 +41,7 @@ from fanfuse.devstack import (
     tcp_open,
     wait_until,
 )
+from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
 from fanfuse.settings import Settings
@@ -487,6 +488,18 @@ def _banner(dev: subprocess.Popen[str], timeout: float) -> dict[str, str]:
     return dict(line.split(maxsplit=1) for line in lines[:-1])
 
 
+def test_local_stack_deploys_exactly_its_platforms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack = LocalStack(["sec_edgar", "docs"], log_dir=tmp_path)
+    deployed = stack.addresses.env()["FANFUSE_DEPLOYED_PLATFORMS"]
+    assert {p.extra_env["FANFUSE_DEPLOYED_PLATFORMS"] for p in stack.functions} == {deployed}
+    monkeypatch.setenv("FANFUSE_DEPLOYED_PLATFORMS", deployed)  # as each function reads it
+    registry = Registry.from_settings(Settings())
+    assert registry.available() == ["docs", "sec_edgar"]
+    assert registry.unavailable_reason("vectors") == "not deployed"
+
+
 def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None:
     # The acceptance, by hand: `FANFUSE_QUEUE_PREFIX=zz fanfuse dev -p docs`, then
     # `fanfuse search --endpoint <start_search> -p docs "..."` completes. The cache directory is
@@ -526,8 +539,17 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
 
         endpoint = banner["start_search"].strip()
         assert keys.parse_key(banner["api_key"]) is not None
+        # -p docs is what every function deploys: a platform outside it is a 400 naming it...
+        status, body = http_request(
+            "POST",
+            endpoint,
+            json.dumps({"queries": ["boundary layer"], "platform": "vectors"}).encode(),
+            {"Content-Type": "application/json", keys.API_KEY_HEADER: banner["api_key"].strip()},
+        )
+        assert status == 400 and b"vectors" in body and b"not deployed" in body, body
+        # ... and the default selection (all) is docs alone, which completes.
         search = subprocess.run(
-            [*fanfuse, "search", "--endpoint", endpoint, "-p", "docs", "--json", "boundary layer"],
+            [*fanfuse, "search", "--endpoint", endpoint, "--json", "boundary layer"],
             env={**env, "FANFUSE_API_KEY": banner["api_key"].strip()},
             capture_output=True,
             text=True,
@@ -561,14 +583,18 @@ from pathlib import Path
 from fanfuse.devstack import LocalStack
 stack = LocalStack(["docs"], source=Path(sys.argv[1]), log_dir=Path(sys.argv[2]))
 with stack:
-    print(json.dumps({"groups": [p.pid for p in stack.processes()]}), flush=True)
+    ports = [stack.firestore.port, stack.tasks.port, *(f.port for f in stack.functions)]
+    report = {"groups": [p.pid for p in stack.processes()], "watchdog": stack.watchdog.pid}
+    print(json.dumps({**report, "ports": ports}), flush=True)
     while True:
         time.sleep(0.1)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
-def test_local_stack_stops_everything_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
+@contextlib.contextmanager
+def stack_runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """A LocalStack in a child process (STACK_SCRIPT) and its report once ready; afterwards
+    nothing is left behind, whatever the test asserted."""
     runner = subprocess.Popen(
         [sys.executable, "-c", STACK_SCRIPT, str(FIXTURE_FUNCTIONS), str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -576,26 +602,32 @@ def test_local_stack_stops_everything_on_a_signal(tmp_path: Path, sig: signal.Si
         text=True,
         start_new_session=True,
     )
-    groups: set[int] = set()
+    groups: list[int] = []
     try:
-        assert runner.stdout is not None
-        line = _read_line(runner, timeout=90)
-        groups = set(json.loads(line)["groups"])
+        report = json.loads(_read_line(runner, timeout=90))
+        groups = report["groups"]
         assert len(groups) == 7
-        assert processes_in_groups(groups)
+        assert processes_in_groups(set(groups))
+        yield runner, report
+    finally:
+        if runner.poll() is None:
+            os.killpg(runner.pid, signal.SIGKILL)
+            runner.wait(timeout=10)
+        for pid in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_local_stack_stops_everything_on_a_signal(tmp_path: Path, sig: signal.Signals) -> None:
+    with stack_runner(tmp_path) as (runner, report):
         if sig == signal.SIGINT:
             os.killpg(runner.pid, sig)  # what Ctrl-C does: the terminal's foreground group
         else:
             runner.send_signal(sig)
         runner.wait(timeout=30)
-    finally:
-        if runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.wait(timeout=10)
-        for pid in groups:  # never leave anything behind, even when the assertion failed
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-    assert processes_in_groups(groups) == [], runner.stderr.read() if runner.stderr else ""
+        left = processes_in_groups(set(report["groups"]))
+    assert left == [], runner.stderr.read() if runner.stderr else ""
     if sig == signal.SIGTERM:
         assert runner.returncode == 128 + signal.SIGTERM
 
@@ -613,3 +645,21 @@ def _read_line(process: subprocess.Popen[str], timeout: float) -> str:
             stderr = process.stderr.read()
         raise AssertionError(f"stack did not report ready in {timeout} s: {stderr}")
     return result[0]
+
+
+def test_local_stack_killed_with_sigkill_leaves_nothing(tmp_path: Path) -> None:
+    # No handler runs on SIGKILL: the stack's watchdog (its own session, reading a pipe only the
+    # stack holds) sees EOF and stops every child session, grandchildren (gcloud -> java) too.
+    with stack_runner(tmp_path) as (runner, report):
+        groups, ports, guard = set(report["groups"]), report["ports"], report["watchdog"]
+        before = processes_in_groups(groups)
+        assert len(before) > len(groups)  # grandchildren included
+        assert any("java" in line for line in before), before
+        assert all(tcp_open("127.0.0.1", port) for port in ports)
+        os.killpg(runner.pid, signal.SIGKILL)  # the stack's whole process group, at once
+        runner.wait(timeout=10)
+        started = time.monotonic()
+        wait_until(lambda: not processes_in_groups(groups), 30, "children gone after SIGKILL")
+        print(f"children gone {time.monotonic() - started:.1f} s after SIGKILL")
+        wait_until(lambda: not processes_in_groups({guard}), 10, "watchdog exited")
+        assert not any(tcp_open("127.0.0.1", port) for port in ports)

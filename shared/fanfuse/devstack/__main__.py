@@ -1,4 +1,5 @@
-"""`python -m fanfuse.devstack cloud-tasks-emulator --port N`: what CloudTasksEmulator runs.
+"""`python -m fanfuse.devstack cloud-tasks-emulator --port N`: what CloudTasksEmulator runs;
+`python -m fanfuse.devstack watchdog`: what a LocalStack's `watchdog.Watchdog` runs.
 
 gcloud-tasks-emulator's own CLI listens on every interface; this launcher serves it on 127.0.0.1
 only (see `cloud_tasks.serve_tasks_emulator`). It runs as a child process, not a thread, so the
@@ -11,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from fanfuse.devstack import watchdog
 from fanfuse.devstack.cloud_tasks import serve_tasks_emulator
 
 
@@ -21,7 +23,14 @@ def main(argv: Sequence[str]) -> int:
     tasks.add_argument("--port", type=int, required=True)
     tasks.add_argument("--max-retries", type=int, default=5)
     tasks.add_argument("--poll-interval", type=float, default=0.1)
+    guard = sub.add_parser("watchdog", help="stop the sessions listed on stdin at its EOF")
+    guard.add_argument("--grace", type=float, default=watchdog.DEFAULT_GRACE)
     args = parser.parse_args(argv)
+    if args.command == "watchdog":
+        left = watchdog.watch(sys.stdin, args.grace)
+        if left:
+            print(f"watchdog: processes {left} survived SIGKILL", flush=True)
+        return 1 if left else 0
     serve_tasks_emulator(args.port, args.max_retries, args.poll_interval)
     return 0
 

@@ -9,8 +9,6 @@ Everything binds to 127.0.0.1 only, and every wait here is bounded.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import subprocess
 import tempfile
@@ -22,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from fanfuse.devstack import watchdog
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_PROJECT = "demo-fanfuse"
@@ -109,16 +109,6 @@ def default_log_dir() -> Path:
 # Processes
 
 
-def _proc_ids(pid: int) -> tuple[int, int, str] | None:
-    """(process group, session, state) of a live pid from /proc, or None when it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return int(fields[2]), int(fields[3]), fields[0]
-
-
 class ManagedProcess:
     """One child process in its own session, with its output in a log file.
 
@@ -179,52 +169,17 @@ class ManagedProcess:
 
     def survivors(self) -> list[int]:
         """Pids still alive (zombies excluded) in this child's process group or session."""
-        if self._popen is None:
-            return []
-        group = self._popen.pid
-        alive = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            ids = _proc_ids(int(entry.name))
-            if ids is not None and group in ids[:2] and ids[2] != "Z":
-                alive.append(int(entry.name))
-        return sorted(alive)
-
-    def _signal_all(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
-        # A descendant that moved to another group of the same session is still ours.
-        for pid in self.survivors():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
+        return [] if self._popen is None else watchdog.members([self._popen.pid])
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM the group, then SIGKILL whatever is left after `timeout` seconds; reap."""
         if self._popen is None:
             return
-        if self.survivors():
-            self._signal_all(signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while self.survivors() and time.monotonic() < deadline:
-                self._reap()
-                time.sleep(0.05)
-            if self.survivors():
-                self._signal_all(signal.SIGKILL)
-                deadline = time.monotonic() + 5.0
-                while self.survivors() and time.monotonic() < deadline:
-                    self._reap()
-                    time.sleep(0.05)
-        self._reap()
+        left = watchdog.terminate([self._popen.pid], timeout, self._popen.poll)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._popen.wait(timeout=5.0)
-        left = self.survivors()
         if left:
             raise RuntimeError(f"{self.name}: processes {left} survived SIGKILL")
-
-    def _reap(self) -> None:
-        if self._popen is not None:
-            self._popen.poll()
 
 
 class Component(ABC):

@@ -39,6 +39,7 @@ from fanfuse.devstack.processes import (
     default_log_dir,
     free_port,
 )
+from fanfuse.devstack.watchdog import Watchdog
 from fanfuse.models import ApiKey, utcnow
 from fanfuse.queue import base as queue_port
 from fanfuse.settings import Settings
@@ -63,6 +64,8 @@ class StackAddresses:
     functions: dict[str, str]
     queue_prefix: str
     queues: dict[str, str] = field(default_factory=dict)
+    deployed: tuple[str, ...] = ()
+    """The platforms this stack serves (its queues): every function's deployed platforms."""
     log_dir: Path | None = None
     tasks_secret: str | None = field(default=None, repr=False)
     """What the task targets check deliveries with (never in `describe()` or a repr)."""
@@ -71,6 +74,11 @@ class StackAddresses:
 
     def env(self) -> dict[str, str]:
         secret = {"FANFUSE_TASKS_HMAC_SECRET": self.tasks_secret} if self.tasks_secret else {}
+        # Only the platforms with a queue are offered: `all` means these, any other is a 400
+        # (Registry's "not deployed"), never a 202 whose enqueue then fails.
+        deployed = (
+            {"FANFUSE_DEPLOYED_PLATFORMS": json.dumps(self.deployed)} if self.deployed else {}
+        )
         return {
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FANFUSE_PROJECT": self.project,
@@ -80,6 +88,7 @@ class StackAddresses:
             "FANFUSE_FUNCTION_URLS": json.dumps(self.functions, sort_keys=True),
             # Explicit, so the functions enqueue to the queues this stack created.
             "FANFUSE_QUEUE_PREFIX": self.queue_prefix,
+            **deployed,
             **secret,
         }
 
@@ -103,7 +112,11 @@ class LocalStack:
     `with LocalStack(["docs", "vectors"]) as addresses:` starts everything, the emulators in
     parallel and then the functions in parallel, and stops everything on exit, on an exception,
     on Ctrl-C and on SIGTERM/SIGHUP (turned into SystemExit while the stack runs, so the with
-    block unwinds), and at interpreter exit as a last resort.
+    block unwinds), and at interpreter exit. When this process dies with no chance to stop
+    anything (SIGKILL, a crash), its watchdog stops every child (see `watchdog`).
+
+    The platforms given are the stack's queues and its functions' deployed platforms
+    (FANFUSE_DEPLOYED_PLATFORMS): a search offers exactly these.
 
     `queue_prefix` defaults to FANFUSE_QUEUE_PREFIX (`fanfuse`): the queues are
     `{prefix}-{platform}` and `{prefix}-aggregate`, and the functions get the same prefix.
@@ -158,6 +171,7 @@ class LocalStack:
             functions=urls,
             queue_prefix=self.queue_prefix,
             queues=queue_names,
+            deployed=tuple(self.platforms),
             log_dir=self.log_dir,
             tasks_secret=self.tasks_secret,
         )
@@ -167,6 +181,7 @@ class LocalStack:
         self.functions = [
             FunctionProcess(t, ports[t], env, source=source, log_dir=self.log_dir) for t in targets
         ]
+        self.watchdog = Watchdog(self.log_dir / "watchdog.log")
         self._previous_handlers: dict[int, Any] = {}
         self._stopping = threading.Lock()
         self._started = False
@@ -189,11 +204,11 @@ class LocalStack:
         atexit.register(self.stop)
         self._started = True
         try:
+            self.watchdog.start()
             # Firestore needs ~4 s of JVM start-up: overlap it with everything else.
-            self.firestore.launch()
-            self.tasks.launch()
-            for function in self.functions:
-                function.launch()
+            for component in self.components():
+                component.launch()
+                self.watchdog.guard(component.process.pid)
             self.tasks.wait_ready()
             self.firestore.wait_ready()
             plaintext, self.local_key = keys.new_key(
@@ -233,8 +248,12 @@ class LocalStack:
             for component in [*self.functions, self.tasks, self.firestore]:
                 try:
                     component.stop()
+                    if self.watchdog.pid is not None and component.process.returncode is not None:
+                        self.watchdog.release(component.process.pid)
                 except Exception as exc:
                     errors.append(f"{component.process.name}: {exc}")
+            # Whatever could not be stopped above, the watchdog stops at the pipe's EOF.
+            self.watchdog.stop()
             atexit.unregister(self.stop)
             self._restore_signal_handlers()
             if errors:
