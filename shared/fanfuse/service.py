@@ -34,6 +34,7 @@ from fanfuse.models import (
     Caller,
     FailureKind,
     PlatformHealth,
+    PlatformInfo,
     PlatformRun,
     PlatformState,
     Problem,
@@ -108,6 +109,10 @@ class SearchService:
             return SearchRequest.model_validate(dict(payload), context=context)
         except ValidationError as exc:
             raise InvalidRequest(problems_of(exc)) from None
+
+    def platforms(self) -> list[PlatformInfo]:
+        """Every platform with its health in this deployment's store (breaker.py, health.py)."""
+        return self.registry.describe(self.store.get_health())
 
     def by_latency(self, names: Sequence[str]) -> list[str]:
         """`names` quickest first, by this deployment's measurements (see health.py)."""
