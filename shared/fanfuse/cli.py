@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from fanfuse.cli_keys import ApiKeyOption
 from fanfuse.cli_render import ProgressView, console, fail, out, progress_bars, render_results
@@ -176,19 +175,24 @@ async def _run_search(
 
 @app.command()
 def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the platforms, which are available here, and why the others are not."""
+    """List the platforms, which are available here, why the others are not, and each one's
+    health in the embedded store (breaker state, reason, retry time, measured latency)."""
+    from fanfuse.cli_render import platforms_table
     from fanfuse.platforms import Registry
     from fanfuse.settings import Settings
+    from fanfuse.store.sqlite import SqliteStore
 
-    rows = Registry.from_settings(Settings()).describe()
+    settings = Settings()
+    store = SqliteStore(settings.db_path)
+    try:
+        rows = Registry.from_settings(settings).describe(store.get_health())
+    finally:
+        store.close()
     if as_json:
         data = [row.model_dump(mode="json") for row in rows]
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    table = Table("platform", "available", "why not")
-    for row in rows:
-        table.add_row(row.name, "yes" if row.available else "no", row.reason or "")
-    out.print(table)
+    out.print(platforms_table(rows))
 
 
 @app.command()

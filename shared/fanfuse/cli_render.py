@@ -9,13 +9,24 @@ terminal needs, because a cut URL cannot be used.
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column, Table
 from rich.text import Text
 
-from fanfuse.models import CacheNote, CacheState, PlatformRun, RerankNote, Result, TaskView
+from fanfuse.models import (
+    BreakerState,
+    CacheNote,
+    CacheState,
+    PlatformInfo,
+    PlatformRun,
+    RerankNote,
+    Result,
+    TaskView,
+)
 from fanfuse.options import Applied, CacheMode, OptionUse
 from fanfuse.progress import platform_percent
 
@@ -177,3 +188,27 @@ def _age(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+def platforms_table(rows: list[PlatformInfo]) -> Table:
+    """`fanfuse platforms`: availability, the breaker's state (breaker.py) and the measured
+    latency; the notes say why a platform is unavailable, or why and until when suspended."""
+    whole = [Column(t, no_wrap=True) for t in ("platform", "available", "health", "latency")]
+    table = Table(*whole, "notes")  # on a narrow terminal only the notes wrap
+    for row in rows:
+        health = row.health
+        notes = [row.reason] if row.reason else []
+        if health is not None and health.state is not BreakerState.CLOSED:
+            why = health.reason.value.replace("_", " ") if health.reason else "failures"
+            retry = health.retry_at
+            until = f" until {retry.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z" if retry else ""
+            notes.append(f"suspended ({why}){until}")
+        latency = health.latency_s if health is not None else None
+        table.add_row(
+            row.name,
+            "yes" if row.available else "no",
+            health.state.value if health is not None else "",
+            f"{latency:.2f}s" if latency is not None else "",
+            "; ".join(notes),
+        )
+    return table

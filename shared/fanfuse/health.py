@@ -27,22 +27,29 @@ MIN_WRITE_INTERVAL_S = 30.0
 
 def due(previous: PlatformHealth | None, now: datetime) -> bool:
     """Whether a new sample may be written over `previous` (none yet, or old enough)."""
-    return previous is None or (now - previous.updated_at).total_seconds() >= MIN_WRITE_INTERVAL_S
+    return (
+        previous is None
+        or previous.latency_s is None
+        or (now - previous.updated_at).total_seconds() >= MIN_WRITE_INTERVAL_S
+    )
 
 
 def observed(
     previous: PlatformHealth | None, name: str, seconds: float, now: datetime
 ) -> PlatformHealth | None:
-    """The health to write after a run took `seconds`, or None when it is too soon to write."""
+    """The health to write after a run took `seconds`, or None when it is too soon to write.
+    The breaker's fields (breaker.py) are kept as they are: a latency sample is not a verdict."""
     if not due(previous, now):
         return None
-    if previous is None:
-        return PlatformHealth(name=name, latency_s=seconds, samples=1, updated_at=now)
-    return PlatformHealth(
-        name=name,
-        latency_s=ALPHA * seconds + (1 - ALPHA) * previous.latency_s,
-        samples=previous.samples + 1,
-        updated_at=now,
+    if previous is None or previous.latency_s is None:
+        base = previous or PlatformHealth(name=name, updated_at=now)
+        return base.model_copy(update={"latency_s": seconds, "samples": 1, "updated_at": now})
+    return previous.model_copy(
+        update={
+            "latency_s": ALPHA * seconds + (1 - ALPHA) * previous.latency_s,
+            "samples": previous.samples + 1,
+            "updated_at": now,
+        }
     )
 
 
@@ -53,6 +60,8 @@ def by_latency(
 
     def latency(name: str) -> float:
         measured = healths.get(name)
-        return measured.latency_s if measured is not None else priors.get(name, float("inf"))
+        if measured is not None and measured.latency_s is not None:
+            return measured.latency_s
+        return priors.get(name, float("inf"))
 
     return sorted(names, key=latency)  # sorted is stable: equal latencies keep their order

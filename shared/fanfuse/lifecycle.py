@@ -16,6 +16,7 @@ from fanfuse.errors import TaskConflict, UnknownPlatform
 from fanfuse.models import (
     CacheNote,
     CallRecord,
+    FailureKind,
     Hit,
     PlatformRun,
     PlatformState,
@@ -44,6 +45,10 @@ class Outcome:
     options: dict[str, OptionUse] = field(default_factory=dict)
     failed_queries: list[QueryFailure] = field(default_factory=list)
     cache: CacheNote | None = None
+    failure: FailureKind | None = None
+    """A failed run's kind, for the platform's breaker (breaker.py); None: not the provider's."""
+    retry_at: datetime | None = None
+    """`suspended`: when the platform's breaker lets a call through again."""
 
 
 def claim(name: str, now: datetime) -> Mutator:
@@ -124,6 +129,7 @@ def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
                 "options": outcome.options,
                 "failed_queries": outcome.failed_queries,
                 "cache": outcome.cache,
+                "retry_at": outcome.retry_at,
             }
         )
         counters = task.counters.model_copy(

@@ -52,6 +52,8 @@ class PlatformState(StrEnum):
     FAILED = "failed"
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
+    """Not called: the platform's circuit breaker is open (breaker.py); see `error`, `retry_at`."""
 
     @property
     def terminal(self) -> bool:
@@ -246,6 +248,9 @@ class PlatformRun(BaseModel):
     )
     failed_queries: list[QueryFailure] = Field(default_factory=list)
     cache: CacheNote | None = None
+    retry_at: datetime | None = Field(
+        default=None, description="`suspended`: when the platform will be tried again"
+    )
     started_at: datetime | None = None
     finished_at: datetime | None = None
     updated_at: datetime = Field(default_factory=utcnow)
@@ -295,16 +300,42 @@ class TaskView(Task):
     platform_runs: list[PlatformRun] = Field(default_factory=list)
 
 
+class BreakerState(StrEnum):
+    """A platform's circuit breaker (breaker.py): closed calls, open answers `suspended`,
+    half_open lets one probe call through."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class FailureKind(StrEnum):
+    """Why a platform run failed, as far as its breaker cares (each has its own cool-down)."""
+
+    CAPTCHA = "captcha"
+    RATE_LIMITED = "rate_limited"
+    DENIED = "denied"
+    ERROR = "error"
+
+
 class PlatformHealth(BaseModel):
-    """`{collection}_health/{name}`: what this deployment has measured of one platform."""
+    """`platform_health/{name}` (Firestore: `{collection}_health/{name}`, SQLite: the `health`
+    table): what this deployment has measured of one platform, and its circuit breaker."""
 
     name: str
-    latency_s: float = Field(
+    latency_s: float | None = Field(
+        default=None,
         description="moving average of the searching stage's seconds, over runs that asked "
-        "the provider (cache hits and failures are not latency)"
+        "the provider (cache hits and failures are not latency); None: not measured yet",
     )
-    samples: int = Field(ge=1)
+    samples: int = Field(default=0, ge=0)
     updated_at: datetime
+    state: BreakerState = BreakerState.CLOSED
+    reason: FailureKind | None = Field(default=None, description="why it was last suspended")
+    retry_at: datetime | None = Field(default=None, description="open: when a probe may go")
+    consecutive_failures: int = Field(default=0, ge=0)
+    probe_token: str | None = Field(default=None, description="half_open: who holds the probe")
+    probe_claimed_at: datetime | None = None
 
 
 class QuotaBucket(BaseModel):
@@ -384,3 +415,6 @@ class PlatformInfo(BaseModel):
     name: str
     available: bool
     reason: str | None = Field(default=None, description="why it is not available here")
+    health: PlatformHealth | None = Field(
+        default=None, description="its breaker and measured latency (None: never recorded)"
+    )

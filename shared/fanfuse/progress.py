@@ -75,7 +75,8 @@ def counted(n: int, one: str, many: str | None = None) -> str:
 
 def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
     by_state = {s: sum(1 for r in runs if r.state is s) for s in PlatformState}
-    failed = by_state[PlatformState.FAILED] + by_state[PlatformState.TIMED_OUT]
+    not_answered = by_state[PlatformState.FAILED] + by_state[PlatformState.SUSPENDED]
+    failed = not_answered + by_state[PlatformState.TIMED_OUT]
     succeeded = by_state[PlatformState.SUCCEEDED]
     if len(runs) == 1:
         run = runs[0]
@@ -95,7 +96,7 @@ def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
     return Summary(
         platforms=len(runs),
         succeeded=succeeded,
-        failed=by_state[PlatformState.FAILED],
+        failed=not_answered,
         timed_out=by_state[PlatformState.TIMED_OUT],
         cancelled=by_state[PlatformState.CANCELLED],
         total_results=total_results,

@@ -17,8 +17,10 @@ from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
-from fanfuse import admission, aggregate, fusers, health, lifecycle, progress
+from fanfuse import admission, aggregate, circuit, fusers, health, lifecycle, progress
+from fanfuse.breaker import Verdict, kind_of
 from fanfuse.errors import (
+    Blocked,
     Cancelled,
     InvalidRequest,
     ProviderError,
@@ -30,7 +32,9 @@ from fanfuse.models import (
     Accepted,
     CacheState,
     Caller,
+    FailureKind,
     PlatformHealth,
+    PlatformInfo,
     PlatformRun,
     PlatformState,
     Problem,
@@ -41,6 +45,7 @@ from fanfuse.models import (
     TaskView,
     utcnow,
 )
+from fanfuse.options import CacheMode
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, PlatformSettings, RunRecord, SearchParams
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
@@ -79,6 +84,7 @@ class SearchService:
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
         self._runner, self._content = runner, content
         self.clock = clock
+        self._circuit = circuit.Circuit(store, clock)
         self._health: dict[str, PlatformHealth | None] = {}
         """The health this process last read or wrote per platform: while it is too recent to
         be replaced, a run need not read the store to learn so."""
@@ -103,6 +109,10 @@ class SearchService:
             return SearchRequest.model_validate(dict(payload), context=context)
         except ValidationError as exc:
             raise InvalidRequest(problems_of(exc)) from None
+
+    def platforms(self) -> list[PlatformInfo]:
+        """Every platform with its health in this deployment's store (breaker.py, health.py)."""
+        return self.registry.describe(self.store.get_health())
 
     def by_latency(self, names: Sequence[str]) -> list[str]:
         """`names` quickest first, by this deployment's measurements (see health.py)."""
@@ -180,7 +190,7 @@ class SearchService:
         task = self.store.get_task(task_id)
         if task is None:
             raise TaskNotFound(task_id)
-        outcome = await self._execute(task, run)
+        outcome = await self._guarded(task, run)
         written = self.store.transact(
             task_id, [name], lifecycle.finish(name, outcome, self.clock())
         )
@@ -190,6 +200,16 @@ class SearchService:
         if written.task.counters.done == len(written.task.platforms):
             self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
         return outcome.state.value
+
+    async def _guarded(self, task: Task, run: PlatformRun) -> lifecycle.Outcome:
+        """The run behind its platform's shared breaker (circuit.py): a suspended platform is
+        answered at once, with no provider call, instead of spending the search's deadline."""
+        gate = self._circuit.admit(run.name)
+        if gate.verdict is Verdict.SUSPENDED:
+            return circuit.suspended(run.name, gate)
+        outcome = await self._execute(task, run)
+        self._circuit.record(run.name, outcome)
+        return outcome
 
     async def _execute(self, task: Task, run: PlatformRun) -> lifecycle.Outcome:
         started = time.monotonic()
@@ -202,6 +222,7 @@ class SearchService:
             now=task.created_at,  # every platform counts a time range back from the same instant
         )
         record = RunRecord()
+        failure: FailureKind | None = None
         try:
             platform = self.registry.get(run.name)
             # The run path alone needs the stages, the content settings and the network layer:
@@ -238,8 +259,12 @@ class SearchService:
             error, message = "no result before the deadline", "Timed out"
         except ProviderError as exc:
             hits, state, error, message = [], PlatformState.FAILED, str(exc), ""
+            if task.request.cache is not CacheMode.ONLY:  # else the provider was never asked
+                statuses = [c.status for c in record.calls]
+                failure = kind_of(isinstance(exc, Blocked), statuses)
         except Exception as exc:  # a platform's bug must not stop the fan-in
             log.exception("platform %s failed", run.name)
+            failure = FailureKind.ERROR
             error = redact(f"{run.name}: {exc!r}")  # its text is unvetted: it may carry a key
             hits, state, message = [], PlatformState.FAILED, ""
         return lifecycle.Outcome(
@@ -253,6 +278,7 @@ class SearchService:
             options=record.options,
             failed_queries=record.failed_queries,
             cache=record.cache,
+            failure=failure,
         )
 
     def _cache(
@@ -287,11 +313,10 @@ class SearchService:
         if name in self._health and not health.due(self._health[name], now):
             return
         try:
-            previous = self.store.get_health().get(name)
-            update = health.observed(previous, name, seconds, now)
-            if update is not None:
-                self.store.put_health(update)
-            self._health[name] = update or previous
+            # one atomic read-modify-write: the breaker's fields are written by other runs
+            self._health[name] = self.store.update_health(
+                name, lambda stored: health.observed(stored, name, seconds, now)
+            )
         except Exception:
             log.warning("could not record %s's latency", name, exc_info=True)
 

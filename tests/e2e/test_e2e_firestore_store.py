@@ -27,6 +27,7 @@ from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
 from tests.e2e.cloud import Cloud, make_task
+from tests.health_checks import race_probe
 from tests.quota_checks import hammer, owned_task
 
 
@@ -256,6 +257,18 @@ def test_platform_health_round_trips_one_document_per_platform(e2e: Cloud) -> No
     assert health["docs"].samples == 2 and health["docs"].latency_s == 0.07
     assert health["google"].latency_s == 1.2
     assert isinstance(raw(e2e.db, "searches_health/docs")["updated_at"], datetime)
+
+
+def test_one_breaker_probe_among_instances(e2e: Cloud) -> None:
+    """update_health's conditioned write: of 8 claimants on 4 clients exactly one may probe."""
+    stores = [FirestoreStore(e2e.firestore_client()) for _ in range(4)]
+    assert race_probe(stores, "searxng") == 1
+    assert raw(e2e.db, "searches_health/searxng")["state"] == "half_open"
+    assert (
+        stores[0].update_health("searxng", lambda stored: None) == stores[0].get_health()["searxng"]
+    )  # nothing to change: nothing written, the stored document returned
+    for store in stores:
+        store.close()
 
 
 def test_api_keys_round_trip_under_their_own_collection(e2e: Cloud) -> None:

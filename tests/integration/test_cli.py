@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,16 @@ from fanfuse.cli_render import platform_notes
 from fanfuse.client import HttpSearchClient
 from fanfuse.corpus import load_corpus
 from fanfuse.errors import InvalidRequest, Unavailable, Unreachable, problems_of
-from fanfuse.models import CacheNote, PlatformRun, QueryFailure, TaskStatus, utcnow
+from fanfuse.models import (
+    BreakerState,
+    CacheNote,
+    FailureKind,
+    PlatformHealth,
+    PlatformRun,
+    QueryFailure,
+    TaskStatus,
+    utcnow,
+)
 from fanfuse.options import OptionUse
 from fanfuse.platforms import Registry
 from fanfuse.request import MAX_QUERIES, SearchRequest
@@ -157,12 +167,39 @@ def test_two_queries_over_docs_and_vectors() -> None:
     }
 
 
+def test_platforms_shows_each_platforms_health(tmp_path: Path) -> None:
+    """The breaker as the store holds it (breaker.py): state, reason, retry time, latency."""
+    retry_at = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    store = SqliteStore(tmp_path / "state" / "fanfuse.db")
+    suspended = PlatformHealth(
+        name="docs",
+        latency_s=0.25,
+        samples=2,
+        updated_at=retry_at,
+        state=BreakerState.OPEN,
+        reason=FailureKind.RATE_LIMITED,
+        retry_at=retry_at,
+        consecutive_failures=1,
+    )
+    store.put_health(suspended)
+    store.close()
+    rows = {row["name"]: row for row in ok_json(invoke("platforms", "--json"))}
+    assert PlatformHealth.model_validate(rows["docs"]["health"]) == suspended
+    assert rows["vectors"]["health"] is None
+    result = invoke("platforms")
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.stdout.splitlines() if " docs " in line]
+    assert " open " in line and " 0.25s " in line
+    words = " ".join(result.stdout.replace("│", " ").split())  # the notes column wraps
+    assert "suspended (rate limited) until 2030-01-01 12:00:00Z" in words
+
+
 def test_platforms_json_lists_availability_and_reasons() -> None:
     rows = ok_json(invoke("platforms", "--json"))
     assert [row["name"] for row in rows] == Registry().names()
     by_name = {row["name"]: row for row in rows}
     for name in ("docs", "vectors"):
-        assert by_name[name] == {"name": name, "available": True, "reason": None}
+        assert by_name[name] == {"name": name, "available": True, "reason": None, "health": None}
     others = [row for row in rows if row["name"] not in ("docs", "vectors")]
     assert others
     for row in others:

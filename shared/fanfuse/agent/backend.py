@@ -18,18 +18,12 @@ from pydantic import BaseModel, Field
 
 from fanfuse.client import HttpSearchClient
 from fanfuse.errors import TaskNotFound
-from fanfuse.models import Accepted, TaskView
+from fanfuse.models import Accepted, PlatformInfo, TaskView
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 
 REMEMBERED = 1000
 """Searches a remote backend keeps the URLs of: the API has no URL to derive from a task id."""
-
-
-class PlatformInfo(BaseModel):
-    name: str
-    available: bool
-    reason: str | None = Field(default=None, description="why it is not available")
 
 
 class Platforms(BaseModel):
@@ -69,11 +63,7 @@ class EmbeddedBackend:
         return self.runtime.service.cancel(task_id)
 
     async def platforms(self) -> Platforms:
-        registry = self.runtime.registry
-        rows = [(name, registry.unavailable_reason(name)) for name in registry.names()]
-        return Platforms(
-            platforms=[PlatformInfo(name=n, available=r is None, reason=r) for n, r in rows]
-        )
+        return Platforms(platforms=self.runtime.service.platforms())
 
 
 class RemoteBackend:

@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fanfuse.models import PlatformInfo
+from fanfuse.models import PlatformHealth, PlatformInfo
 from fanfuse.platforms.base import Platform
 from fanfuse.settings import ExtraPlatform, Settings
 
@@ -106,7 +106,12 @@ class Registry:
     def available(self) -> list[str]:
         return [n for n in self.names() if self.unavailable_reason(n) is None]
 
-    def describe(self) -> list[PlatformInfo]:
-        """Every platform, whether it is available here, and why not (`fanfuse platforms`)."""
+    def describe(self, healths: Mapping[str, PlatformHealth] | None = None) -> list[PlatformInfo]:
+        """Every platform, whether it is available here, and why not (`fanfuse platforms`),
+        with its health (breaker and latency) when the caller read the store's."""
         reasons = {name: self.unavailable_reason(name) for name in self.names()}
-        return [PlatformInfo(name=n, available=r is None, reason=r) for n, r in reasons.items()]
+        healths = healths or {}
+        return [
+            PlatformInfo(name=n, available=r is None, reason=r, health=healths.get(n))
+            for n, r in reasons.items()
+        ]

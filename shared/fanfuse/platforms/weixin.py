@@ -9,8 +9,8 @@ open-source clients that read them, e.g. wechatsogou) and PROVIDERS.md's notes.
 Result links are Sogou redirects (`/link?url=...`) whose page assembles the real
 `mp.weixin.qq.com` address in an inline script (`url += '...'` pieces); `resolve_target` reads it
 during the resolving stage. Sogou guards itself: a redirect to its `antispider` page or a captcha
-form means this client is blocked for a while, reported as its own error, and the platform is
-suspended for `cooldown` seconds (as SearXNG suspends an engine) instead of hammering Sogou.
+form means this client is blocked for a while. That is raised as `errors.Blocked`, which opens
+the platform's shared breaker for an hour (breaker.py), so no instance hammers Sogou meanwhile.
 
 A time range is sent as the page's own time filter, `tsn` (1 a day, 2 a week, 3 a month, 4 a
 year, with empty `ft`/`et`, as wechatsogou builds it), but declared not native: these pages are
@@ -23,7 +23,6 @@ target is known only after resolving); country and safe search are not applied.
 from __future__ import annotations
 
 import re
-import time
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -34,7 +33,7 @@ from fanfuse.errors import Blocked, ProviderError
 from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
 from fanfuse.options import TimeRange
-from fanfuse.platforms.base import Capabilities, PlatformContext, SearchParams
+from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 
 PAGE_SIZE = 10
@@ -43,9 +42,6 @@ TIME_CONVERT = re.compile(r"timeConvert\('(\d{9,11})'\)")
 NO_RESULTS = ("noresult_part1_container", "no-sosuo", "没有找到相关的微信公众号文章")
 BLOCKED = ("antispider", "seccodeForm", "seccodeImage")
 TSN = {TimeRange.DAY: 1, TimeRange.WEEK: 2, TimeRange.MONTH: 3, TimeRange.YEAR: 4}
-
-_suspended_until: dict[str, float] = {}
-"""platform name -> monotonic time until which it is suspended (per process)."""
 
 
 class WeixinSettings(HttpSettings):
@@ -56,8 +52,6 @@ class WeixinSettings(HttpSettings):
         "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
         "Chrome/124.0 Safari/537.36"
     )
-    cooldown: float = 600.0
-    """Seconds to leave Sogou alone after it showed its anti-spider page."""
     min_interval: float = 1.0
     max_concurrency: int = 1
     max_pages: int = 3
@@ -105,8 +99,7 @@ class WeixinPlatform(HttpPlatform[WeixinSettings]):
         ):
             raise Blocked(
                 self.name,
-                f"blocked by Sogou's anti-spider check (captcha); suspended for "
-                f"{resp.settings.cooldown:g}s",
+                "blocked by Sogou's anti-spider check (captcha)",
             )
         super().check_response(resp)
 
@@ -157,22 +150,6 @@ class WeixinPlatform(HttpPlatform[WeixinSettings]):
         host = urlsplit(target).hostname or ""
         return target if host == "weixin.qq.com" or host.endswith(".weixin.qq.com") else None
 
-    async def search(
-        self, ctx: PlatformContext[WeixinSettings], params: SearchParams
-    ) -> list[list[Hit]]:
-        until = _suspended_until.get(self.name, 0.0)
-        left = until - time.monotonic()
-        if left > 0:
-            raise ProviderError(
-                self.name,
-                f"suspended for {left:.0f}s more after Sogou's anti-spider check blocked it",
-            )
-        try:
-            return await super().search(ctx, params)
-        except Blocked:
-            _suspended_until[self.name] = time.monotonic() + ctx.settings.cooldown
-            raise
-
 
 def _published(item: Any) -> datetime | None:
     stamp = None
@@ -183,8 +160,3 @@ def _published(item: Any) -> datetime | None:
         found = TIME_CONVERT.search(item.html or "")
         stamp = found.group(1) if found else None
     return datetime.fromtimestamp(int(stamp), UTC) if stamp else None
-
-
-def lift_suspension(name: str = "weixin") -> None:
-    """End a suspension early (operators, tests)."""
-    _suspended_until.pop(name, None)

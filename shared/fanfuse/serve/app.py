@@ -176,7 +176,7 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
 @route("/platforms", "platforms", "GET", "HEAD")
 async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
     caller_of(request)  # verified, though every caller gets the same list
-    return json_response(runtime.registry.describe())
+    return json_response(runtime.service.platforms())
 
 
 def _openapi() -> Response:

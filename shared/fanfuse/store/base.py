@@ -16,6 +16,9 @@ from typing import Any
 
 from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, QuotaBucket, Task
 
+HealthChange = Callable[[PlatformHealth | None], PlatformHealth | None]
+"""A health document's change (breaker.py, health.py): None leaves it as it is."""
+
 
 @dataclass
 class Snapshot:
@@ -89,6 +92,12 @@ class TaskStore(ABC):
     @abstractmethod
     def put_health(self, health: PlatformHealth) -> None:
         """Store (replace) one platform's health; callers write rarely (see health.py)."""
+
+    @abstractmethod
+    def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
+        """ONE atomic read-modify-write of `name`'s health: `change` sees the stored document
+        (None: none yet) and returns the one to write, or None to write nothing. Returns the
+        document as stored afterwards. The breaker's probe claim relies on it (breaker.py)."""
 
     # -- API keys (fanfuse.auth.keys): a few small records, written only by `fanfuse keys`
 

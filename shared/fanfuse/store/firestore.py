@@ -6,7 +6,9 @@ Documents (see the design):
 - `{collection}/{task_id}/platforms/{name}`: one platform run (`models.PlatformRun`);
 - `{collection}/{task_id}/contents/{content_id}`: `{"text": ...}`, page content kept out of the
   documents above so that none of them nears Firestore's 1 MiB cap;
-- `{collection}_health/{name}`: one platform's measured health (`models.PlatformHealth`);
+- `{collection}_health/{name}`: one platform's measured health and circuit breaker
+  (`models.PlatformHealth`): the design's `platform_health/{name}`, named after the
+  collection like every other side collection so two deployments sharing a project stay apart;
 - `{collection}_cache/{key}`: one search-cache entry (`models.CacheEntry`), with its own TTL
   policy on `expires_at`;
 - `{collection}_keys/{key_id}`: one API key (`models.ApiKey`: its hash, never the key);
@@ -27,10 +29,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
@@ -46,7 +48,7 @@ from fanfuse.models import (
     TaskStatus,
 )
 from fanfuse.settings import Settings
-from fanfuse.store.base import Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
 from fanfuse.store.write_log import WriteLog
 
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference, Transaction
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_DOCUMENT_BYTES = 1_048_576
 """Firestore's cap on one document's storage size."""
@@ -280,6 +283,29 @@ class FirestoreStore(TaskStore):
         ref.set(model_data(health))
         self.writes.record("health", [ref.path])
 
+    def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
+        """As `take_quota`: a write conditioned on the version read, read again on a lost race,
+        so a look that changes nothing (the breaker closed, the common case) is one read."""
+        ref = self.client.collection(self.collection + HEALTH_SUFFIX).document(name)
+        return self._contended(ref, lambda: self._update_health_once(ref, change))
+
+    def _update_health_once(
+        self, ref: DocumentReference, change: HealthChange
+    ) -> PlatformHealth | None:
+        snap = ref.get()
+        stored = PlatformHealth.model_validate(decode(snap.to_dict())) if snap.exists else None
+        written = change(stored)
+        if written is None:
+            return stored
+        data = model_data(written)
+        if snap.exists:
+            # every field is listed (None included), so an update replaces the whole document
+            ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
+        else:
+            ref.create(data)
+        self.writes.record("health", [ref.path])
+        return written
+
     # -- API keys -------------------------------------------------------------------------------
 
     def _key_ref(self, key_id: str) -> DocumentReference:
@@ -341,21 +367,26 @@ class FirestoreStore(TaskStore):
         that the admitted ones would wait on. A write that lost the race reads again after a
         short random wait (instances that collided once would collide again in lock step).
         """
+        ref = self.client.collection(self.collection + QUOTA_SUFFIX).document(key)
+        with self._task_lock(key):
+            return self._contended(ref, lambda: self._take_once(ref, mutate))
+
+    def _contended(self, ref: DocumentReference, once: Callable[[], T]) -> T:
+        """`once` (a read and a write conditioned on it) again after a short random wait while
+        it loses races (instances that collided once would collide again in lock step)."""
         from google.api_core.exceptions import Conflict, FailedPrecondition
 
-        ref = self.client.collection(self.collection + QUOTA_SUFFIX).document(key)
         retrying = Retrying(
             retry=retry_if_exception_type((Conflict, FailedPrecondition)),
             wait=wait_random_exponential(multiplier=0.005, max=0.2),
             stop=stop_after_attempt(TRANSACTION_ATTEMPTS),
             reraise=True,
         )
-        with self._task_lock(key):
-            try:
-                return retrying(self._take_once, ref, mutate)
-            except (Conflict, FailedPrecondition) as exc:
-                tries = TRANSACTION_ATTEMPTS
-                raise Unavailable(f"{ref.path} still contended after {tries} tries") from exc
+        try:
+            return retrying(once)
+        except (Conflict, FailedPrecondition) as exc:
+            tries = TRANSACTION_ATTEMPTS
+            raise Unavailable(f"{ref.path} still contended after {tries} tries") from exc
 
     def _take_once(self, ref: DocumentReference, mutate: QuotaMutator) -> float | None:
         snap = ref.get()

@@ -25,7 +25,14 @@ from fanfuse.models import (
     QuotaBucket,
     Task,
 )
-from fanfuse.store.base import Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import (
+    HealthChange,
+    Mutator,
+    QuotaMutator,
+    Snapshot,
+    TaskStore,
+    Writes,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -223,6 +230,19 @@ class SqliteStore(TaskStore):
                 "INSERT OR REPLACE INTO health (name, doc) VALUES (?, ?)",
                 (health.name, health.model_dump_json()),
             )
+
+    def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
+        with self._tx() as db:
+            row = db.execute("SELECT doc FROM health WHERE name = ?", (name,)).fetchone()
+            stored = PlatformHealth.model_validate_json(row[0]) if row else None
+            written = change(stored)
+            if written is None:
+                return stored
+            db.execute(
+                "INSERT OR REPLACE INTO health (name, doc) VALUES (?, ?)",
+                (name, written.model_dump_json()),
+            )
+            return written
 
     # -- API keys -------------------------------------------------------------------------------
 

@@ -1,0 +1,78 @@
+"""The platform breaker (breaker.py) as a platform run uses it: the store's side of it.
+
+Before a run, `admit` reads `platform_health/{name}` and, when the suspension has ended, claims
+the single probe in the same atomic read-modify-write; after it, `record` folds the outcome in.
+Both write only when the breaker's state changes. Health is advice about the provider, never the
+run's failure: a store error here is logged and the run goes on as if the breaker were closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from fanfuse import breaker
+from fanfuse.lifecycle import Outcome
+from fanfuse.models import CacheState, PlatformHealth, PlatformState
+from fanfuse.store.base import TaskStore
+
+log = logging.getLogger(__name__)
+
+CALL = breaker.Gate(breaker.Verdict.CALL)
+
+
+class Circuit:
+    def __init__(self, store: TaskStore, clock: Callable[[], datetime]) -> None:
+        self.store, self.clock = store, clock
+
+    def admit(self, name: str) -> breaker.Gate:
+        """call, probe (this run holds the probe) or suspended (this run must not call)."""
+        token = uuid.uuid4().hex
+        now = self.clock()
+
+        def change(health: PlatformHealth | None) -> PlatformHealth | None:
+            return breaker.claim_probe(health, token, now)
+
+        try:
+            stored = self.store.update_health(name, change)
+        except Exception:
+            log.warning("could not read %s's breaker; calling it", name, exc_info=True)
+            return CALL
+        if stored is not None and stored.probe_token == token:
+            return breaker.Gate(breaker.Verdict.PROBE, stored.reason)
+        return breaker.may_call(stored, now)
+
+    def record(self, name: str, outcome: Outcome) -> None:
+        """A success closes, a provider failure counts (breaker.on_failure); anything else
+        (cancelled, deadline reached, answered from the cache) says nothing of the provider.
+        A probe that said nothing keeps its claim until breaker.PROBE_LEASE_S frees it."""
+        now = self.clock()
+        failure = outcome.failure
+        answered_by_cache = outcome.cache is not None and outcome.cache.state is CacheState.HIT
+
+        def change(health: PlatformHealth | None) -> PlatformHealth | None:
+            if outcome.state is PlatformState.SUCCEEDED and not answered_by_cache:
+                return breaker.on_success(health, now)
+            if outcome.state is PlatformState.FAILED and failure is not None:
+                return breaker.on_failure(health, name, failure, now)
+            return None
+
+        try:
+            self.store.update_health(name, change)
+        except Exception:
+            log.warning("could not record %s's outcome in its breaker", name, exc_info=True)
+
+
+def suspended(name: str, gate: breaker.Gate) -> Outcome:
+    """The run's answer when its breaker is open: at once, no provider call."""
+    reason = gate.reason.value if gate.reason else "failures"
+    until = gate.retry_at.isoformat(timespec="seconds") if gate.retry_at else "a probe ends"
+    error = f"{name}: suspended after {reason.replace('_', ' ')} until {until}"
+    return Outcome(
+        state=PlatformState.SUSPENDED,
+        error=error,
+        message=f"Suspended: {reason.replace('_', ' ')}, retry at {until}",
+        retry_at=gate.retry_at,
+    )
