@@ -16,7 +16,7 @@ from fanfuse.platforms.base import (
     PlatformSettings,
     SearchParams,
 )
-from fanfuse.queue.base import TaskQueue
+from fanfuse.queue.base import PlatformMessage, TaskQueue
 
 
 def pending_task(
@@ -103,3 +103,16 @@ class NoQueue(TaskQueue):
 
     def enqueue_aggregate(self, message: Any, at: Any = None) -> None:
         raise AssertionError("nothing may be enqueued for a bad request")
+
+
+class HeldQueue(TaskQueue):
+    """Keeps the platform messages and runs nothing: the test delivers them itself."""
+
+    def __init__(self) -> None:
+        self.platforms: list[PlatformMessage] = []
+
+    def enqueue_platform(self, message: PlatformMessage) -> None:
+        self.platforms.append(message)
+
+    def enqueue_aggregate(self, message: Any, at: Any = None) -> None:
+        pass

@@ -160,6 +160,7 @@ def final_document(
         update={
             "status": status,
             "summary": summary,
+            "counters": progress.tally(final_runs),
             "errors": errors,
             "error": error,
             "results": results,

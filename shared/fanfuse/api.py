@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from fanfuse.errors import (
     FanfuseError,
     InvalidRequest,
+    LeaseHeld,
     MethodNotAllowed,
     PayloadTooLarge,
     RateLimited,
@@ -149,6 +150,6 @@ def error_answer(exc: FanfuseError) -> Answer:
         headers["Allow"] = ", ".join(exc.allowed)
     elif isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = 'Bearer realm="fanfuse", ApiKey header="X-Api-Key"'
-    elif isinstance(exc, RateLimited):
+    elif isinstance(exc, RateLimited | LeaseHeld):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
     return Answer(exc.status_code, exc.body().model_dump(mode="json"), headers)

@@ -133,6 +133,19 @@ class Unreachable(Unavailable):
     """
 
 
+class LeaseHeld(FanfuseError):
+    """A platform run another delivery holds the live lease of: 503 with `Retry-After` (the time
+    left on the lease), so Cloud Tasks tries again once it may have lapsed; no provider is called.
+    """
+
+    status_code = 503
+    code = "lease_held"
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
 class QueueUnavailable(FanfuseError):
     status_code = 503
     code = "queue_unavailable"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from fanfuse import aggregate, fusion, progress
-from fanfuse.errors import TaskConflict, UnknownPlatform
+from fanfuse.errors import LeaseHeld, TaskConflict, UnknownPlatform
 from fanfuse.models import (
     CacheNote,
     CallRecord,
@@ -51,8 +51,23 @@ class Outcome:
     """`suspended`: when the platform's breaker lets a call through again."""
 
 
-def claim(name: str, now: datetime) -> Mutator:
-    """queued (or running, after a crash and redelivery) -> running; a no-op once terminal."""
+LEASE_MARGIN = timedelta(seconds=10)
+"""How long a lease outlives the search deadline. A worker stops at the deadline and then writes
+its fan-in (a transaction, a few round trips); the margin covers that, so no duplicate starts
+while the holder is still reporting. By the time it lapses, the deadline task has normally
+finalized the search and a late delivery is a no-op anyway."""
+
+
+def claim(name: str, now: datetime, token: str) -> Mutator:
+    """queued (or running, once its lease lapsed) -> running, leased to `token`; a no-op once
+    terminal.
+
+    The lease runs until the search deadline plus LEASE_MARGIN: that is the worker's whole time
+    budget (it stops at the deadline), so a live lease means a worker may still be calling the
+    provider. A duplicate delivery in that time raises LeaseHeld (retryable, no provider call)
+    instead of starting the platform again and spending the provider's quota twice. Once the
+    lease lapses its holder is taken as dead, and this delivery takes over with `attempt` + 1.
+    """
 
     def mutate(snap: Snapshot) -> Writes | None:
         if name not in snap.runs:
@@ -60,11 +75,16 @@ def claim(name: str, now: datetime) -> Mutator:
         run = snap.runs[name]
         if snap.task.status.terminal or run.state.terminal:
             return None
+        left = lease_left(run, now)
+        if left > 0 and run.lease != token:
+            raise LeaseHeld(f"{name} of {snap.task.task_id} is leased to another delivery", left)
         stage = Stage.SEARCHING
         run = run.model_copy(
             update={
                 "state": PlatformState.RUNNING,
                 "attempt": run.attempt + 1,
+                "lease": token,
+                "lease_until": snap.task.deadline_at + LEASE_MARGIN,
                 "stage": progress.stage_name(name, stage, run.of),
                 "progress": run.progress.model_copy(update={"current": 0, "total": 0}),
                 "percent": 0.0,
@@ -78,6 +98,38 @@ def claim(name: str, now: datetime) -> Mutator:
         return Writes(runs=[run])
 
     return mutate
+
+
+def release(name: str, token: str) -> Mutator:
+    """Give up `token`'s lease on a run still running: its worker stops without an outcome (the
+    process is shutting down), so the next delivery, or a restarted runtime's resume, takes over
+    at once instead of waiting out the lease. A no-op unless `token` still holds the run."""
+
+    def mutate(snap: Snapshot) -> Writes | None:
+        run = snap.runs.get(name)
+        if run is None or run.state is not PlatformState.RUNNING or run.lease != token:
+            return None
+        return Writes(runs=[run.model_copy(update={"lease": None, "lease_until": None})])
+
+    return mutate
+
+
+def lease_left(run: PlatformRun, now: datetime) -> float:
+    """Seconds left on a running run's lease (0: none, or lapsed); a queued or ended run holds
+    no lease, whatever its fields say."""
+    if run.state is not PlatformState.RUNNING or run.lease_until is None:
+        return 0.0
+    return max(0.0, (run.lease_until - now).total_seconds())
+
+
+def progress_accepted(run: PlatformRun, token: str | None) -> bool:
+    """A progress write lands only while the run is `running` and from its lease holder.
+
+    A worker whose run has ended (finished, cancelled, timed out by the deadline) or whose lease
+    was taken over must not write: its write would resurrect an ended run's stage and percent, or
+    overwrite the new holder's progress.
+    """
+    return run.state is PlatformState.RUNNING and token is not None and run.lease == token
 
 
 def _store_contents(hits: list[Hit]) -> tuple[list[Hit], dict[str, str]]:
@@ -132,12 +184,7 @@ def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
                 "retry_at": outcome.retry_at,
             }
         )
-        counters = task.counters.model_copy(
-            update={
-                "done": task.counters.done + 1,
-                "failed": task.counters.failed + (outcome.state is not PlatformState.SUCCEEDED),
-            }
-        )
+        counters = progress.add_ended(task.counters, [ended])
         task = task.model_copy(
             update={
                 "status": TaskStatus.RUNNING,
@@ -195,12 +242,12 @@ def cancel(now: datetime) -> Mutator:
             for r in snap.runs.values()
             if not r.state.terminal
         ]
-        summary = progress.summarize(
-            [next((c for c in runs if c.name == r.name), r) for r in snap.runs.values()], 0
-        )
+        final_runs = [next((c for c in runs if c.name == r.name), r) for r in snap.runs.values()]
+        summary = progress.summarize(final_runs, 0)
         task = task.model_copy(
             update={
                 "status": TaskStatus.CANCELLED,
+                "counters": progress.tally(final_runs),
                 "summary": summary.model_copy(update={"message": "Search cancelled"}),
                 "progress": Progress(
                     percent=task.progress.percent, stage="cancelled", message="Search cancelled"

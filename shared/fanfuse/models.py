@@ -238,6 +238,12 @@ class PlatformRun(BaseModel):
     percent: float = 0.0
     message: str = "Queued"
     attempt: int = 0
+    lease: str | None = Field(
+        default=None, description="the worker token of the delivery that holds this run"
+    )
+    lease_until: datetime | None = Field(
+        default=None, description="until when the lease holds (see lifecycle.claim)"
+    )
     results: list[Hit] = Field(default_factory=list)
     error: str | None = None
     provider: str | None = None

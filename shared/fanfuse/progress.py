@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fanfuse.models import PlatformRun, PlatformState, Progress, Stage, Summary
+from fanfuse.models import Counters, PlatformRun, PlatformState, Progress, Stage, Summary
 
 STAGE_LABELS: dict[Stage, str] = {
     Stage.SEARCHING: "Searching",
@@ -73,10 +73,29 @@ def counted(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
+def tally(runs: Sequence[PlatformRun]) -> Counters:
+    """The counters `runs` make: an ended run is done, and failed unless it succeeded.
+
+    `timed_out` and `cancelled` count as done and as failed like `failed` does, so the task's
+    counters and the summary's "(N failed)" (both from here) always agree, whoever ended the
+    runs: the fan-in, the deadline or a cancel.
+    """
+    ended = [r for r in runs if r.state.terminal]
+    return Counters(
+        done=len(ended), failed=sum(1 for r in ended if r.state is not PlatformState.SUCCEEDED)
+    )
+
+
+def add_ended(counters: Counters, ended: Sequence[PlatformRun]) -> Counters:
+    """`counters` with the newly `ended` runs added (the fan-in counts one run at a time)."""
+    more = tally(ended)
+    return Counters(done=counters.done + more.done, failed=counters.failed + more.failed)
+
+
 def summarize(runs: Sequence[PlatformRun], total_results: int) -> Summary:
     by_state = {s: sum(1 for r in runs if r.state is s) for s in PlatformState}
+    failed = tally(runs).failed
     not_answered = by_state[PlatformState.FAILED] + by_state[PlatformState.SUSPENDED]
-    failed = not_answered + by_state[PlatformState.TIMED_OUT]
     succeeded = by_state[PlatformState.SUCCEEDED]
     if len(runs) == 1:
         run = runs[0]

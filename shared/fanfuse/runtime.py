@@ -74,6 +74,7 @@ class EmbeddedRuntime:
     ) -> None:
         if self._queue is not None:
             self._queue.close()
+            await self._queue.drain()
         if self._service is not None:
             self._service.store.close()
 

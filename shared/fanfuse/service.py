@@ -182,7 +182,8 @@ class SearchService:
     async def run_platform(self, message: PlatformMessage) -> str:
         """Run one platform's stages; a no-op when it (or its task) is already terminal."""
         task_id, name = message.task_id, message.platform
-        claimed = self.store.transact(task_id, [name], lifecycle.claim(name, self.clock()))
+        token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
+        claimed = self.store.transact(task_id, [name], lifecycle.claim(name, self.clock(), token))
         if claimed is None:
             self._resume_fan_in(task_id)
             return "skipped"
@@ -190,7 +191,13 @@ class SearchService:
         task = self.store.get_task(task_id)
         if task is None:
             raise TaskNotFound(task_id)
-        outcome = await self._guarded(task, run)
+        try:
+            outcome = await self._guarded(task, run)
+        except asyncio.CancelledError:
+            # This process is stopping mid-run: hand the run back rather than hold it until the
+            # lease lapses (a restarted embedded runtime resumes it at once).
+            self.store.transact(task_id, [name], lifecycle.release(name, token))
+            raise
         written = self.store.transact(
             task_id, [name], lifecycle.finish(name, outcome, self.clock())
         )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -197,6 +198,23 @@ class Cloud:
         for (doc, op), n in WriteLog.read_ops(self.write_log, prefix).items():
             ops[doc.removeprefix(prefix).rpartition("/")[2] or "task", op] += n
         return ops
+
+
+def concurrently(calls: list[Any]) -> list[Any]:
+    """Run the callables at once (threads released together); their results, in order."""
+    results: list[Any] = [None] * len(calls)
+    barrier = threading.Barrier(len(calls))
+
+    def run(i: int) -> None:
+        barrier.wait()
+        results[i] = calls[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return results
 
 
 def write_corpus(path: Path) -> Path:

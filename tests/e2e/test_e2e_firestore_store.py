@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from fanfuse import lifecycle
 from fanfuse.auth import keys
-from fanfuse.errors import DocumentTooLarge, TaskConflict, TaskNotFound
+from fanfuse.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
 from fanfuse.models import (
     CacheEntry,
     Hit,
@@ -69,7 +69,7 @@ def test_transact_reads_writes_declines_and_aborts(e2e: Cloud) -> None:
     assert list(seen[0].runs) == ["beta"] and list(seen[1].runs) == ["alpha", "beta"]
     assert e2e.db.document("searches/tx1").get().update_time == before  # nothing written
 
-    claimed = store.transact("tx1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    claimed = store.transact("tx1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
     assert claimed is not None and claimed.runs[0].attempt == 1
     assert store.get_runs("tx1")[0].state is PlatformState.RUNNING
 
@@ -84,7 +84,7 @@ def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) ->
     other = FirestoreStore(e2e.firestore_client())
     store = e2e.store
     store.create(*make_task("fin1", ["alpha", "beta"]))
-    store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED, results=[Hit(url="https://e.test/1", title="one")]
     )
@@ -109,8 +109,9 @@ def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) ->
 def test_patch_run_updates_top_level_fields_only(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("pr1", ["alpha"]))
+    store.transact("pr1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
     when = utcnow()
-    store.patch_run(
+    assert store.patch_run(
         "pr1",
         "alpha",
         {
@@ -119,22 +120,57 @@ def test_patch_run_updates_top_level_fields_only(e2e: Cloud) -> None:
             "updated_at": when.isoformat(),
             "not_a_field": 1,
         },
+        lease="w1",
     )
     run = store.get_runs("pr1")[0]
     assert run.message == "Searching: 1/2 queries" and run.progress.current == 1
-    assert run.state is PlatformState.QUEUED and run.updated_at == when
+    assert run.state is PlatformState.RUNNING and run.updated_at == when
     doc = raw(e2e.db, "searches/pr1/platforms/alpha")
     assert isinstance(doc["updated_at"], datetime) and "not_a_field" not in doc
     with pytest.raises(ValidationError):
-        store.patch_run("pr1", "alpha", {"percent": "lots"})
-    store.patch_run("pr1", "nobody", {"message": "x"})  # a missing document stays missing
+        store.patch_run("pr1", "alpha", {"percent": "lots"}, lease="w1")
+    # a missing document stays missing
+    assert not store.patch_run("pr1", "nobody", {"message": "x"}, lease="w1")
     assert not e2e.db.document("searches/pr1/platforms/nobody").get().exists
+
+
+def test_patch_run_only_from_the_lease_holder_of_a_running_run(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make_task("pl1", ["alpha"]))
+    assert not store.patch_run("pl1", "alpha", {"message": "early"}, lease="w1")  # queued
+    store.transact("pl1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    assert not store.patch_run("pl1", "alpha", {"message": "intruder"}, lease="w2")
+    assert store.patch_run("pl1", "alpha", {"message": "mine", "percent": 50.0}, lease="w1")
+    outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED)
+    store.transact("pl1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    ended = store.get_runs("pl1")[0]
+    before = e2e.db.document("searches/pl1/platforms/alpha").get().update_time
+    late = {"stage": "compressing", "percent": 66.67, "message": "late"}
+    assert not store.patch_run("pl1", "alpha", late, lease="w1")
+    assert store.get_runs("pl1")[0] == ended and ended.state is PlatformState.SUCCEEDED
+    assert e2e.db.document("searches/pl1/platforms/alpha").get().update_time == before
+
+
+def test_a_live_lease_refuses_a_second_claim_until_it_lapses(e2e: Cloud) -> None:
+    store = e2e.store
+    store.create(*make_task("ls1", ["alpha"]))
+    now = utcnow()
+    store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w1"))
+    with pytest.raises(LeaseHeld) as info:
+        store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w2"))
+    assert 0 < info.value.retry_after_s <= (timedelta(minutes=2) + lifecycle.LEASE_MARGIN).seconds
+    run = store.get_runs("ls1")[0]
+    assert run.lease == "w1" and run.attempt == 1
+    later = run.lease_until + timedelta(seconds=1)  # type: ignore[operator]
+    taken = store.transact("ls1", ["alpha"], lifecycle.claim("alpha", later, "w2"))
+    assert taken is not None and (taken.runs[0].lease, taken.runs[0].attempt) == ("w2", 2)
+    assert not store.patch_run("ls1", "alpha", {"message": "old holder"}, lease="w1")
 
 
 def test_content_goes_to_its_own_documents(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("ct1", ["alpha"]))
-    store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
     page = "A long page. " * 2000
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED,
@@ -153,7 +189,7 @@ def test_content_goes_to_its_own_documents(e2e: Cloud) -> None:
 def test_free_form_metadata_survives_firestore(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("md1", ["alpha"]))
-    store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
     metadata = {"bbox": [[1, 2], [3, [4, 5]]], "tags": ("a", "b"), "n": None, "x.y": 1.5}
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED,
@@ -177,7 +213,7 @@ def test_purge_expired_deletes_tasks_with_their_documents(e2e: Cloud) -> None:
 def test_a_document_over_one_mib_is_refused_before_anything_is_written(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("big1", ["alpha"]))
-    store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow()))
+    store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
     huge = [Hit(url=f"https://e.test/{i}", snippet="x" * 20_000) for i in range(60)]
     outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=huge)
     with pytest.raises(DocumentTooLarge, match="searches/big1/platforms/alpha"):

@@ -22,7 +22,7 @@ from fanfuse.models import (
     TaskStatus,
     utcnow,
 )
-from tests.e2e.cloud import SHORT_DEADLINE, Cloud
+from tests.e2e.cloud import SHORT_DEADLINE, Cloud, concurrently
 
 TASK_FIELDS = {
     "task_id", "owner", "request", "queries", "platforms", "status", "progress", "counters",
@@ -32,27 +32,10 @@ TASK_FIELDS = {
 }  # fmt: skip
 PLATFORM_FIELDS = {
     "task_id", "name", "index", "of", "state", "stage", "stages", "progress", "percent",
-    "message", "attempt", "results", "error", "provider", "timings", "calls", "options",
-    "failed_queries", "cache", "started_at",
+    "message", "attempt", "lease", "lease_until", "results", "error", "provider", "timings",
+    "calls", "options", "failed_queries", "cache", "started_at",
     "finished_at", "updated_at", "expires_at",
 }  # fmt: skip
-
-
-def concurrently(calls: list[Any]) -> list[Any]:
-    """Run the callables at once (threads released together); their results, in order."""
-    results: list[Any] = [None] * len(calls)
-    barrier = threading.Barrier(len(calls))
-
-    def run(i: int) -> None:
-        barrier.wait()
-        results[i] = calls[i]()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    return results
 
 
 def test_docs_and_vectors_complete_and_the_task_document_holds_the_documented_fields(
@@ -178,30 +161,31 @@ def test_redelivered_platform_and_aggregate_tasks_change_nothing(e2e: Cloud) -> 
     assert e2e.stub.requests["delay/0"] == searched  # web_ok was not searched again
 
 
-def test_a_platform_task_delivered_twice_at_once_is_counted_once(e2e: Cloud) -> None:
-    e2e.pause("web_gate")  # this test delivers web_gate itself, twice, at the same time
+def test_a_platform_task_delivered_again_while_it_runs_is_refused_and_counted_once(
+    e2e: Cloud,
+) -> None:
+    e2e.pause("web_gate")  # this test delivers web_gate itself, a second time while it runs
     accepted = e2e.start({"query": "electrons", "platform": "docs,web_gate"})
     task_id = accepted["task_id"]
     message = {"task_id": task_id, "platform": "web_gate"}
     answers: list[httpx.Response] = []
-    deliveries = [
-        threading.Thread(target=lambda: answers.append(e2e.deliver("run_platform", message)))
-        for _ in range(2)
-    ]
-    for thread in deliveries:
-        thread.start()
-    e2e.wait_until(lambda: e2e.stub.waiting("web_gate") == 2, what="both deliveries running")
+    first = threading.Thread(target=lambda: answers.append(e2e.deliver("run_platform", message)))
+    first.start()
+    e2e.wait_until(lambda: e2e.stub.waiting("web_gate") == 1, what="the first delivery running")
+    duplicate = e2e.deliver("run_platform", message)  # its lease is live: no provider call
+    assert duplicate.status_code == 503 and duplicate.json()["error"] == "lease_held"
+    assert int(duplicate.headers["Retry-After"]) >= 1
     e2e.stub.release("web_gate")
-    for thread in deliveries:
-        thread.join(60)
+    first.join(60)
 
-    assert sorted(a.json()["outcome"] for a in answers) == ["discarded", "succeeded"]
+    assert [a.json()["outcome"] for a in answers] == ["succeeded"]
+    assert e2e.stub.waiting("web_gate") == 1
     view = e2e.wait(accepted)
     assert view["status"] == "completed"
     assert view["counters"] == {"done": 2, "failed": 0}
     run = e2e.run_of(view, "web_gate")
-    assert run["attempt"] == 2
-    assert len(run["results"]) == 10  # one delivery's results, not both
+    assert run["attempt"] == 1
+    assert len(run["results"]) == 10
     urls = [r["url"] for r in view["results"]]
     assert len(urls) == len(set(urls))
     assert e2e.writes(task_id)[f"searches/{task_id}"] == 4  # start, 2 fan-ins, finalization
@@ -331,7 +315,7 @@ def test_cancel_while_running_and_nothing_is_written_after(e2e: Cloud) -> None:
 
     doc = e2e.task_doc(task_id)
     assert doc["status"] == "cancelled" and doc["results"] == []
-    assert doc["counters"] == {"done": 1, "failed": 0}
+    assert doc["counters"] == {"done": 2, "failed": 1}  # the cancelled run: done, not succeeded
     run = e2e.platform_doc(task_id, "web_gate")
     assert run["state"] == "cancelled" and run["results"] == []
     assert e2e.writes(task_id)[f"searches/{task_id}"] == task_writes

@@ -17,9 +17,11 @@ class RecordingStore(SqliteStore):
         super().__init__(*args)
         self.patches: list[tuple[str, dict[str, Any]]] = []
 
-    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
+    def patch_run(
+        self, task_id: str, name: str, fields: dict[str, Any], *, lease: str | None
+    ) -> bool:
         self.patches.append((name, fields))
-        super().patch_run(task_id, name, fields)
+        return super().patch_run(task_id, name, fields, lease=lease)
 
 
 class WithContent(FakePlatform):

@@ -138,9 +138,11 @@ class RecordingStore(SqliteStore):
         super().__init__(path)
         self.patches: list[tuple[str, dict[str, Any], str]] = []
 
-    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
+    def patch_run(
+        self, task_id: str, name: str, fields: dict[str, Any], *, lease: str | None
+    ) -> bool:
         self.patches.append((name, fields, threading.current_thread().name))
-        super().patch_run(task_id, name, fields)
+        return super().patch_run(task_id, name, fields, lease=lease)
 
 
 async def test_the_service_writes_encoding_progress_to_the_platform_document(

@@ -59,10 +59,12 @@ class RecordingStore(SqliteStore):
         super().__init__(*args, **kwargs)
         self.messages: list[str] = []
 
-    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
+    def patch_run(
+        self, task_id: str, name: str, fields: dict[str, Any], *, lease: str | None
+    ) -> bool:
         if "message" in fields:
             self.messages.append(fields["message"])
-        super().patch_run(task_id, name, fields)
+        return super().patch_run(task_id, name, fields, lease=lease)
 
 
 def serve_web(server: HTTPServer) -> None:

@@ -6,43 +6,22 @@ the store (retried), so the error is UnknownPlatform, a 400 naming `platform`, n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import datetime
-
 import pytest
 
 from fanfuse import lifecycle
 from fanfuse.errors import InvalidRequest, UnknownPlatform
 from fanfuse.models import PlatformState, utcnow
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-from tests.fakes import FakePlatform
-
-
-class _Queue(TaskQueue):
-    """Start enqueues; these tests run the mutators themselves."""
-
-    def enqueue_platform(self, message: PlatformMessage) -> None:
-        pass
-
-    def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
-        pass
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[SqliteStore]:
-    sqlite = SqliteStore(settings.db_path)
-    yield sqlite
-    sqlite.close()
+from tests.fakes import FakePlatform, HeldQueue
 
 
 def started(store: SqliteStore, settings: Settings) -> str:
     """A search of `docs` only, on a registry that also knows `web`."""
     registry = Registry.of([FakePlatform("docs"), FakePlatform("web")])
-    service = SearchService(store, _Queue(), registry, settings)
+    service = SearchService(store, HeldQueue(), registry, settings)
     return service.start({"query": "q", "platform": "docs"}).task_id
 
 
@@ -51,7 +30,7 @@ def test_claiming_a_platform_the_search_lacks_raises_unknown_platform(
 ) -> None:
     task_id = started(store, settings)
     with pytest.raises(UnknownPlatform) as info:
-        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow()))
+        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow(), "w1"))
     error = info.value
     assert isinstance(error, InvalidRequest) and error.status_code == 400
     assert error.platform == "web"
@@ -60,7 +39,7 @@ def test_claiming_a_platform_the_search_lacks_raises_unknown_platform(
     ]
     assert [(r.name, r.state) for r in store.get_runs(task_id)] == [("docs", PlatformState.QUEUED)]
 
-    claimed = store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow()))
+    claimed = store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1"))
     assert claimed is not None and [r.state for r in claimed.runs] == [PlatformState.RUNNING]
 
 
@@ -73,5 +52,5 @@ def test_a_final_search_still_refuses_a_platform_it_lacks(
     task = store.get_task(task_id)
     assert task is not None and task.status.terminal
     with pytest.raises(UnknownPlatform):
-        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow()))
-    assert store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow())) is None
+        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow(), "w1"))
+    assert store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1")) is None

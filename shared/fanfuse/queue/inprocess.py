@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
+from fanfuse.errors import LeaseHeld
 from fanfuse.models import utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue, task_name
 
@@ -55,6 +56,11 @@ class InProcessQueue(TaskQueue):
     async def _deliver(self, message: Message) -> None:
         try:
             await self._handler(message)
+        except LeaseHeld as exc:
+            # Another delivery (a previous process's, before a restart) holds the run: try again
+            # once its lease may have lapsed, as Cloud Tasks does on the 503's Retry-After.
+            log.info("%s: %s; retrying in %.1f s", message, exc, exc.retry_after_s)
+            self._schedule(message, exc.retry_after_s)
         except Exception:  # a cloud queue would retry; here the deadline finalizes instead
             log.exception("delivery of %s failed", message)
 
@@ -63,3 +69,8 @@ class InProcessQueue(TaskQueue):
             timer.cancel()
         for task in self._running:
             task.cancel()
+
+    async def drain(self) -> None:
+        """Wait until the deliveries `close` cancelled have unwound: a cancelled platform run
+        releases its lease in the store (service.run_platform), which must still be open."""
+        await asyncio.gather(*self._running, return_exceptions=True)

@@ -67,6 +67,7 @@ class Reporter:
                 "message": progress.platform_message(run.index, run.of, run.name, self.message),
                 "updated_at": utcnow().isoformat(),
             },
+            lease=run.lease,
         )
 
 

@@ -58,8 +58,12 @@ class TaskStore(ABC):
         """The task's platform documents, in the task's platform order."""
 
     @abstractmethod
-    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
-        """Update progress fields of one platform document outside any transaction."""
+    def patch_run(
+        self, task_id: str, name: str, fields: dict[str, Any], *, lease: str | None
+    ) -> bool:
+        """Update progress fields of one platform document, only if `lifecycle.progress_accepted`
+        (running, and `lease` is its holder's) in the same atomic step; False: dropped (logged
+        at debug), as a late write from a worker whose run ended or was taken over must be."""
 
     @abstractmethod
     def transact(self, task_id: str, names: Sequence[str] | None, mutate: Mutator) -> Writes | None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from fanfuse.errors import DocumentTooLarge, TaskNotFound, Unavailable
+from fanfuse.lifecycle import progress_accepted
 from fanfuse.models import (
     TERMINAL_TASK,
     ApiKey,
@@ -171,19 +172,33 @@ class FirestoreStore(TaskStore):
         runs = [PlatformRun.model_validate(decode(d.to_dict())) for d in docs]
         return sorted(runs, key=lambda r: r.index)
 
-    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
-        """Update top-level fields without reading; a missing document is left missing."""
-        from google.api_core.exceptions import NotFound
+    def patch_run(
+        self, task_id: str, name: str, fields: dict[str, Any], *, lease: str | None
+    ) -> bool:
+        """Read the run, check `progress_accepted`, update top-level fields with a precondition
+        on the read's update_time: a fan-in or cancel that ended the run in between makes the
+        update fail, and the write is dropped. One read and one write, no transaction (progress
+        is throttled by `progress_interval`, under the 1 write/s a document sustains)."""
+        from google.api_core.exceptions import FailedPrecondition, NotFound
 
         data = patch_data(fields)
         if not data:
-            return
+            return False
         ref = self._run_ref(task_id, name)
+        snap = ref.get()
+        if not snap.exists:
+            return False
+        run = PlatformRun.model_validate(decode(snap.to_dict()))
+        if not progress_accepted(run, lease):
+            log.debug("dropped a progress write to %s (%s)", ref.path, run.state.value)
+            return False
         try:
-            ref.update(data)
-        except NotFound:
-            return
+            ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
+        except (FailedPrecondition, NotFound):
+            log.debug("dropped a progress write to %s: it changed meanwhile", ref.path)
+            return False
         self.writes.record("patch", [ref.path])
+        return True
 
     def _read(self, refs: list[DocumentReference], transaction: Transaction) -> dict[str, Any]:
         """Snapshots by document path (get_all answers in no particular order)."""

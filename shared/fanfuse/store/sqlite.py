@@ -7,6 +7,7 @@ serializable view that Firestore transactions give them in the cloud.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse.errors import TaskNotFound
+from fanfuse.lifecycle import progress_accepted
 from fanfuse.models import (
     TERMINAL_TASK,
     ApiKey,
@@ -80,6 +82,8 @@ CREATE TABLE IF NOT EXISTS residents (
 );
 CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (json_extract(doc, '$.owner'), status);
 """
+
+log = logging.getLogger(__name__)
 
 _TERMINAL = tuple(sorted(s.value for s in TERMINAL_TASK))
 _NOT_TERMINAL = f"status NOT IN ({','.join('?' * len(_TERMINAL))})"
@@ -157,16 +161,25 @@ class SqliteStore(TaskStore):
             ).fetchall()
         return [PlatformRun.model_validate_json(r[0]) for r in rows]
 
-    def patch_run(self, task_id: str, name: str, fields: dict[str, Any]) -> None:
+    def patch_run(
+        self, task_id: str, name: str, fields: dict[str, Any], *, lease: str | None
+    ) -> bool:
+        """Read, check `progress_accepted` and write in one `BEGIN IMMEDIATE` transaction: no
+        fan-in or cancel can end the run between the check and the write."""
         with self._tx() as db:
             row = db.execute(
                 "SELECT doc FROM platforms WHERE task_id = ? AND name = ?", (task_id, name)
             ).fetchone()
             if row is None:
-                return
+                return False
+            run = PlatformRun.model_validate_json(row[0])
+            if not progress_accepted(run, lease):
+                log.debug("dropped a progress write to %s/%s (%s)", task_id, name, run.state.value)
+                return False
             doc = json.loads(row[0])
             doc.update(fields)
             self._put_run(db, PlatformRun.model_validate(doc))
+            return True
 
     def transact(self, task_id: str, names: Sequence[str] | None, mutate: Mutator) -> Writes | None:
         with self._tx() as db:

@@ -1,0 +1,141 @@
+"""Faults on the emulator stack: duplicate deliveries, late progress writes, a deadline task that
+races normal completion. Each test is bounded (every wait has a timeout) and counts what it
+claims: provider calls on the stub server, writes through the functions' write log.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx
+
+from tests.e2e.cloud import Cloud, concurrently
+
+BURST = 10
+
+
+def _held_search(e2e: Cloud) -> tuple[dict[str, Any], threading.Thread, list[httpx.Response]]:
+    """A search of docs and web_gate whose web_gate run the test delivered itself and which is
+    now waiting at the provider (the gate), so the run is `running` under a live lease."""
+    e2e.pause("web_gate")  # the queue holds its own copy: only the test delivers web_gate
+    accepted = e2e.start({"query": "electrons", "platform": "docs,web_gate"})
+    task_id = accepted["task_id"]
+    answers: list[httpx.Response] = []
+    body = {"task_id": task_id, "platform": "web_gate"}
+    worker = threading.Thread(target=lambda: answers.append(e2e.deliver("run_platform", body)))
+    worker.start()
+    e2e.wait_until(lambda: e2e.stub.waiting("web_gate") == 1, what="web_gate at the provider")
+    e2e.wait_until(
+        lambda: e2e.run_of(e2e.status(task_id).json(), "docs")["state"] == "succeeded",
+        what="docs done",
+    )
+    return accepted, worker, answers
+
+
+def _finalizations(e2e: Cloud, task_id: str, view: dict[str, Any]) -> int:
+    """Task-document writes that were neither the start nor a counted fan-in: finalizations.
+
+    The task document is written once at start, once per platform whose fan-in counted it (a
+    succeeded run; a run ended by the deadline or a cancel is not counted by a fan-in of its
+    own) and once per finalization.
+    """
+    fan_ins = sum(1 for r in view["platform_runs"] if r["state"] == "succeeded")
+    return e2e.writes(task_id)[f"searches/{task_id}"] - 1 - fan_ins
+
+
+def test_a_burst_of_duplicate_deliveries_while_the_platform_runs_calls_the_provider_once(
+    e2e: Cloud,
+) -> None:
+    accepted, worker, answers = _held_search(e2e)
+    task_id = accepted["task_id"]
+    body = {"task_id": task_id, "platform": "web_gate"}
+    burst = concurrently([lambda: e2e.deliver("run_platform", body) for _ in range(BURST)])
+    assert [(a.status_code, a.json()["error"]) for a in burst] == [(503, "lease_held")] * BURST
+    assert all(int(a.headers["Retry-After"]) >= 1 for a in burst)
+    assert e2e.stub.waiting("web_gate") == 1  # no duplicate reached the provider
+    e2e.stub.release("web_gate")
+    worker.join(60)
+
+    assert [a.json()["outcome"] for a in answers] == ["succeeded"]
+    view = e2e.wait(accepted)
+    assert view["status"] == "completed" and view["counters"] == {"done": 2, "failed": 0}
+    run = e2e.run_of(view, "web_gate")
+    assert run["attempt"] == 1 and len(run["results"]) == 10
+    assert e2e.stub.waiting("web_gate") == 1
+    assert _finalizations(e2e, task_id, view) == 1
+
+
+def test_a_late_progress_write_after_the_run_ended_does_not_change_it(e2e: Cloud) -> None:
+    """The worker's own lease token, writing after its run succeeded, and after a cancel."""
+    accepted = e2e.start({"query": "electrons", "platform": "docs,web_ok"})
+    view = e2e.wait(accepted)
+    task_id = accepted["task_id"]
+    path = f"searches/{task_id}/platforms/web_ok"
+    ended = e2e.platform_doc(task_id, "web_ok")
+    assert ended["state"] == "succeeded" and ended["lease"]
+    stamp, writes = e2e.doc(path).update_time, e2e.writes(task_id)
+    late = {"stage": "compressing", "percent": 66.67, "message": "late"}
+    assert not e2e.store.patch_run(task_id, "web_ok", late, lease=ended["lease"])
+    assert e2e.platform_doc(task_id, "web_ok") == ended
+    assert e2e.doc(path).update_time == stamp and e2e.writes(task_id) == writes
+    assert view["status"] == "completed"
+
+
+def test_a_cancelled_run_keeps_its_message_when_the_worker_reports_after(e2e: Cloud) -> None:
+    accepted, worker, answers = _held_search(e2e)
+    task_id = accepted["task_id"]
+    cancelled = e2e.http.post(e2e.url("cancel_search"), json={"task_id": task_id})
+    assert cancelled.status_code == 200, cancelled.text
+    path = f"searches/{task_id}/platforms/web_gate"
+    ended, stamp = e2e.platform_doc(task_id, "web_gate"), e2e.doc(path).update_time
+    assert ended["state"] == "cancelled"
+    e2e.stub.release("web_gate")  # the provider answers, the worker reports its progress
+    worker.join(60)
+    assert [a.json()["outcome"] for a in answers] == ["discarded"]
+    assert e2e.platform_doc(task_id, "web_gate") == ended
+    assert e2e.doc(path).update_time == stamp
+    doc = e2e.task_doc(task_id)
+    assert doc["status"] == "cancelled" and doc["counters"] == {"done": 2, "failed": 1}
+
+
+def test_the_deadline_task_before_normal_completion_finalizes_once(e2e: Cloud) -> None:
+    accepted, worker, answers = _held_search(e2e)
+    task_id = accepted["task_id"]
+    early = e2e.deliver("aggregate", {"task_id": task_id, "deadline": True})
+    assert early.json()["outcome"] == "partial"
+    e2e.stub.release("web_gate")
+    worker.join(60)
+    assert [a.json()["outcome"] for a in answers] == ["discarded"]
+    again = e2e.deliver("aggregate", {"task_id": task_id, "deadline": True})
+    assert again.json()["outcome"] == "already_final"
+    view = e2e.status(task_id).json()
+    assert e2e.run_of(view, "web_gate")["state"] == "timed_out"
+    assert view["counters"] == {"done": 2, "failed": 1}
+    assert view["summary"]["message"].endswith("(1 failed)")
+    assert _finalizations(e2e, task_id, view) == 1
+
+
+def test_the_deadline_task_during_normal_completion_finalizes_once(e2e: Cloud) -> None:
+    accepted, worker, answers = _held_search(e2e)
+    task_id = accepted["task_id"]
+    deadline = {"task_id": task_id, "deadline": True}
+    racing = concurrently(
+        [lambda: e2e.deliver("aggregate", deadline), lambda: e2e.stub.release("web_gate")]
+    )
+    worker.join(60)
+    view = e2e.wait(accepted)
+    assert racing[0].status_code == 200 and answers[0].status_code == 200
+    assert view["status"] in ("completed", "partial")
+    assert view["counters"]["done"] == 2
+    assert _finalizations(e2e, task_id, view) == 1
+
+
+def test_the_deadline_task_after_normal_completion_changes_nothing(e2e: Cloud) -> None:
+    accepted = e2e.start({"query": "electrons", "platform": "docs,web_ok"})
+    view = e2e.wait(accepted)
+    task_id = accepted["task_id"]
+    late = e2e.deliver("aggregate", {"task_id": task_id, "deadline": True})
+    assert late.json()["outcome"] == "already_final"
+    assert e2e.status(task_id).json() == view
+    assert view["status"] == "completed" and _finalizations(e2e, task_id, view) == 1
