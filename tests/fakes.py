@@ -103,3 +103,26 @@ class NoQueue(TaskQueue):
 
     def enqueue_aggregate(self, message: Any, at: Any = None) -> None:
         raise AssertionError("nothing may be enqueued for a bad request")
+
+
+class AcceptingQueue(TaskQueue):
+    """Takes every message and runs nothing (counted): these searches stay in flight."""
+
+    def __init__(self) -> None:
+        self.messages = 0
+
+    def enqueue_platform(self, message: Any) -> None:
+        self.messages += 1
+
+    def enqueue_aggregate(self, message: Any, at: Any = None) -> None:
+        self.messages += 1
+
+
+class Clock:
+    """A clock a test moves by hand (`clock.now += ...`), from `start`."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now

@@ -125,6 +125,10 @@ class SqliteStore(TaskStore):
             for run in runs:
                 self._put_run(db, run)
 
+    def withdraw(self, task_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))  # cascades
+
     def get_task(self, task_id: str) -> Task | None:
         with self._lock:
             row = self._db.execute("SELECT doc FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
