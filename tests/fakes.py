@@ -106,13 +106,29 @@ class NoQueue(TaskQueue):
 
 
 class HeldQueue(TaskQueue):
-    """Keeps the platform messages and runs nothing: the test delivers them itself."""
+    """Keeps every message and runs nothing: its searches stay in flight, unless the test
+    delivers the platform messages itself."""
 
     def __init__(self) -> None:
         self.platforms: list[PlatformMessage] = []
+        self.aggregates: list[Any] = []
+
+    @property
+    def messages(self) -> int:
+        return len(self.platforms) + len(self.aggregates)
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
         self.platforms.append(message)
 
     def enqueue_aggregate(self, message: Any, at: Any = None) -> None:
-        pass
+        self.aggregates.append(message)
+
+
+class Clock:
+    """A clock a test moves by hand (`clock.now += ...`), from `start`."""
+
+    def __init__(self, start: datetime) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now

@@ -26,6 +26,7 @@ from fanfuse.errors import (
     MethodNotAllowed,
     PayloadTooLarge,
     RateLimited,
+    StartTooSlow,
     Unauthorized,
     UnsupportedMediaType,
     problems_of,
@@ -150,6 +151,6 @@ def error_answer(exc: FanfuseError) -> Answer:
         headers["Allow"] = ", ".join(exc.allowed)
     elif isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = 'Bearer realm="fanfuse", ApiKey header="X-Api-Key"'
-    elif isinstance(exc, RateLimited | LeaseHeld):
+    elif isinstance(exc, RateLimited | LeaseHeld | StartTooSlow):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
     return Answer(exc.status_code, exc.body().model_dump(mode="json"), headers)

@@ -52,7 +52,7 @@ from fanfuse.api import (
     parse,
     require_method,
 )
-from fanfuse.auth.callers import Authenticator, visible
+from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.auth.tasks import verify_delivery
 from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
 from fanfuse.models import Caller, ErrorBody, Problem
@@ -344,7 +344,7 @@ def search_status(request: flask.Request) -> flask.Response:
 
         return json_response(document())
     who = caller(request)
-    return json_response(visible(service().status(task_id_of(request)), who))
+    return json_response(visible_status(service().status, task_id_of(request), who))
 
 
 @public_target("POST")
@@ -356,7 +356,7 @@ def cancel_search(request: flask.Request) -> flask.Response:
     else:
         task_id = check_task_id(parse(CancelRequest, read_json(request)).task_id)
     svc = service()
-    visible(svc.status(task_id), who)  # 404 before anything is written
+    visible_status(svc.status, task_id, who)  # 404/410 before anything is written
     return json_response(svc.cancel(task_id))
 
 

@@ -51,6 +51,23 @@ class TaskNotFound(FanfuseError):
         super().__init__(f"no search with task_id {task_id!r}")
 
 
+class TaskExpired(FanfuseError):
+    """A search past its `expires_at`: 410 Gone, and nothing of its document.
+
+    410 rather than 404 because the caller knew the id, and "it existed and is gone for good"
+    tells a poller to stop, where 404 reads as a wrong id. The ids stay undisclosed: a search
+    with an owner is expired only for its owner, anyone else still gets TaskNotFound
+    (`fanfuse.auth.callers.visible_status`). `owner` is kept for that check, never shown.
+    """
+
+    status_code = 410
+    code = "expired"
+
+    def __init__(self, task_id: str, owner: str | None) -> None:
+        self.task_id, self.owner = task_id, owner
+        super().__init__(f"search {task_id!r} has expired: its results are no longer kept")
+
+
 class TaskConflict(FanfuseError):
     status_code = 409
     code = "conflict"
@@ -123,6 +140,15 @@ class Unavailable(FanfuseError):
 
     status_code = 503
     code = "unavailable"
+
+
+class StartTooSlow(Unavailable):
+    """Storage was so slow at start that too little of the search's time budget was left:
+    503 with `Retry-After`, and nothing of the search is kept (SearchService.start)."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
 
 
 class Unreachable(Unavailable):

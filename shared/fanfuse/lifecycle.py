@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from fanfuse import aggregate, fusion, progress
-from fanfuse.errors import LeaseHeld, TaskConflict, UnknownPlatform
+from fanfuse.errors import LeaseHeld, TaskConflict, TaskExpired, UnknownPlatform
 from fanfuse.models import (
     CacheNote,
     CallRecord,
@@ -230,11 +230,32 @@ def finalize(
     return mutate
 
 
+def expired(task: Task, now: datetime) -> bool:
+    """Past `expires_at`, a search is gone even while its documents wait for the purge (SQLite's
+    sweep, Firestore's TTL policy, which may lag by a day): status and cancel answer 410, so what
+    is served never depends on when the purge ran."""
+    return now >= task.expires_at
+
+
+def too_late_to_start(task: Task, now: datetime, min_fraction: float) -> bool:
+    """Whether a task just written has less than `min_fraction` of its time budget left.
+
+    The deadline runs from the moment the request arrived (`created_at`), because that is what
+    the caller counts from; if storage took most of it, the 202 would promise a search that can
+    only time out. Refusing (503) lets the caller retry when the store is itself again.
+    """
+    budget = task.deadline_at - task.created_at
+    return task.deadline_at - now < budget * min_fraction
+
+
 def cancel(now: datetime) -> Mutator:
-    """Any non-terminal task -> cancelled; its unfinished platforms -> cancelled. 409 once over."""
+    """Any non-terminal task -> cancelled; its unfinished platforms -> cancelled. 409 once over,
+    410 once expired (checked in the transaction, like the terminal state)."""
 
     def mutate(snap: Snapshot) -> Writes | None:
         task = snap.task
+        if expired(task, now):
+            raise TaskExpired(task.task_id, task.owner)
         if task.status.terminal:
             raise TaskConflict(f"search {task.task_id} is already {task.status.value}")
         runs = [

@@ -86,6 +86,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
         404: "no search with this task id",
         405: "method not allowed (the `Allow` header lists the allowed ones)",
         409: "the search is already terminal",
+        410: "the search has expired (past its `expires_at`): nothing of it is served any more; "
+        "a search of another owner is 404 even then, so ids are not disclosed",
         413: "body larger than 64 KiB",
         415: "a body not sent as application/json",
         429: "over the caller's quota (rate or searches in flight); `Retry-After` says when",
@@ -121,7 +123,7 @@ def components() -> dict[str, Any]:
 def paths() -> dict[str, Any]:
     status = {
         "200": _json("TaskView", "the search with its platforms' live progress"),
-        **_errors(*AUTH, 400, 404, 405, 503),
+        **_errors(*AUTH, 400, 404, 405, 410, 503),
     }
     location = {"Location": {"description": "the status_url", "schema": {"type": "string"}}}
     return {
@@ -163,7 +165,7 @@ def paths() -> dict[str, Any]:
                 },
                 "responses": {
                     "200": _json("TaskView", "the cancelled search"),
-                    **_errors(*AUTH, 400, 404, 405, 409, 413, 415, 503),
+                    **_errors(*AUTH, 400, 404, 405, 409, 410, 413, 415, 503),
                 },
             }
         },
@@ -197,7 +199,7 @@ def paths() -> dict[str, Any]:
                         "description": "the event stream; each event's data is a TaskView",
                         "content": {"text/event-stream": {"schema": {"type": "string"}}},
                     },
-                    **_errors(*AUTH, 400, 404, 405),
+                    **_errors(*AUTH, 400, 404, 405, 410),
                 },
             }
         },

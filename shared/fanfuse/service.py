@@ -25,6 +25,8 @@ from fanfuse.errors import (
     InvalidRequest,
     ProviderError,
     QueueUnavailable,
+    StartTooSlow,
+    TaskExpired,
     TaskNotFound,
     problems_of,
 )
@@ -124,7 +126,8 @@ class SearchService:
 
         `caller` is the verified caller (None: in-process, as the embedded runtime and the
         Python API are): its subject owns the search, and its quotas apply (admission.py),
-        checked before anything is written.
+        checked before anything is written. The deadline runs from the first clock read, when
+        the request arrived; see `_write` for a store too slow to leave time for the search.
         """
         request = self.validate(payload)
         now = self.clock()
@@ -151,7 +154,7 @@ class SearchService:
             PlatformRun(task_id=task_id, name=name, index=i, of=len(names), updated_at=now)
             for i, name in enumerate(names, 1)
         ]
-        self.store.create(task, runs)
+        self._write(task, runs)
         try:
             for name in names:
                 self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
@@ -167,6 +170,35 @@ class SearchService:
             status_url=self.status_url(task_id),
             cancel_url=self.cancel_url(task_id),
         )
+
+    def _write(self, task: Task, runs: list[PlatformRun]) -> None:
+        """Create the task, or leave nothing: a failed create (a timed-out commit may still
+        land) and a create that left too little of the budget (StartTooSlow, 503) withdraw it,
+        before anything is enqueued. Past that check the enqueues are quick and the search runs.
+        """
+        try:
+            self.store.create(task, runs)
+        except Exception:
+            self._withdraw(task.task_id)
+            raise
+        now = self.clock()
+        if lifecycle.too_late_to_start(task, now, self.settings.start_min_budget_fraction):
+            self._withdraw(task.task_id)
+            took = (now - task.created_at).total_seconds()
+            budget = (task.deadline_at - task.created_at).total_seconds()
+            raise StartTooSlow(
+                f"storage took {took:.1f} s of the search's {budget:g} s; nothing was kept, "
+                "try again",
+                retry_after_s=took,
+            )
+
+    def _withdraw(self, task_id: str) -> None:
+        """Best effort: if the store fails here too, the never-enqueued task stays `queued`
+        until its expiry purge (status answers it; nothing runs it)."""
+        try:
+            self.store.withdraw(task_id)
+        except Exception:
+            log.warning("could not withdraw refused search %s", task_id, exc_info=True)
 
     def status_url(self, task_id: str) -> str:
         base = self.settings.status_url_base or self.settings.function_urls.get("search_status")
@@ -408,9 +440,13 @@ class SearchService:
         return dict(enumerate(orders))
 
     def status(self, task_id: str) -> TaskView:
+        """The task merged with its platform documents; TaskNotFound, or TaskExpired (410, and
+        nothing of the document) past its `expires_at`."""
         task = self.store.get_task(task_id)
         if task is None:
             raise TaskNotFound(task_id)
+        if lifecycle.expired(task, self.clock()):
+            raise TaskExpired(task_id, task.owner)
         runs = self.store.get_runs(task_id)
         view = TaskView.model_validate({**dict(task), "platform_runs": runs})
         if not task.status.terminal:

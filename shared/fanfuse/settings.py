@@ -39,6 +39,14 @@ class Settings(BaseSettings):
         description="how long a search answer is reused (0: no cache); per platform: "
         "FANFUSE_<PLATFORM>_CACHE_TTL",
     )
+    start_min_budget_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="a start whose writes left less than this part of the search's time budget "
+        "is refused (503, Retry-After) and withdrawn: the deadline runs from reception, and a "
+        "search that lost half its time to a slow store mostly times out",
+    )
     progress_interval: float = Field(
         default=1.0, ge=0, description="minimum seconds between progress writes per platform"
     )

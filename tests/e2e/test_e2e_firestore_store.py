@@ -210,6 +210,18 @@ def test_purge_expired_deletes_tasks_with_their_documents(e2e: Cloud) -> None:
     assert store.purge_expired(utcnow()) == 0
 
 
+def test_withdraw_deletes_one_task_with_its_documents_and_tolerates_a_missing_one(
+    e2e: Cloud,
+) -> None:
+    store = e2e.store
+    store.create(*make_task("gone1", ["alpha", "beta"]))
+    store.create(*make_task("kept1", ["alpha"]))
+    store.withdraw("gone1")
+    assert store.get_task("gone1") is None and store.get_runs("gone1") == []
+    assert store.get_task("kept1") is not None and len(store.get_runs("kept1")) == 1
+    store.withdraw("gone1")  # already gone: no error
+
+
 def test_a_document_over_one_mib_is_refused_before_anything_is_written(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("big1", ["alpha"]))

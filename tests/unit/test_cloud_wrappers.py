@@ -20,7 +20,7 @@ from werkzeug.routing import RequestRedirect
 from fanfuse import cloud
 from fanfuse.auth import keys
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
-from fanfuse.errors import QueueUnavailable, UnknownPlatform
+from fanfuse.errors import QueueUnavailable, TaskExpired, UnknownPlatform
 from fanfuse.models import Caller, TaskView, utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
@@ -160,6 +160,28 @@ def test_someone_elses_search_is_404_and_is_not_cancelled(app: flask.Flask) -> N
     assert theirs.calls == [("status", "t1"), ("status", "t1")]  # never ("cancel", ...)
     mine = _Service(QueueUnavailable("no queue"), owner="alice")
     assert call(app, cloud.search_status, mine, {}, AS_ALICE, "GET").status_code == 200
+
+
+class _Expired(_Service):
+    """A search past its `expires_at`: the service's status raises TaskExpired."""
+
+    def status(self, task_id: str) -> TaskView:
+        self.calls.append(("status", task_id))
+        raise TaskExpired(task_id, self.owner)
+
+
+def test_an_expired_search_is_410_to_its_owner_and_404_to_anyone_else(app: flask.Flask) -> None:
+    mine = _Expired(QueueUnavailable("no queue"), owner="alice")
+    status = call(app, cloud.search_status, mine, {}, AS_ALICE, "GET")
+    assert status.status_code == 410 and status.get_json()["error"] == "expired"
+    assert "results" not in status.get_json() and "queries" not in status.get_json()
+    cancel = call(app, cloud.cancel_search, mine, {"task_id": "t1"}, AS_ALICE)
+    assert cancel.status_code == 410
+    theirs = _Expired(QueueUnavailable("no queue"), owner="bob")
+    for target, body in ((cloud.search_status, {}), (cloud.cancel_search, {"task_id": "t1"})):
+        answer = call(app, target, theirs, body, AS_ALICE, "GET" if body == {} else "POST")
+        assert answer.status_code == 404 and answer.get_json()["error"] == "not_found"
+    assert ("cancel", "t1") not in mine.calls + theirs.calls
 
 
 def test_a_revoked_key_is_403(app: flask.Flask) -> None:

@@ -14,36 +14,14 @@ from fanfuse import api
 from fanfuse.errors import InvalidRequest, RateLimited
 from fanfuse.models import Caller, Hit
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-from tests.fakes import FakePlatform
+from tests.fakes import Clock, FakePlatform, HeldQueue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ALICE = Caller(subject="alice", via="api_key", key_id="k1")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-class AcceptingQueue(TaskQueue):
-    """Takes every message and runs nothing: these searches stay in flight."""
-
-    def __init__(self) -> None:
-        self.messages = 0
-
-    def enqueue_platform(self, message: PlatformMessage) -> None:
-        self.messages += 1
-
-    def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
-        self.messages += 1
 
 
 Make = Callable[..., SearchService]
@@ -58,7 +36,7 @@ def make(settings: Settings) -> Iterator[Make]:
         stores.append(store)
         registry = Registry.of([FakePlatform(n) for n in ("docs", "vectors", "web")])
         custom = settings.model_copy(update=limits)
-        return SearchService(store, AcceptingQueue(), registry, custom, clock=Clock())
+        return SearchService(store, HeldQueue(), registry, custom, clock=Clock(T0))
 
     yield build
     for store in stores:

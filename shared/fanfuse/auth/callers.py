@@ -39,7 +39,7 @@ from collections.abc import Callable
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.auth.tokens import Headers
-from fanfuse.errors import Forbidden, TaskNotFound, Unauthorized
+from fanfuse.errors import Forbidden, TaskExpired, TaskNotFound, Unauthorized
 from fanfuse.models import ApiKey, Caller, TaskView
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
@@ -96,9 +96,28 @@ def visible(view: TaskView, caller: Caller | None) -> TaskView:
     """A search with an owner exists only for its owner: anyone else gets 404, not 403, so that
     task ids are not disclosed. A search without one (anonymous, or started in process) is
     everyone's."""
-    if view.owner is not None and (caller is None or caller.subject != view.owner):
+    if not _sees(view.owner, caller):
         raise TaskNotFound(view.task_id)
     return view
+
+
+def visible_status(
+    read: Callable[[str], TaskView], task_id: str, caller: Caller | None
+) -> TaskView:
+    """`visible(read(task_id), caller)`, where an expired search (410) is also seen only by its
+    owner: to anyone else it is 404 like every search of another owner, or the 410 would tell
+    them the id exists."""
+    try:
+        view = read(task_id)
+    except TaskExpired as exc:
+        if not _sees(exc.owner, caller):
+            raise TaskNotFound(task_id) from None
+        raise
+    return visible(view, caller)
+
+
+def _sees(owner: str | None, caller: Caller | None) -> bool:
+    return owner is None or (caller is not None and caller.subject == owner)
 
 
 # ---------------------------------------------------------------------------------------------

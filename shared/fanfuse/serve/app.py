@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from fanfuse import api
 from fanfuse.auth import keys
-from fanfuse.auth.callers import Authenticator, visible
+from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
 from fanfuse.models import Caller, Problem, utcnow
 from fanfuse.openapi import render
@@ -134,7 +134,7 @@ async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
     ):
         return _openapi()  # the functions' spelling: `{search_status URL}/openapi.json`
     who = caller_of(request)
-    return json_response(visible(runtime.service.status(task_id_of(request)), who))
+    return json_response(visible_status(runtime.service.status, task_id_of(request), who))
 
 
 status_by_query = route("/search_status", "search_status", "GET", "HEAD")(_status)
@@ -148,7 +148,7 @@ async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
         task_id = api.check_task_id(request.query_params["task_id"])
     else:
         task_id = api.check_task_id(api.parse(api.CancelRequest, await read_json(request)).task_id)
-    visible(runtime.service.status(task_id), who)  # 404 before anything else
+    visible_status(runtime.service.status, task_id, who)  # 404/410 before anything else
     return json_response(runtime.service.cancel(task_id))
 
 
@@ -167,7 +167,8 @@ async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
 async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
     who = caller_of(request)
     task_id = task_id_of(request)
-    visible(runtime.service.status(task_id), who)  # 400/404 as JSON, before the stream starts
+    # 400/404/410 as JSON, before the stream starts
+    visible_status(runtime.service.status, task_id, who)
     return EventSourceResponse(
         watch.events(runtime, task_id), ping=SSE_PING, headers={"Cache-Control": "no-store"}
     )

@@ -51,6 +51,11 @@ class TaskStore(ABC):
         """Write the task and its platform documents atomically (all or nothing)."""
 
     @abstractmethod
+    def withdraw(self, task_id: str) -> None:
+        """Delete a task that start refused after writing it (never enqueued, never seen by its
+        caller), with everything under it; a missing task is no error."""
+
+    @abstractmethod
     def get_task(self, task_id: str) -> Task | None: ...
 
     @abstractmethod

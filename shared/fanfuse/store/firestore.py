@@ -80,6 +80,12 @@ CONTENTS = "contents"
 # The store
 
 
+CALL_TIMEOUT_S = 10.0
+"""Per call (create's commit, a task read): without one, a stalled backend holds a start or a
+status request until the function's own timeout, with nothing said. 10 s is far above a healthy
+call (milliseconds) and a small part of the default deadline (120 s)."""
+
+
 class FirestoreStore(TaskStore):
     """TaskStore on Firestore (sync client). `client` defaults to one for `project`.
 
@@ -160,11 +166,14 @@ class FirestoreStore(TaskStore):
         batch = self.client.batch()
         for ref, data in docs:
             batch.set(ref, data)
-        batch.commit()
+        batch.commit(timeout=CALL_TIMEOUT_S)
         self.writes.record("create", (ref.path for ref, _ in docs))
 
+    def withdraw(self, task_id: str) -> None:
+        self.client.recursive_delete(self._task_ref(task_id))
+
     def get_task(self, task_id: str) -> Task | None:
-        snap = self._task_ref(task_id).get()
+        snap = self._task_ref(task_id).get(timeout=CALL_TIMEOUT_S)
         return Task.model_validate(decode(snap.to_dict())) if snap.exists else None
 
     def get_runs(self, task_id: str) -> list[PlatformRun]:

@@ -149,6 +149,10 @@ class SqliteStore(TaskStore):
                     (task.task_id, self.resident),
                 )
 
+    def withdraw(self, task_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))  # cascades
+
     def get_task(self, task_id: str) -> Task | None:
         with self._lock:
             row = self._db.execute("SELECT doc FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
