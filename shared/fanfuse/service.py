@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
-from fanfuse import admission, aggregate, fusers, health, lifecycle, progress
+from fanfuse import admission, aggregate, fusers, health, lifecycle, logs, progress
 from fanfuse.errors import (
     Cancelled,
     InvalidRequest,
@@ -170,7 +170,12 @@ class SearchService:
     # -- run_platform ----------------------------------------------------------------------
 
     async def run_platform(self, message: PlatformMessage) -> str:
-        """Run one platform's stages; a no-op when it (or its task) is already terminal."""
+        """Run one platform's stages; a no-op when it (or its task) is already terminal. Every
+        line logged meanwhile names the task and the platform (logs.py)."""
+        with logs.task_context(message.task_id, message.platform):
+            return await self._run_platform(message)
+
+    async def _run_platform(self, message: PlatformMessage) -> str:
         task_id, name = message.task_id, message.platform
         claimed = self.store.transact(task_id, [name], lifecycle.claim(name, self.clock()))
         if claimed is None:
