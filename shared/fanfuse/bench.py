@@ -303,6 +303,9 @@ def load(
     report = run_load(searches, concurrency, _parse_delays(delays), timeout, stack=stack)
     if as_json:
         typer.echo(json.dumps([r.model_dump() for r in report.results], indent=2))
+        for r in report.results:  # why searches failed: on stderr, the JSON keeps its shape
+            for why, n in r.error_reasons.items():
+                typer.echo(f"{r.runtime} error x{n}: {why}", err=True)
     else:
         typer.echo(report.render())
 

@@ -24,10 +24,11 @@ import asyncio
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from fanfuse.bench import DEFAULT_DELAYS, bench_payload
 from fanfuse.models import TaskStatus
@@ -39,6 +40,7 @@ DEFAULT_CONCURRENCY = 16
 DEFAULT_TIMEOUT = 60.0
 """Seconds one search may take from its start to its terminal status before it is an error."""
 LOAD_POLL = 0.05
+REASON_CHARS = 200
 BENCH_KEY_RATE = 1_000_000
 """The bench key's starts a minute and searches in flight: far above any N and C it runs."""
 BENCH_KEY_IN_FLIGHT = 100_000
@@ -62,6 +64,8 @@ class LoadResult(BaseModel):
     """Searches that could not start, ended other than completed, or outlived the limit."""
     throughput_per_s: float
     latency_s: Percentiles
+    error_reasons: dict[str, int] = Field(default_factory=dict, exclude=True)
+    """Why, and how often (in the text report and on stderr; not a field of the JSON)."""
 
 
 class LoadReport(BaseModel):
@@ -86,6 +90,8 @@ class LoadReport(BaseModel):
                 f"{r.runtime:<10}{r.searches:>9}{r.terminal:>9}{r.completed:>10}{r.errors:>7}"
                 f"{r.throughput_per_s:>8.2f}{latency}"
             )
+        for r in self.results:
+            lines.extend(f"{r.runtime} error x{n}: {why}" for why, n in r.error_reasons.items())
         return "\n".join(lines)
 
 
@@ -105,6 +111,7 @@ class Outcome(BaseModel):
 
     status: str | None
     latency: float | None
+    error: str | None = None
 
 
 OneSearch = Callable[[], Awaitable[Outcome]]
@@ -123,8 +130,9 @@ async def drive(runtime: str, searches: int, concurrency: int, one: OneSearch) -
         for _ in counter:
             try:
                 outcomes.append(await one())
-            except Exception:  # counted, not raised: see the module docstring
-                outcomes.append(Outcome(status=None, latency=None))
+            except Exception as exc:  # counted, not raised: see the module docstring
+                reason = f"{type(exc).__name__}: {exc}"[:REASON_CHARS]
+                outcomes.append(Outcome(status=None, latency=None, error=reason))
 
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(concurrency)))
@@ -135,7 +143,8 @@ async def drive(runtime: str, searches: int, concurrency: int, one: OneSearch) -
 def summarize(runtime: str, outcomes: Sequence[Outcome], elapsed: float) -> LoadResult:
     """The counts and percentiles of one run's outcomes."""
     terminal = [o for o in outcomes if o.status is not None]
-    completed = [o for o in terminal if o.status == TaskStatus.COMPLETED.value]
+    completed_status = TaskStatus.COMPLETED.value
+    completed = [o for o in terminal if o.status == completed_status]
     return LoadResult(
         runtime=runtime,
         searches=len(outcomes),
@@ -144,6 +153,9 @@ def summarize(runtime: str, outcomes: Sequence[Outcome], elapsed: float) -> Load
         errors=len(outcomes) - len(completed),
         throughput_per_s=len(terminal) / elapsed if elapsed > 0 else 0.0,
         latency_s=percentiles([o.latency for o in terminal if o.latency is not None]),
+        error_reasons=Counter(
+            o.error or f"ended {o.status}" for o in outcomes if o.status != completed_status
+        ),
     )
 
 

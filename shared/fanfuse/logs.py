@@ -136,7 +136,8 @@ def install_json_logging(
     project: str, stream: TextIO | None = None, level: int = logging.INFO
 ) -> None:
     """The root logger writes Cloud Logging JSON lines to `stream` (stderr), replacing its
-    handlers. Idempotent: the formatter's handler is installed once."""
+    handlers, at `level` or a lower level already set (a process that asked for DEBUG before
+    keeps it). Idempotent: the formatter's handler is installed once."""
     root = logging.getLogger()
     for handler in root.handlers:
         if isinstance(handler.formatter, CloudLoggingFormatter):
@@ -144,4 +145,4 @@ def install_json_logging(
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(CloudLoggingFormatter(project))
     root.handlers = [handler]
-    root.setLevel(level)
+    root.setLevel(min(root.level, level) if root.level != logging.NOTSET else level)

@@ -125,3 +125,19 @@ def test_a_task_targets_lines_carry_task_platform_and_trace(
         assert entry["task_id"] == "t1" and entry["platform"] == "docs"
         assert entry[TRACE_FIELD] == f"projects/demo-fanfuse/traces/{TRACE_ID}"
     assert entries[1]["severity"] == "ERROR" and "RuntimeError: boom" in entries[1]["message"]
+
+
+def test_installing_keeps_a_lower_level_and_installs_once() -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        root.setLevel(logging.DEBUG)
+        stream = io.StringIO()
+        logs.install_json_logging("proj", stream)
+        logs.install_json_logging("proj", io.StringIO())
+        assert root.level == logging.DEBUG and len(root.handlers) == 1
+        logging.getLogger("fanfuse.y").debug("seen")
+        assert json.loads(stream.getvalue())["message"] == "seen"
+    finally:
+        root.handlers = saved[0]
+        root.setLevel(saved[1])
