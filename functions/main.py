@@ -12,9 +12,11 @@ import functions_framework
 from werkzeug.exceptions import HTTPException
 
 from fanfuse import cloud
+from fanfuse.logs import install_json_logging
 from fanfuse.redact import install_log_redaction
 
 install_log_redaction()  # no log record of these processes shows a secret
+install_json_logging(cloud.settings().project)  # Cloud Logging's JSON lines, traced (logs.py)
 
 
 # functions-framework's own 404s (a path its routing cannot match) answered as JSON: it loads

@@ -21,6 +21,7 @@ The stub server is `fanfuse.testing.StubSearxServer`, which the end-to-end tests
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import tempfile
 import time
@@ -234,8 +235,8 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.")
 
 @bench_app.callback()
 def _bench() -> None:
-    """Benchmarks: `fanfuse bench latency`, `fanfuse bench cache`, `fanfuse bench serve`,
-    `fanfuse bench quota`."""
+    """Benchmarks: `fanfuse bench latency`, `fanfuse bench load`, `fanfuse bench cache`,
+    `fanfuse bench serve`, `fanfuse bench quota`."""
 
 
 def _parse_list(
@@ -285,6 +286,28 @@ def latency(
     """Time fan-out searches against stub platforms: embedded, emulator stack, sequential."""
     report = run_latency(_parse_delays(delays), runs, poll, stack=stack)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
+
+
+@bench_app.command("load")
+def load(
+    searches: Annotated[int, typer.Option(min=1, help="searches in all")] = 200,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="concurrent clients")] = 16,
+    delays: DelaysOption = ",".join(f"{d:g}" for d in DEFAULT_DELAYS),
+    timeout: Annotated[float, typer.Option(min=1, help="seconds one search may take")] = 60.0,
+    stack: Annotated[bool, typer.Option(help="also load the emulator stack")] = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Run N searches from C concurrent clients on each runtime: throughput and latency."""
+    from fanfuse.bench_load import run_load  # it imports this module: imported on use
+
+    report = run_load(searches, concurrency, _parse_delays(delays), timeout, stack=stack)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump() for r in report.results], indent=2))
+        for r in report.results:  # why searches failed: on stderr, the JSON keeps its shape
+            for why, n in r.error_reasons.items():
+                typer.echo(f"{r.runtime} error x{n}: {why}", err=True)
+    else:
+        typer.echo(report.render())
 
 
 @bench_app.command("cache")

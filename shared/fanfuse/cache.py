@@ -26,6 +26,7 @@ from pydantic import BaseModel, SecretStr
 from fanfuse.errors import DocumentTooLarge
 from fanfuse.models import CacheEntry, Hit
 from fanfuse.options import CacheMode, SearchOptions
+from fanfuse.platforms.base import PlatformSettings, SearchParams
 from fanfuse.store.base import TaskStore
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,34 @@ class QueryCache:
         self.store, self.platform, self.fingerprint = store, platform, fingerprint
         self.language, self.include_content, self.options = language, include_content, options
         self.limit, self.ttl_s, self.mode, self.clock = limit, ttl_s, mode, clock
+
+    @classmethod
+    def for_run(
+        cls,
+        store: TaskStore,
+        platform: str,
+        settings: PlatformSettings,
+        params: SearchParams,
+        mode: CacheMode,
+        *,
+        default_ttl_s: float,
+        clock: Callable[[], datetime],
+    ) -> QueryCache:
+        """The cache as one platform run uses it: its settings' fingerprint (another key or
+        base URL is another cache) and TTL, else the deployment's `default_ttl_s`."""
+        ttl = settings.cache_ttl
+        return cls(
+            store,
+            platform=platform,
+            fingerprint=settings_fingerprint(settings),
+            language=params.language,
+            include_content=params.include_content,
+            options=params.options,
+            limit=params.limit,
+            ttl_s=default_ttl_s if ttl is None else ttl,
+            mode=mode,
+            clock=clock,
+        )
 
     def key(self, query: str) -> str:
         return cache_key(

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from fanfuse import breaker
+from fanfuse.health import due, observed
 from fanfuse.lifecycle import Outcome
-from fanfuse.models import CacheState, PlatformHealth, PlatformState
+from fanfuse.models import CacheState, PlatformHealth, PlatformState, Stage
 from fanfuse.store.base import TaskStore
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ CALL = breaker.Gate(breaker.Verdict.CALL)
 class Circuit:
     def __init__(self, store: TaskStore, clock: Callable[[], datetime]) -> None:
         self.store, self.clock = store, clock
+        self._health: dict[str, PlatformHealth | None] = {}
+        """The health this process last read or wrote, per platform (see `observe_latency`)."""
 
     def admit(self, name: str) -> breaker.Gate:
         """call, probe (this run holds the probe) or suspended (this run must not call)."""
@@ -63,6 +66,26 @@ class Circuit:
             self.store.update_health(name, change)
         except Exception:
             log.warning("could not record %s's outcome in its breaker", name, exc_info=True)
+
+    def observe_latency(self, name: str, outcome: Outcome) -> None:
+        """Fold a run's searching time into the platform's health. Only runs that asked the
+        provider count (a cache hit or a failure says nothing of its latency), and health is
+        advice: a store error here is logged, never the run's failure. The store is read only
+        when a sample may be written (health.due)."""
+        seconds = outcome.timings.get(Stage.SEARCHING.value)
+        hit = outcome.cache is not None and outcome.cache.state is CacheState.HIT
+        if outcome.state is not PlatformState.SUCCEEDED or seconds is None or hit:
+            return
+        now = self.clock()
+        if name in self._health and not due(self._health[name], now):
+            return
+        try:
+            # one atomic read-modify-write: the breaker's fields are written by other runs
+            self._health[name] = self.store.update_health(
+                name, lambda stored: observed(stored, name, seconds, now)
+            )
+        except Exception:
+            log.warning("could not record %s's latency", name, exc_info=True)
 
 
 def suspended(name: str, gate: breaker.Gate) -> Outcome:

@@ -310,6 +310,9 @@ def serve(
         typer.Option(help="platforms to load at startup: a, b | none (default: docs, vectors)"),
     ] = None,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level")] = "warning",
+    json_logs: Annotated[
+        bool, typer.Option(help="fanfuse's log lines as Cloud Logging JSON on stderr")
+    ] = False,
 ) -> None:
     """Serve the HTTP API from one resident embedded runtime until Ctrl-C or SIGTERM.
 
@@ -321,6 +324,11 @@ def serve(
     from fanfuse.serve import run_server
 
     names = None if warm is None else [n for n in split_platforms(warm) if n != "none"]
+    if json_logs:
+        from fanfuse.logs import install_json_logging
+        from fanfuse.settings import Settings
+
+        install_json_logging(Settings().project)
     try:
         run_server(host, port, public_url=public_url, warm=names, log_level=log_level)
     except FanfuseError as exc:

@@ -43,6 +43,7 @@ import flask
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
+from fanfuse import logs
 from fanfuse.api import (
     CancelRequest,
     check_length,
@@ -248,13 +249,14 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
 
         @functools.wraps(answer)
         def handle(request: flask.Request) -> flask.Response:
-            try:
-                _require_method(request, target, methods)
-                return answer(request)
-            except FanfuseError as exc:
-                return error_response(exc)
-            except Exception:
-                return _infrastructure(target)
+            with logs.request_context(dict(request.headers)):
+                try:
+                    _require_method(request, target, methods)
+                    return answer(request)
+                except FanfuseError as exc:
+                    return error_response(exc)
+                except Exception:
+                    return _infrastructure(target)
 
         return handle
 
@@ -292,6 +294,10 @@ def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]
 
         @functools.wraps(work)
         def handle(request: flask.Request) -> flask.Response:
+            with logs.request_context(dict(request.headers)):
+                return _deliver(request)
+
+        def _deliver(request: flask.Request) -> flask.Response:
             try:
                 _verify(request, target)
             except FanfuseError as exc:
@@ -304,15 +310,16 @@ def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]
                 check_message(message)
             except FanfuseError as exc:
                 return _permanent(request, target, exc)
-            try:
-                answer = work(message)
-            except FanfuseError as exc:
-                if exc.status_code >= 500:
-                    return error_response(exc)
-                return _permanent(request, target, exc)
-            except Exception:
-                return _infrastructure(target)
-            return json_response(answer)
+            with logs.task_context(message.task_id, getattr(message, "platform", None)):
+                try:
+                    answer = work(message)
+                except FanfuseError as exc:
+                    if exc.status_code >= 500:
+                        return error_response(exc)
+                    return _permanent(request, target, exc)
+                except Exception:
+                    return _infrastructure(target)
+                return json_response(answer)
 
         return handle
 

@@ -17,8 +17,9 @@ from urllib.parse import urlencode
 
 from pydantic import ValidationError
 
-from fanfuse import admission, aggregate, circuit, fusers, health, lifecycle, progress
+from fanfuse import admission, aggregate, circuit, fusers, health, lifecycle, logs, progress
 from fanfuse.breaker import Verdict, kind_of
+from fanfuse.cache import QueryCache
 from fanfuse.errors import (
     Blocked,
     Cancelled,
@@ -32,16 +33,13 @@ from fanfuse.errors import (
 )
 from fanfuse.models import (
     Accepted,
-    CacheState,
     Caller,
     FailureKind,
-    PlatformHealth,
     PlatformInfo,
     PlatformRun,
     PlatformState,
     Problem,
     SearchRequest,
-    Stage,
     Task,
     TaskStatus,
     TaskView,
@@ -49,14 +47,13 @@ from fanfuse.models import (
 )
 from fanfuse.options import CacheMode
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, PlatformSettings, RunRecord, SearchParams
+from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.redact import redact
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 
 if TYPE_CHECKING:
-    from fanfuse.cache import QueryCache
     from fanfuse.content.settings import ContentSettings
     from fanfuse.net.runner import Runner
     from fanfuse.rerank.base import RerankOrder
@@ -87,7 +84,6 @@ class SearchService:
         self._runner, self._content = runner, content
         self.clock = clock
         self._circuit = circuit.Circuit(store, clock)
-        self._health: dict[str, PlatformHealth | None] = {}
         """The health this process last read or wrote per platform: while it is too recent to
         be replaced, a run need not read the store to learn so."""
 
@@ -212,7 +208,12 @@ class SearchService:
     # -- run_platform ----------------------------------------------------------------------
 
     async def run_platform(self, message: PlatformMessage) -> str:
-        """Run one platform's stages; a no-op when it (or its task) is already terminal."""
+        """Run one platform's stages; a no-op when it (or its task) is already terminal. Every
+        line logged meanwhile names the task and the platform (logs.py)."""
+        with logs.task_context(message.task_id, message.platform):
+            return await self._run_platform(message)
+
+    async def _run_platform(self, message: PlatformMessage) -> str:
         task_id, name = message.task_id, message.platform
         token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
         claimed = self.store.transact(task_id, [name], lifecycle.claim(name, self.clock(), token))
@@ -233,7 +234,7 @@ class SearchService:
         written = self.store.transact(
             task_id, [name], lifecycle.finish(name, outcome, self.clock())
         )
-        self._observe_latency(name, outcome)
+        self._circuit.observe_latency(name, outcome)
         if written is None or written.task is None:
             return "discarded"
         if written.task.counters.done == len(written.task.platforms):
@@ -282,7 +283,15 @@ class SearchService:
                 record=record,
                 report=reporter.step,
             )
-            cache = self._cache(task, run.name, ctx.settings, params)
+            cache = QueryCache.for_run(
+                self.store,
+                run.name,
+                ctx.settings,
+                params,
+                task.request.cache,
+                default_ttl_s=self.settings.cache_ttl_seconds,
+                clock=self.clock,
+            )
             stage_run = StageRun(platform, ctx, params, reporter, self._content, cache)
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
@@ -319,45 +328,6 @@ class SearchService:
             cache=record.cache,
             failure=failure,
         )
-
-    def _cache(
-        self, task: Task, name: str, settings: PlatformSettings, params: SearchParams
-    ) -> QueryCache:
-        """The cache as this run uses it: the platform's TTL, else the deployment's."""
-        from fanfuse.cache import QueryCache, settings_fingerprint
-
-        ttl = settings.cache_ttl
-        return QueryCache(
-            self.store,
-            platform=name,
-            fingerprint=settings_fingerprint(settings),
-            language=params.language,
-            include_content=params.include_content,
-            options=params.options,
-            limit=params.limit,
-            ttl_s=self.settings.cache_ttl_seconds if ttl is None else ttl,
-            mode=task.request.cache,
-            clock=self.clock,
-        )
-
-    def _observe_latency(self, name: str, outcome: lifecycle.Outcome) -> None:
-        """Fold a run's searching time into the platform's health. Only runs that asked the
-        provider count (a cache hit or a failure says nothing of its latency), and health is
-        advice: a store error here is logged, never the run's failure."""
-        seconds = outcome.timings.get(Stage.SEARCHING.value)
-        hit = outcome.cache is not None and outcome.cache.state is CacheState.HIT
-        if outcome.state is not PlatformState.SUCCEEDED or seconds is None or hit:
-            return
-        now = self.clock()
-        if name in self._health and not health.due(self._health[name], now):
-            return
-        try:
-            # one atomic read-modify-write: the breaker's fields are written by other runs
-            self._health[name] = self.store.update_health(
-                name, lambda stored: health.observed(stored, name, seconds, now)
-            )
-        except Exception:
-            log.warning("could not record %s's latency", name, exc_info=True)
 
     def _resume_fan_in(self, task_id: str) -> None:
         """A redelivery after the fan-in committed but its aggregate enqueue failed: enqueue it

@@ -27,7 +27,7 @@ from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
 from tests.e2e.cloud import Cloud, make_task
-from tests.health_checks import race_probe
+from tests.health_checks import put_health, race_probe
 from tests.quota_checks import hammer, owned_task
 
 
@@ -298,9 +298,9 @@ def test_platform_health_round_trips_one_document_per_platform(e2e: Cloud) -> No
     store = e2e.store
     now = utcnow()
     docs = PlatformHealth(name="docs", latency_s=0.05, samples=1, updated_at=now)
-    store.put_health(docs)
-    store.put_health(docs.model_copy(update={"name": "google", "latency_s": 1.2}))
-    store.put_health(docs.model_copy(update={"samples": 2, "latency_s": 0.07}))
+    put_health(store, docs)
+    put_health(store, docs.model_copy(update={"name": "google", "latency_s": 1.2}))
+    put_health(store, docs.model_copy(update={"samples": 2, "latency_s": 0.07}))
     health = store.get_health()
     assert health["docs"].samples == 2 and health["docs"].latency_s == 0.07
     assert health["google"].latency_s == 1.2

@@ -44,6 +44,7 @@ from fanfuse.retrieval.dense import KIND as DENSE_KIND
 from fanfuse.retrieval.dense import DenseIndex
 from fanfuse.store.sqlite import SqliteStore
 from tests.fakes import task_view
+from tests.health_checks import put_health
 
 DOCS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",
@@ -181,7 +182,7 @@ def test_platforms_shows_each_platforms_health(tmp_path: Path) -> None:
         retry_at=retry_at,
         consecutive_failures=1,
     )
-    store.put_health(suspended)
+    put_health(store, suspended)
     store.close()
     rows = {row["name"]: row for row in ok_json(invoke("platforms", "--json"))}
     assert PlatformHealth.model_validate(rows["docs"]["health"]) == suspended

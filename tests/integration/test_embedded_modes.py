@@ -20,6 +20,7 @@ from fanfuse.platforms import Registry
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from tests.fakes import FakePlatform, hits
+from tests.health_checks import put_health
 
 TITLE = re.compile(r"^\[(\d+)\] .* (\d+)$", re.M)
 
@@ -51,8 +52,9 @@ async def test_fast_runs_the_two_quickest_platforms_by_what_was_measured(
     async with EmbeddedRuntime(settings, registry=Registry.of(platforms.values())) as rt:
         now = utcnow() - timedelta(minutes=5)
         for name, seconds in {"a": 3.0, "b": 0.2, "c": 0.1}.items():
-            rt.service.store.put_health(
-                PlatformHealth(name=name, latency_s=seconds, samples=5, updated_at=now)
+            put_health(
+                rt.service.store,
+                PlatformHealth(name=name, latency_s=seconds, samples=5, updated_at=now),
             )
         view = await rt.search({"query": "q", "mode": "fast"})
         assert view.status is TaskStatus.COMPLETED
@@ -70,7 +72,7 @@ async def test_a_cache_hit_is_not_a_latency_sample(settings: Settings) -> None:
         await rt.search({"query": "q"})
         first = rt.service.store.get_health()["a"]
         stale = first.model_copy(update={"updated_at": utcnow() - timedelta(minutes=5)})
-        rt.service.store.put_health(stale)
+        put_health(rt.service.store, stale)
         view = await rt.search({"query": "q"})
         assert view.platform_runs[0].cache is not None
         assert view.platform_runs[0].cache.state == "hit"

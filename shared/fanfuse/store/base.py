@@ -99,10 +99,6 @@ class TaskStore(ABC):
         """Every platform's health document, by name (a handful: one per platform)."""
 
     @abstractmethod
-    def put_health(self, health: PlatformHealth) -> None:
-        """Store (replace) one platform's health; callers write rarely (see health.py)."""
-
-    @abstractmethod
     def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
         """ONE atomic read-modify-write of `name`'s health: `change` sees the stored document
         (None: none yet) and returns the one to write, or None to write nothing. Returns the

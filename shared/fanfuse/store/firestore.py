@@ -34,6 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from fanfuse.errors import DocumentTooLarge, TaskNotFound, Unavailable
@@ -58,6 +59,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+R = TypeVar("R")
+D = TypeVar("D", bound=BaseModel)
+Health = PlatformHealth | None
 
 MAX_DOCUMENT_BYTES = 1_048_576
 """Firestore's cap on one document's storage size."""
@@ -260,14 +264,13 @@ class FirestoreStore(TaskStore):
                 out[doc.id] = data["text"]
         return out
 
-    def _cache_ref(self, key: str) -> DocumentReference:
-        ref: DocumentReference = self.client.collection(self.collection + CACHE_SUFFIX).document(
-            key
-        )
+    def _side(self, suffix: str, doc_id: str) -> DocumentReference:
+        """A document of a side collection (`{collection}{suffix}`: cache, health, keys...)."""
+        ref: DocumentReference = self.client.collection(self.collection + suffix).document(doc_id)
         return ref
 
     def get_cached(self, key: str) -> CacheEntry | None:
-        snap = self._cache_ref(key).get()
+        snap = self._side(CACHE_SUFFIX, key).get()
         return CacheEntry.model_validate(decode(snap.to_dict())) if snap.exists else None
 
     def put_cached(self, entry: CacheEntry) -> None:
@@ -278,7 +281,7 @@ class FirestoreStore(TaskStore):
         """
         from google.cloud import firestore
 
-        ref = self._cache_ref(entry.key)
+        ref = self._side(CACHE_SUFFIX, entry.key)
         data = self._checked(ref, model_data(entry))
 
         @firestore.transactional
@@ -301,50 +304,28 @@ class FirestoreStore(TaskStore):
         healths = [PlatformHealth.model_validate(decode(doc.to_dict())) for doc in docs]
         return {h.name: h for h in healths}
 
-    def put_health(self, health: PlatformHealth) -> None:
-        """A plain set: two workers racing write two fresh estimates, and either will do."""
-        ref = self.client.collection(self.collection + HEALTH_SUFFIX).document(health.name)
-        ref.set(model_data(health))
-        self.writes.record("health", [ref.path])
-
     def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
         """As `take_quota`: a write conditioned on the version read, read again on a lost race,
         so a look that changes nothing (the breaker closed, the common case) is one read."""
-        ref = self.client.collection(self.collection + HEALTH_SUFFIX).document(name)
-        return self._contended(ref, lambda: self._update_health_once(ref, change))
+        ref = self._side(HEALTH_SUFFIX, name)
 
-    def _update_health_once(
-        self, ref: DocumentReference, change: HealthChange
-    ) -> PlatformHealth | None:
-        snap = ref.get()
-        stored = PlatformHealth.model_validate(decode(snap.to_dict())) if snap.exists else None
-        written = change(stored)
-        if written is None:
-            return stored
-        data = model_data(written)
-        if snap.exists:
-            # every field is listed (None included), so an update replaces the whole document
-            ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
-        else:
-            ref.create(data)
-        self.writes.record("health", [ref.path])
-        return written
+        def swap(
+            stored: PlatformHealth | None,
+        ) -> tuple[PlatformHealth | None, PlatformHealth | None]:
+            written = change(stored)
+            return written, stored if written is None else written
+
+        return self._contended(ref, lambda: self._swap(ref, PlatformHealth, swap, "health"))
 
     # -- API keys -------------------------------------------------------------------------------
 
-    def _key_ref(self, key_id: str) -> DocumentReference:
-        ref: DocumentReference = self.client.collection(self.collection + KEYS_SUFFIX).document(
-            key_id
-        )
-        return ref
-
     def put_key(self, key: ApiKey) -> None:
-        ref = self._key_ref(key.key_id)
+        ref = self._side(KEYS_SUFFIX, key.key_id)
         ref.set(model_data(key))
         self.writes.record("key", [ref.path])
 
     def get_key(self, key_id: str) -> ApiKey | None:
-        snap = self._key_ref(key_id).get()
+        snap = self._side(KEYS_SUFFIX, key_id).get()
         return ApiKey.model_validate(decode(snap.to_dict())) if snap.exists else None
 
     def list_keys(self) -> list[ApiKey]:
@@ -391,9 +372,9 @@ class FirestoreStore(TaskStore):
         that the admitted ones would wait on. A write that lost the race reads again after a
         short random wait (instances that collided once would collide again in lock step).
         """
-        ref = self.client.collection(self.collection + QUOTA_SUFFIX).document(key)
+        ref = self._side(QUOTA_SUFFIX, key)
         with self._task_lock(key):
-            return self._contended(ref, lambda: self._take_once(ref, mutate))
+            return self._contended(ref, lambda: self._swap(ref, QuotaBucket, mutate, "quota"))
 
     def _contended(self, ref: DocumentReference, once: Callable[[], T]) -> T:
         """`once` (a read and a write conditioned on it) again after a short random wait while
@@ -412,19 +393,26 @@ class FirestoreStore(TaskStore):
             tries = TRANSACTION_ATTEMPTS
             raise Unavailable(f"{ref.path} still contended after {tries} tries") from exc
 
-    def _take_once(self, ref: DocumentReference, mutate: QuotaMutator) -> float | None:
+    def _swap(
+        self,
+        ref: DocumentReference,
+        model: type[D],
+        change: Callable[[D | None], tuple[D | None, R]],
+        kind: str,
+    ) -> R:
+        """Read `ref` as `model`, write what `change` returns (None: nothing), conditioned on
+        the version read (created only if still absent, updated only if not written since)."""
         snap = ref.get()
-        bucket = QuotaBucket.model_validate(decode(snap.to_dict())) if snap.exists else None
-        written, wait = mutate(bucket)
-        if written is None:
-            return wait
-        data = model_data(written)
-        if snap.exists:
-            ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
-        else:
-            ref.create(data)
-        self.writes.record("quota", [ref.path])
-        return wait
+        stored = model.model_validate(decode(snap.to_dict())) if snap.exists else None
+        written, answer = change(stored)
+        if written is not None:
+            data = model_data(written)  # every field (None too): an update replaces the whole
+            if snap.exists:
+                ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
+            else:
+                ref.create(data)
+            self.writes.record(kind, [ref.path])
+        return answer
 
     def count_in_flight(self, owner: str, now: datetime) -> int:
         """A count() aggregation (one read per 1,000 entries), on the composite index

@@ -241,13 +241,6 @@ class SqliteStore(TaskStore):
         healths = [PlatformHealth.model_validate_json(row[0]) for row in rows]
         return {h.name: h for h in healths}
 
-    def put_health(self, health: PlatformHealth) -> None:
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO health (name, doc) VALUES (?, ?)",
-                (health.name, health.model_dump_json()),
-            )
-
     def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
         with self._tx() as db:
             row = db.execute("SELECT doc FROM health WHERE name = ?", (name,)).fetchone()
