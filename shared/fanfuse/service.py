@@ -355,6 +355,9 @@ class SearchService:
                 continue
             for run in self.store.get_runs(task.task_id):
                 if not run.state.terminal:
+                    if run.lease is not None:  # held by this process's previous life: gone
+                        release = lifecycle.release(run.name, run.lease)
+                        self.store.transact(task.task_id, [run.name], release)
                     self.queue.enqueue_platform(
                         PlatformMessage(task_id=task.task_id, platform=run.name)
                     )

@@ -32,8 +32,8 @@ TASK_FIELDS = {
 }  # fmt: skip
 PLATFORM_FIELDS = {
     "task_id", "name", "index", "of", "state", "stage", "stages", "progress", "percent",
-    "message", "attempt", "lease", "lease_until", "results", "error", "provider", "timings",
-    "calls", "options", "failed_queries", "cache", "started_at",
+    "message", "attempt", "lease", "lease_until", "retry_at", "results", "error", "provider",
+    "timings", "calls", "options", "failed_queries", "cache", "started_at",
     "finished_at", "updated_at", "expires_at",
 }  # fmt: skip
 
