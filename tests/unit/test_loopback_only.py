@@ -90,10 +90,8 @@ def test_loopback_by_address_or_name_is_allowed(host: str) -> None:
 
 
 def test_ipv6_loopback_is_allowed() -> None:
-    try:
-        server = socket.create_server(("::1", 0), family=socket.AF_INET6)
-    except OSError as exc:
-        pytest.skip(f"no IPv6 loopback here: {exc}")
+    # CI's machines have ::1; a machine without it fails here rather than hide the gap.
+    server = socket.create_server(("::1", 0), family=socket.AF_INET6)
     with server, socket.create_connection(("::1", server.getsockname()[1]), timeout=5):
         server.accept()[0].close()
 
