@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     firestore_write_log: Path | None = Field(
         default=None, description="append one JSON line per Firestore document write (tests)"
     )
+    # AWS path (docs/aws.md): DynamoDB and SQS; the endpoint is moto's server in dev and tests.
+    aws_region: str = "us-east-1"
+    aws_endpoint_url: str | None = Field(
+        default=None, description="e.g. moto's http://127.0.0.1:PORT; None: AWS itself"
+    )
+    dynamodb_table: str = "fanfuse"
     extra_platforms: dict[str, ExtraPlatform] = Field(default_factory=dict)
     deployed_platforms: list[str] | None = Field(
         default=None,
