@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -21,6 +22,7 @@ from fanfuse.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFou
 from fanfuse.models import CacheEntry, Hit, PlatformHealth, PlatformState, TaskStatus, utcnow
 from fanfuse.quota import Limit
 from fanfuse.store.base import Snapshot, TaskStore, Writes
+from fanfuse.store.write_log import WriteLog
 from tests.fakes import make_task
 from tests.health_checks import put_health, race_probe
 from tests.quota_checks import hammer, owned_task
@@ -31,6 +33,8 @@ class Harness:
     store: TaskStore
     instance: Callable[[], TaskStore]
     """Another instance on the same data; the caller closes it."""
+    logged: Callable[[WriteLog], TaskStore] | None = None
+    """The cloud stores: another instance that counts its writes in a WriteLog."""
 
 
 def at_once(*calls: Callable[[], None]) -> None:
@@ -64,8 +68,8 @@ def succeeded(*urls: str) -> lifecycle.Outcome:
     return lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=hits)
 
 
-def cache_entry(key: str, provider: str = "stub") -> CacheEntry:
-    now = utcnow()
+def cache_entry(key: str, stored_at: datetime | None = None, provider: str = "stub") -> CacheEntry:
+    stored_at = stored_at or utcnow()
     return CacheEntry(
         key=key,
         platform="web_ok",
@@ -73,9 +77,19 @@ def cache_entry(key: str, provider: str = "stub") -> CacheEntry:
         limit=10,
         hits=[Hit(title="t", url="https://e.test/1", rank=1, query_index=0)],
         provider=provider,
-        stored_at=now,
-        expires_at=now + timedelta(minutes=10),
+        stored_at=stored_at,
+        expires_at=stored_at + timedelta(minutes=10),
     )
+
+
+def take_concurrently(stores: list[TaskStore]) -> int:
+    """8 threads on `stores` take 200 times from one shard of 30, then from 4 shards of 30:
+    never more than the bound (bounded tries may leave a few). Returns the sharded admits."""
+    assert hammer(stores, "dave", Limit.per_minute(30)) == 30
+    sharded = Limit.per_minute(120)
+    admitted = hammer(stores, "erin", sharded)
+    assert sharded.burst - 4 <= admitted <= sharded.burst
+    return admitted
 
 
 class StoreContract:
@@ -289,9 +303,7 @@ class StoreContract:
         self, harness: Harness
     ) -> None:
         stores = [harness.instance() for _ in range(4)]
-        assert hammer(stores, "dave", Limit.per_minute(30)) == 30  # 200 attempts, one shard
-        sharded = Limit.per_minute(120)  # 4 shards of 30
-        assert sharded.burst - 4 <= hammer(stores, "erin", sharded) <= sharded.burst
+        take_concurrently(stores)
         for store in stores:
             store.close()
 
@@ -309,7 +321,23 @@ class StoreContract:
 
 
 class CloudStoreContract(StoreContract):
-    """The cloud stores cap a document's size (Firestore 1 MiB, DynamoDB 400 KB)."""
+    """The cloud stores cap a document's size (Firestore 1 MiB, DynamoDB 400 KB) and count
+    their writes per document (WriteLog, with Firestore's document paths in both)."""
+
+    def test_concurrent_takes_from_several_instances_never_exceed_the_bound(
+        self, harness: Harness, tmp_path: Path
+    ) -> None:
+        """Each admitted take is one write, so a shard's writes are its admitted takes."""
+        assert harness.logged is not None
+        log = tmp_path / "writes.jsonl"
+        stores = [harness.logged(WriteLog(log)) for _ in range(4)]
+        admitted = take_concurrently(stores)
+        writes = WriteLog.read(log, "searches_quota/")
+        assert writes["searches_quota/dave#0"] == 30
+        assert sum(writes.values()) == 30 + admitted
+        assert all(n <= 30 for n in writes.values())  # no shard past its burst at one instant
+        for store in stores:
+            store.close()
 
     def test_a_document_over_the_cap_is_refused_before_anything_is_written(
         self, harness: Harness

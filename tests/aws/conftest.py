@@ -1,5 +1,6 @@
-"""moto's server on 127.0.0.1 for the session (fanfuse.devstack.moto), every backend reset and the
-table made again before each test; botocore gets dummy credentials and never looks for others."""
+"""moto's server on 127.0.0.1 for the session (fanfuse.devstack.moto_app), every backend reset
+and the table made again before each test; botocore gets dummy credentials and never looks for
+others."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from fanfuse.aws_clients import dynamodb_client
-from fanfuse.devstack.moto import MotoServer
+from fanfuse.devstack.moto_app import ThreadedMoto
 from fanfuse.settings import Settings
 from fanfuse.store.dynamodb_codec import ensure_table
 
@@ -24,11 +25,11 @@ AWS_ENV = {
 
 
 @pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
+def moto_server() -> Iterator[ThreadedMoto]:
     with pytest.MonkeyPatch.context() as env:
         for name, value in AWS_ENV.items():
             env.setenv(name, value)
-        server = MotoServer().start()
+        server = ThreadedMoto().start()
         try:
             yield server
         finally:
@@ -36,7 +37,7 @@ def moto_server() -> Iterator[MotoServer]:
 
 
 @pytest.fixture
-def aws_settings(moto_server: MotoServer) -> Iterator[Settings]:
+def aws_settings(moto_server: ThreadedMoto) -> Iterator[Settings]:
     """Settings aimed at moto, on a clean slate with the table made."""
     moto_server.reset()
     settings = Settings(aws_endpoint_url=moto_server.endpoint, dynamodb_table="fanfuse-test")

@@ -35,6 +35,7 @@ from fanfuse.models import (
 )
 from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.write_log import WriteLog
 
 if TYPE_CHECKING:
@@ -46,8 +47,13 @@ D = TypeVar("D", bound=BaseModel)
 R = TypeVar("R")
 T = TypeVar("T")
 
-ATTEMPTS = 10
-"""Tries of one read-modify-write under contention (fan-in from many platforms at once)."""
+ATTEMPTS = 16
+"""Tries of one read-modify-write under contention (fan-in from many platforms at once, a
+caller's starts on one quota shard). Each lost race waits a random time that grows with the
+tries (jittered exponential backoff up to MAX_WAIT_S), so contenders spread out instead of
+colliding again in lock step: measured on moto with 8 threads on one item, most takes win at
+once and few need more than 6 tries."""
+MAX_WAIT_S = 0.5
 LOCK_STRIPES = 64
 BATCH_WRITE = 25
 """BatchWriteItem's cap on requests per call."""
@@ -147,7 +153,7 @@ class DynamoStore(TaskStore):
         collided once would collide again in lock step); Unavailable when it never wins."""
         retrying = Retrying(
             retry=retry_if_exception_type(Contended),
-            wait=wait_random_exponential(multiplier=0.005, max=0.2),
+            wait=wait_random_exponential(multiplier=0.01, max=MAX_WAIT_S),
             stop=stop_after_attempt(ATTEMPTS),
             reraise=True,
         )
