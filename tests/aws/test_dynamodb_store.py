@@ -29,7 +29,7 @@ from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.dynamodb import ATTEMPTS, DynamoStore
 from fanfuse.store.write_log import WriteLog
 from tests.fakes import make_task
-from tests.store_contract import CloudStoreContract, Harness
+from tests.store_contract import CloudStoreContract, Harness, claim, finish
 
 
 def open_store(settings: Settings, write_log: WriteLog | None = None) -> DynamoStore:
@@ -61,7 +61,7 @@ def partition(store: DynamoStore, task_id: str) -> dict[str, dict[str, Any]]:
 def test_items_carry_their_version_and_the_ttl_of_the_task(store: DynamoStore) -> None:
     task, runs = make_task("it1", ["alpha"])
     store.create(task, runs)
-    store.transact("it1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("it1", ["alpha"], claim("alpha", utcnow(), "w1"))
     items = partition(store, "it1")
     ttl = str(int(task.expires_at.timestamp()))
     assert {sk: (i["ver"]["N"], i["ttl"]["N"]) for sk, i in items.items()} == {
@@ -74,12 +74,12 @@ def test_items_carry_their_version_and_the_ttl_of_the_task(store: DynamoStore) -
 def test_a_page_over_an_item_s_400_kb_is_kept_in_parts(store: DynamoStore) -> None:
     """Multi-byte characters, so part boundaries fall inside characters too."""
     store.create(*make_task("ct2", ["alpha"]))
-    store.transact("ct2", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("ct2", ["alpha"], claim("alpha", utcnow(), "w1"))
     page = "Spin é, ∑ and 😀. " * 50_000  # 1.2 MB of UTF-8
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED, results=[Hit(url="https://e.test/big", content=page)]
     )
-    written = store.transact("ct2", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    written = store.transact("ct2", ["alpha"], finish("alpha", outcome, "w1"))
     assert written is not None
     (content_id,) = written.contents
     parts = [i for sk, i in partition(store, "ct2").items() if sk.startswith("content#")]
@@ -98,16 +98,16 @@ def test_a_transact_that_lost_a_race_reads_again(
     other = open_store(aws_settings)
     store.create(*make_task("race1", ["alpha", "beta"]))
     for name in ("alpha", "beta"):
-        store.transact("race1", [name], lifecycle.claim(name, utcnow(), "w1"))
+        store.transact("race1", [name], claim(name, utcnow(), "w1"))
     seen: list[int] = []
-    finish = lifecycle.finish("alpha", lifecycle.Outcome(state=PlatformState.SUCCEEDED), utcnow())
+    alpha = finish("alpha", lifecycle.Outcome(state=PlatformState.SUCCEEDED), "w1")
 
     def interleaved(snap: Snapshot) -> Writes | None:
         seen.append(snap.task.counters.done)
         if len(seen) == 1:
             beta = lifecycle.Outcome(state=PlatformState.FAILED, error="down")
-            other.transact("race1", ["beta"], lifecycle.finish("beta", beta, utcnow()))
-        return finish(snap)
+            other.transact("race1", ["beta"], finish("beta", beta, "w1"))
+        return alpha(snap)
 
     assert store.transact("race1", ["alpha"], interleaved) is not None
     task = store.get_task("race1")
@@ -121,7 +121,7 @@ def test_a_transact_that_never_wins_gives_up_unavailable(
 ) -> None:
     other = open_store(aws_settings)
     store.create(*make_task("race2", ["alpha"]))
-    store.transact("race2", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("race2", ["alpha"], claim("alpha", utcnow(), "w1"))
     calls: list[int] = []
 
     def always_overtaken(snap: Snapshot) -> Writes | None:
