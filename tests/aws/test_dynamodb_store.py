@@ -27,18 +27,14 @@ from fanfuse.settings import Settings
 from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.dynamodb import ATTEMPTS, DynamoStore
-from fanfuse.store.write_log import WriteLog
+from tests.aws_fixtures import open_dynamo
 from tests.fakes import make_task
 from tests.store_contract import CloudStoreContract, Harness, claim, finish
 
 
-def open_store(settings: Settings, write_log: WriteLog | None = None) -> DynamoStore:
-    return DynamoStore(dynamodb_client(settings), settings.dynamodb_table, write_log=write_log)
-
-
 @pytest.fixture
 def store(aws_settings: Settings) -> Iterator[DynamoStore]:
-    dynamo = open_store(aws_settings)
+    dynamo = open_dynamo(aws_settings)
     yield dynamo
     dynamo.close()
 
@@ -48,8 +44,8 @@ class TestDynamoStore(CloudStoreContract):
     def harness(self, store: DynamoStore, aws_settings: Settings) -> Harness:
         return Harness(
             store=store,
-            instance=lambda: open_store(aws_settings),
-            logged=lambda log: open_store(aws_settings, log),
+            instance=lambda: open_dynamo(aws_settings),
+            logged=lambda log: open_dynamo(aws_settings, log),
         )
 
 
@@ -95,7 +91,7 @@ def test_a_transact_that_lost_a_race_reads_again(
 ) -> None:
     """Another instance's fan-in lands between this one's read and its write: the write fails
     on the task's version, and the fan-in is read and applied again on top of the other."""
-    other = open_store(aws_settings)
+    other = open_dynamo(aws_settings)
     store.create(*make_task("race1", ["alpha", "beta"]))
     for name in ("alpha", "beta"):
         store.transact("race1", [name], claim(name, utcnow(), "w1"))
@@ -119,7 +115,7 @@ def test_a_transact_that_lost_a_race_reads_again(
 def test_a_transact_that_never_wins_gives_up_unavailable(
     store: DynamoStore, aws_settings: Settings
 ) -> None:
-    other = open_store(aws_settings)
+    other = open_dynamo(aws_settings)
     store.create(*make_task("race2", ["alpha"]))
     store.transact("race2", ["alpha"], claim("alpha", utcnow(), "w1"))
     calls: list[int] = []

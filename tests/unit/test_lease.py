@@ -1,7 +1,8 @@
 """Leases on platform runs, progress writes only from the holder, counters that match the summary.
 
 The rules are lifecycle's pure functions; here they run in the SQLite store's transactions, as
-the embedded runtime runs them (tests/e2e/test_e2e_firestore_store.py runs them on Firestore).
+the embedded runtime runs them, and in the DynamoDB store's (moto); tests/store_contract.py runs
+them on every store, Firestore included.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
-from fanfuse.store.sqlite import SqliteStore
+from fanfuse.store.base import TaskStore
 from tests.fakes import FakePlatform, HeldQueue
+
+pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)
 
 LEASE = timedelta(seconds=30)
 
@@ -36,7 +39,7 @@ class Running:
     first: asyncio.Task[str]
 
 
-async def running(store: SqliteStore, settings: Settings) -> Running:
+async def running(store: TaskStore, settings: Settings) -> Running:
     gate = asyncio.Event()
     platform = FakePlatform("docs", gate=gate)
     queue = HeldQueue()
@@ -52,19 +55,17 @@ async def running(store: SqliteStore, settings: Settings) -> Running:
     return Running(service, platform, gate, message, first)
 
 
-def started(store: SqliteStore, settings: Settings, *names: str) -> str:
+def started(store: TaskStore, settings: Settings, *names: str) -> str:
     registry = Registry.of([FakePlatform(n) for n in names])
     service = SearchService(store, HeldQueue(), registry, settings)
     return service.start({"query": "q", "platform": list(names)}).task_id
 
 
-def run_of(store: SqliteStore, task_id: str, name: str) -> PlatformRun:
+def run_of(store: TaskStore, task_id: str, name: str) -> PlatformRun:
     return next(r for r in store.get_runs(task_id) if r.name == name)
 
 
-def test_a_claim_leases_the_run_for_the_lease_length(
-    store: SqliteStore, settings: Settings
-) -> None:
+def test_a_claim_leases_the_run_for_the_lease_length(store: TaskStore, settings: Settings) -> None:
     task_id = started(store, settings, "docs")
     now = utcnow()
     claimed = store.transact(task_id, ["docs"], lifecycle.claim("docs", now, "w1", lease=LEASE))
@@ -76,7 +77,7 @@ def test_a_claim_leases_the_run_for_the_lease_length(
 
 
 def test_a_duplicate_while_the_lease_is_live_is_refused_then_takes_over_after(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     task_id = started(store, settings, "docs")
     now = utcnow()
@@ -98,7 +99,7 @@ def test_a_duplicate_while_the_lease_is_live_is_refused_then_takes_over_after(
     assert (taken.runs[0].lease, taken.runs[0].attempt) == ("w2", 2)
 
 
-def test_an_ended_run_holds_no_lease(store: SqliteStore, settings: Settings) -> None:
+def test_an_ended_run_holds_no_lease(store: TaskStore, settings: Settings) -> None:
     task_id = started(store, settings, "docs")
     store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1", lease=LEASE))
     outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED)
@@ -112,7 +113,7 @@ def test_an_ended_run_holds_no_lease(store: SqliteStore, settings: Settings) -> 
 
 
 def test_progress_lands_only_from_the_holder_of_a_running_run(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     task_id = started(store, settings, "docs")
     assert not store.patch_run(task_id, "docs", {"message": "early"}, lease="w1")
@@ -125,7 +126,7 @@ def test_progress_lands_only_from_the_holder_of_a_running_run(
 
 @pytest.mark.parametrize("end", ["finish", "cancel", "deadline"])
 def test_a_late_progress_write_never_changes_an_ended_run(
-    store: SqliteStore, settings: Settings, end: str
+    store: TaskStore, settings: Settings, end: str
 ) -> None:
     task_id = started(store, settings, "docs")
     store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1", lease=LEASE))
@@ -143,7 +144,7 @@ def test_a_late_progress_write_never_changes_an_ended_run(
 
 
 def test_counters_agree_with_the_summary_after_a_deadline_finalization(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     """The issue's case: 2 platforms, one succeeded, one timed out by the deadline."""
     task_id = started(store, settings, "a", "b")
@@ -161,7 +162,7 @@ def test_counters_agree_with_the_summary_after_a_deadline_finalization(
 
 
 def test_counters_agree_with_the_summary_after_a_cancel(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     task_id = started(store, settings, "a", "b", "c")
     for name in ("a", "b"):
@@ -177,7 +178,7 @@ def test_counters_agree_with_the_summary_after_a_cancel(
 
 
 async def test_a_duplicate_delivery_during_the_run_calls_no_provider(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     r = await running(store, settings)
     for _ in range(10):
@@ -191,7 +192,7 @@ async def test_a_duplicate_delivery_during_the_run_calls_no_provider(
     assert (run.state, run.attempt) == (PlatformState.SUCCEEDED, 1)
 
 
-def test_only_the_lease_holder_ends_the_run(store: SqliteStore, settings: Settings) -> None:
+def test_only_the_lease_holder_ends_the_run(store: TaskStore, settings: Settings) -> None:
     """A worker that stalled past its lease, after another delivery took the run over, reports
     late: its outcome must not end the run under the new holder."""
     task_id = started(store, settings, "docs")
@@ -207,7 +208,7 @@ def test_only_the_lease_holder_ends_the_run(store: SqliteStore, settings: Settin
 
 
 async def test_a_working_worker_renews_its_lease_so_no_duplicate_takes_over(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     """A lease of 1.5 s, renewed every 0.5 s by the heartbeat, outlives a 2.5 s provider call:
     a duplicate at any time in it is refused, and the run is attempted once."""
@@ -229,7 +230,7 @@ async def test_a_working_worker_renews_its_lease_so_no_duplicate_takes_over(
 
 
 async def test_a_worker_whose_run_was_taken_over_stops_and_records_nothing(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     """The first worker's renewal finds another holder: it stops at its next step (the gate
     opens), its outcome is discarded, and the taker's run is the one that ends the platform."""

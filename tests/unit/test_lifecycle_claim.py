@@ -16,13 +16,15 @@ from fanfuse.models import PlatformState, utcnow
 from fanfuse.platforms import Registry
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
-from fanfuse.store.sqlite import SqliteStore
+from fanfuse.store.base import TaskStore
 from tests.fakes import FakePlatform, HeldQueue
+
+pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)
 
 LEASE = timedelta(seconds=30)
 
 
-def started(store: SqliteStore, settings: Settings) -> str:
+def started(store: TaskStore, settings: Settings) -> str:
     """A search of `docs` only, on a registry that also knows `web`."""
     registry = Registry.of([FakePlatform("docs"), FakePlatform("web")])
     service = SearchService(store, HeldQueue(), registry, settings)
@@ -30,7 +32,7 @@ def started(store: SqliteStore, settings: Settings) -> str:
 
 
 def test_claiming_a_platform_the_search_lacks_raises_unknown_platform(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     task_id = started(store, settings)
     with pytest.raises(UnknownPlatform) as info:
@@ -50,7 +52,7 @@ def test_claiming_a_platform_the_search_lacks_raises_unknown_platform(
 
 
 def test_a_final_search_still_refuses_a_platform_it_lacks(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     """Checked before "terminal means no-op", so a stray task is dropped, not skipped."""
     task_id = started(store, settings)

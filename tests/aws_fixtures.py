@@ -1,6 +1,7 @@
-"""moto's server on 127.0.0.1 for the session (fanfuse.devstack.moto_app), every backend reset
-and the table made again before each test; botocore gets dummy credentials and never looks for
-others."""
+"""The AWS fixtures (tests/conftest.py imports them for every test directory): moto's server on
+127.0.0.1 for the session (fanfuse.devstack.moto_app), every backend reset and the table made
+again before each test that asks for `aws_settings`; botocore gets dummy credentials and never
+looks for others. `dynamo_store`: the store on it, for tests run on every store."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from fanfuse.aws_clients import dynamodb_client
 from fanfuse.devstack.moto_app import ThreadedMoto
 from fanfuse.settings import Settings
+from fanfuse.store.dynamodb import DynamoStore
 from fanfuse.store.dynamodb_codec import ensure_table
+from fanfuse.store.write_log import WriteLog
 
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -45,3 +48,7 @@ def aws_settings(moto_server: ThreadedMoto) -> Iterator[Settings]:
     ensure_table(client, settings.dynamodb_table)
     client.close()
     yield settings
+
+
+def open_dynamo(settings: Settings, write_log: WriteLog | None = None) -> DynamoStore:
+    return DynamoStore(dynamodb_client(settings), settings.dynamodb_table, write_log=write_log)
