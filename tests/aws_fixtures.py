@@ -28,15 +28,22 @@ AWS_ENV = {
 
 
 @pytest.fixture(scope="session")
-def moto_server() -> Iterator[ThreadedMoto]:
+def aws_env() -> Iterator[None]:
+    """Dummy credentials and a region for every boto3 client of the session, and no instance
+    metadata lookup (botocore would otherwise try an address off this machine)."""
     with pytest.MonkeyPatch.context() as env:
         for name, value in AWS_ENV.items():
             env.setenv(name, value)
-        server = ThreadedMoto().start()
-        try:
-            yield server
-        finally:
-            server.stop()
+        yield
+
+
+@pytest.fixture(scope="session")
+def moto_server(aws_env: None) -> Iterator[ThreadedMoto]:
+    server = ThreadedMoto().start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ReadTimeoutError
+from botocore.stub import Stubber
 
 from fanfuse import lifecycle
 from fanfuse.aws_clients import (
@@ -147,6 +148,7 @@ def test_ensure_table_is_idempotent(aws_settings: Settings) -> None:
     client.close()
 
 
+@pytest.mark.usefixtures("aws_env")
 def test_a_silent_endpoint_fails_the_call_in_bounded_time() -> None:
     """A listener that accepts and never answers: the client's read timeout and bounded
     retries end the call (botocore's defaults would wait 60 s a try)."""
@@ -164,3 +166,31 @@ def test_a_silent_endpoint_fails_the_call_in_bounded_time() -> None:
     settings = Settings(aws_endpoint_url=f"http://{LOOPBACK}:1")
     config = dynamodb_client(settings).meta.config
     assert (config.connect_timeout, config.read_timeout) == (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+
+
+def stubbed_withdraw(unprocessed_answers: int) -> tuple[Stubber, DynamoStore]:
+    """A store whose client answers (botocore's Stubber, no server): the task's one item, then
+    `unprocessed_answers` batch writes that leave it unprocessed (throttled), then one that
+    takes it."""
+    client = boto3.client("dynamodb", region_name="us-east-1", endpoint_url="http://127.0.0.1:9")
+    stubber = Stubber(client)
+    key = codec.key(codec.task_pk("t1"), codec.TASK_SK)
+    stubber.add_response("query", {"Items": [key], "Count": 1})
+    delete = {"fanfuse": [{"DeleteRequest": {"Key": key}}]}
+    for _ in range(unprocessed_answers):
+        stubber.add_response(
+            "batch_write_item", {"UnprocessedItems": delete}, {"RequestItems": delete}
+        )
+    stubber.add_response("batch_write_item", {"UnprocessedItems": {}}, {"RequestItems": delete})
+    return stubber, DynamoStore(client, "fanfuse")
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_unprocessed_batch_writes_are_sent_again_boundedly() -> None:
+    stubber, store = stubbed_withdraw(2)
+    with stubber:
+        store.withdraw("t1")
+        stubber.assert_no_pending_responses()  # sent three times, then taken
+    stubber, store = stubbed_withdraw(ATTEMPTS)
+    with stubber, pytest.raises(Unavailable, match="batch write"):
+        store.withdraw("t1")
