@@ -10,7 +10,9 @@ nothing said. Here:
   transient errors (UNAVAILABLE, RESOURCE_EXHAUSTED, the codes the library retries a commit on)
   retried only within that time; a timed-out call is not retried (the stall is the answer);
 - a transaction (all its attempts, the reads, the lock this process queues it on) gets
-  `transaction_s` in all: no new attempt starts after it (`Bounds.check`);
+  `transaction_s` in all: no new attempt starts after it (`Bounds.check`), so it ends within
+  that plus its last attempt's begin, commit and rollback; the conditioned read-and-write of a
+  quota or health document (`Bounds.contended`) retries for no longer either;
 - the transaction's own begin, commit and rollback take no `timeout` in the client's API
   (`Transaction._begin/_commit/_rollback` call the generated client with its defaults):
   `bound_transactions` gives those three methods of the client's transport the same bounds as
@@ -40,7 +42,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from fanfuse.errors import StoreUnavailable
+from fanfuse.errors import FanfuseError, StoreUnavailable
 
 if TYPE_CHECKING:
     from google.api_core.retry import Retry
@@ -211,6 +213,8 @@ def _surfacing(method: Callable[..., Any]) -> Callable[..., Any]:
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
+        except FanfuseError:
+            raise  # a deliberate answer (LeaseHeld, TaskNotFound...) stays itself
         except Exception as exc:
             if not stalled(exc):
                 raise
