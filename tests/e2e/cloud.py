@@ -45,6 +45,7 @@ from fanfuse.testing import StubSearxServer
 from tests import option_scenarios
 
 SHORT_DEADLINE = 3.0
+LEASE_SECONDS = 4.5
 TERMINAL = {s.value for s in TERMINAL_TASK}
 
 CORPUS = [

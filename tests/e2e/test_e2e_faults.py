@@ -1,18 +1,21 @@
-"""Faults on the emulator stack: duplicate deliveries, late progress writes, a deadline task that
-races normal completion, the Firestore emulator stopped mid-search. Each test is bounded (every
-wait has a timeout, a stopped emulator is always continued) and counts what it claims: provider
-calls on the stub server, writes through the functions' write log.
+"""Faults on the emulator stack: a worker killed mid-run, duplicate deliveries, late progress
+writes, a deadline task that races normal completion, the Firestore emulator stopped mid-search.
+Each test is bounded (every wait has a timeout, a stopped emulator is always continued) and
+counts what it claims: provider calls on the stub server, writes through the functions' write log.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.e2e.cloud import Cloud, concurrently
+from tests.e2e.cloud import LEASE_SECONDS, Cloud, concurrently
 
 BURST = 10
 STALL_S = 5.0
@@ -211,3 +214,46 @@ def test_a_firestore_stall_across_the_deadline_finalizes_the_search_partial_once
     assert e2e.run_of(view, "web_gate")["state"] == "timed_out"
     _counted_once(view)
     assert _finalizations(e2e, task_id, view, timed_out=int(outcome == "timed_out")) == 1
+
+
+def _worker_pid(e2e: Cloud, target: str) -> int:
+    """The process serving `target`'s requests: functions-framework runs gunicorn, whose master
+    (the stack's child) forks one worker, and forks a new one when that worker dies, as Cloud
+    Run starts a new instance."""
+    master = next(f for f in e2e.stack.functions if f.target == target).process.pid
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    assert len(children) == 1, children
+    return int(children[0])
+
+
+def test_a_worker_killed_mid_run_is_taken_over_and_the_platform_completes_once(
+    e2e: Cloud,
+) -> None:
+    """SIGKILL the worker while web_gate waits at the provider: Cloud Tasks' delivery fails and
+    is retried; the retry is refused while the dead worker's lease lives (503, Retry-After),
+    then takes the run over with attempt 2 once it lapses, well before the deadline."""
+    accepted = e2e.start({"query": "electrons", "platform": "docs,web_gate"})
+    task_id = accepted["task_id"]
+    e2e.wait_until(lambda: e2e.stub.waiting("web_gate") == 1, what="web_gate at the provider")
+    e2e.wait_until(
+        lambda: e2e.run_of(e2e.status(task_id).json(), "docs")["state"] == "succeeded",
+        what="docs done",
+    )
+    killed = _worker_pid(e2e, "run_platform")
+    os.kill(killed, signal.SIGKILL)
+    e2e.wait_until(
+        lambda: e2e.stub.waiting("web_gate") == 2,
+        timeout=LEASE_SECONDS + 30,
+        what="the takeover's provider call",
+    )
+    taken = e2e.platform_doc(task_id, "web_gate")
+    assert (taken["state"], taken["attempt"]) == ("running", 2)
+    e2e.stub.release("web_gate")
+
+    view = e2e.wait(accepted)
+    assert view["status"] == "completed" and view["counters"] == {"done": 2, "failed": 0}
+    run = e2e.run_of(view, "web_gate")
+    assert run["attempt"] == 2 and len(run["results"]) == 10
+    assert e2e.stub.waiting("web_gate") == 2  # the lost call and the takeover's: no third
+    assert _finalizations(e2e, task_id, view) == 1
+    assert _worker_pid(e2e, "run_platform") != killed

@@ -30,6 +30,8 @@ from tests.e2e.cloud import Cloud, make_task
 from tests.health_checks import put_health, race_probe
 from tests.quota_checks import hammer, owned_task
 
+LEASE = timedelta(seconds=30)
+
 
 def raw(db: firestore.Client, path: str) -> dict[str, Any]:
     data: dict[str, Any] = db.document(path).get().to_dict()
@@ -69,7 +71,9 @@ def test_transact_reads_writes_declines_and_aborts(e2e: Cloud) -> None:
     assert list(seen[0].runs) == ["beta"] and list(seen[1].runs) == ["alpha", "beta"]
     assert e2e.db.document("searches/tx1").get().update_time == before  # nothing written
 
-    claimed = store.transact("tx1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    claimed = store.transact(
+        "tx1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1", lease=LEASE)
+    )
     assert claimed is not None and claimed.runs[0].attempt == 1
     assert store.get_runs("tx1")[0].state is PlatformState.RUNNING
 
@@ -84,7 +88,7 @@ def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) ->
     other = FirestoreStore(e2e.firestore_client())
     store = e2e.store
     store.create(*make_task("fin1", ["alpha", "beta"]))
-    store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1", lease=LEASE))
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED, results=[Hit(url="https://e.test/1", title="one")]
     )
@@ -93,7 +97,9 @@ def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) ->
 
     def finish(s: FirestoreStore) -> None:
         barrier.wait()
-        results.append(s.transact("fin1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow())))
+        results.append(
+            s.transact("fin1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow(), "w1"))
+        )
 
     threads = [threading.Thread(target=finish, args=(s,)) for s in (store, other)]
     for t in threads:
@@ -109,7 +115,7 @@ def test_finish_from_two_clients_at_once_counts_the_platform_once(e2e: Cloud) ->
 def test_patch_run_updates_top_level_fields_only(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("pr1", ["alpha"]))
-    store.transact("pr1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("pr1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1", lease=LEASE))
     when = utcnow()
     assert store.patch_run(
         "pr1",
@@ -138,11 +144,11 @@ def test_patch_run_only_from_the_lease_holder_of_a_running_run(e2e: Cloud) -> No
     store = e2e.store
     store.create(*make_task("pl1", ["alpha"]))
     assert not store.patch_run("pl1", "alpha", {"message": "early"}, lease="w1")  # queued
-    store.transact("pl1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("pl1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1", lease=LEASE))
     assert not store.patch_run("pl1", "alpha", {"message": "intruder"}, lease="w2")
     assert store.patch_run("pl1", "alpha", {"message": "mine", "percent": 50.0}, lease="w1")
     outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED)
-    store.transact("pl1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    store.transact("pl1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow(), "w1"))
     ended = store.get_runs("pl1")[0]
     before = e2e.db.document("searches/pl1/platforms/alpha").get().update_time
     late = {"stage": "compressing", "percent": 66.67, "message": "late"}
@@ -155,14 +161,14 @@ def test_a_live_lease_refuses_a_second_claim_until_it_lapses(e2e: Cloud) -> None
     store = e2e.store
     store.create(*make_task("ls1", ["alpha"]))
     now = utcnow()
-    store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w1"))
+    store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w1", lease=LEASE))
     with pytest.raises(LeaseHeld) as info:
-        store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w2"))
-    assert 0 < info.value.retry_after_s <= (timedelta(minutes=2) + lifecycle.LEASE_MARGIN).seconds
+        store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w2", lease=LEASE))
+    assert 0 < info.value.retry_after_s <= LEASE.total_seconds()
     run = store.get_runs("ls1")[0]
     assert run.lease == "w1" and run.attempt == 1
     later = run.lease_until + timedelta(seconds=1)  # type: ignore[operator]
-    taken = store.transact("ls1", ["alpha"], lifecycle.claim("alpha", later, "w2"))
+    taken = store.transact("ls1", ["alpha"], lifecycle.claim("alpha", later, "w2", lease=LEASE))
     assert taken is not None and (taken.runs[0].lease, taken.runs[0].attempt) == ("w2", 2)
     assert not store.patch_run("ls1", "alpha", {"message": "old holder"}, lease="w1")
 
@@ -170,13 +176,13 @@ def test_a_live_lease_refuses_a_second_claim_until_it_lapses(e2e: Cloud) -> None
 def test_content_goes_to_its_own_documents(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("ct1", ["alpha"]))
-    store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1", lease=LEASE))
     page = "A long page. " * 2000
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED,
         results=[Hit(url="https://e.test/page", title="page", content=page)],
     )
-    written = store.transact("ct1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    written = store.transact("ct1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow(), "w1"))
     assert written is not None
     (content_id,) = written.contents
     hit = store.get_runs("ct1")[0].results[0]
@@ -189,13 +195,13 @@ def test_content_goes_to_its_own_documents(e2e: Cloud) -> None:
 def test_free_form_metadata_survives_firestore(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("md1", ["alpha"]))
-    store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1", lease=LEASE))
     metadata = {"bbox": [[1, 2], [3, [4, 5]]], "tags": ("a", "b"), "n": None, "x.y": 1.5}
     outcome = lifecycle.Outcome(
         state=PlatformState.SUCCEEDED,
         results=[Hit(url="https://e.test/m", metadata=metadata)],
     )
-    store.transact("md1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+    store.transact("md1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow(), "w1"))
     stored = store.get_runs("md1")[0].results[0].metadata
     assert stored == {"bbox": [[1, 2], [3, [4, 5]]], "tags": ["a", "b"], "n": None, "x.y": 1.5}
 
@@ -225,11 +231,11 @@ def test_withdraw_deletes_one_task_with_its_documents_and_tolerates_a_missing_on
 def test_a_document_over_one_mib_is_refused_before_anything_is_written(e2e: Cloud) -> None:
     store = e2e.store
     store.create(*make_task("big1", ["alpha"]))
-    store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+    store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1", lease=LEASE))
     huge = [Hit(url=f"https://e.test/{i}", snippet="x" * 20_000) for i in range(60)]
     outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=huge)
     with pytest.raises(DocumentTooLarge, match="searches/big1/platforms/alpha"):
-        store.transact("big1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+        store.transact("big1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow(), "w1"))
     assert store.get_task("big1").counters.done == 0  # type: ignore[union-attr]
     assert store.get_runs("big1")[0].state is PlatformState.RUNNING
 

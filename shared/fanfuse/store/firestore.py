@@ -201,7 +201,7 @@ class FirestoreStore(TaskStore):
         except (FailedPrecondition, NotFound):
             log.debug("dropped a progress write to %s: it changed meanwhile", ref.path)
             return False
-        self.writes.record("patch", [ref.path])
+        self.writes.record("renew" if data.keys() == {"lease_until"} else "patch", [ref.path])
         return True
 
     def _read(
