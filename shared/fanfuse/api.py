@@ -27,6 +27,7 @@ from fanfuse.errors import (
     PayloadTooLarge,
     RateLimited,
     StartTooSlow,
+    StoreUnavailable,
     Unauthorized,
     UnsupportedMediaType,
     problems_of,
@@ -151,6 +152,6 @@ def error_answer(exc: FanfuseError) -> Answer:
         headers["Allow"] = ", ".join(exc.allowed)
     elif isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = 'Bearer realm="fanfuse", ApiKey header="X-Api-Key"'
-    elif isinstance(exc, RateLimited | LeaseHeld | StartTooSlow):
+    elif isinstance(exc, RateLimited | LeaseHeld | StartTooSlow | StoreUnavailable):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
     return Answer(exc.status_code, exc.body().model_dump(mode="json"), headers)

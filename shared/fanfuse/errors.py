@@ -151,6 +151,18 @@ class StartTooSlow(Unavailable):
         super().__init__(message)
 
 
+class StoreUnavailable(Unavailable):
+    """The store did not answer in time (a stalled or overloaded Firestore, a transaction still
+    contended when its time ran out): 503 with `Retry-After`, retried by Cloud Tasks. Every
+    Firestore call is bounded (store/firestore_calls.py), so a stall ends here, not in a hang."""
+
+    code = "store_unavailable"
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
 class Unreachable(Unavailable):
     """The HTTP API could not be reached, or did not answer (refused, unknown host, timed out).
 

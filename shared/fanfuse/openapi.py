@@ -91,11 +91,13 @@ def _errors(*statuses: int) -> dict[str, Any]:
         413: "body larger than 64 KiB",
         415: "a body not sent as application/json",
         429: "over the caller's quota (rate or searches in flight); `Retry-After` says when",
-        503: "infrastructure unavailable; try again",
+        503: "infrastructure unavailable (`store_unavailable`: the store did not answer in "
+        "time); try again, after `Retry-After` when it is given",
     }
     answers = {str(s): _json("ErrorBody", meaning[s]) for s in statuses}
-    if "429" in answers:
-        answers["429"]["headers"] = RETRY_AFTER
+    for status in ("429", "503"):
+        if status in answers:
+            answers[status]["headers"] = RETRY_AFTER
     return answers
 
 

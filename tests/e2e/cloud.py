@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ from tests import option_scenarios
 from tests.fakes import make_task as make_task
 
 SHORT_DEADLINE = 3.0
+LEASE_SECONDS = 4.5
 TERMINAL = {s.value for s in TERMINAL_TASK}
 
 CORPUS = [
@@ -165,7 +169,20 @@ class Cloud:
         """Hold a platform's queue: its tasks wait there (the emulator honours pause)."""
         self.stack.tasks.client().pause_queue(name=self.queue(platform), timeout=5)
 
-    # -- Firestore, read straight --------------------------------------------------------------
+    # -- Firestore, read straight (or stalled) ------------------------------------------------
+
+    @contextmanager
+    def firestore_stopped(self) -> Iterator[None]:
+        """The Firestore emulator stopped for the `with` body, and always continued after it:
+        SIGSTOP to its whole process group (gcloud runs the emulator's java as a child). A
+        stopped server still accepts connections (the kernel does), so callers wait, as they
+        would on a stalled backend."""
+        group = self.stack.firestore.process.pid  # the group leader (a session of its own)
+        os.killpg(group, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(group, signal.SIGCONT)
 
     def firestore_client(self) -> firestore.Client:
         """Another client on the emulator (as another function instance would have)."""

@@ -12,7 +12,7 @@ import pytest
 from fanfuse.auth import keys
 from fanfuse.devstack import FunctionProcess, LocalStack
 from fanfuse.testing import StubSearxServer
-from tests.e2e.cloud import PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
+from tests.e2e.cloud import LEASE_SECONDS, PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
 from tests.option_scenarios import web_platforms
 
 
@@ -29,6 +29,9 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
         "FANFUSE_CACHE_DIR": str(tmp / "cache"),
         "FANFUSE_EXTRA_PLATFORMS": json.dumps(extra),
         "FANFUSE_FIRESTORE_WRITE_LOG": str(write_log),
+        # Short, so a killed worker's run is taken over within seconds (test_e2e_faults.py);
+        # its worker renews it every 1.5 s while it runs.
+        "FANFUSE_LEASE_SECONDS": str(LEASE_SECONDS),
     }
     stack = LocalStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", tasks_max_retries=3)
     # Fails (never skips) when Java, gcloud's Firestore emulator or functions-framework is

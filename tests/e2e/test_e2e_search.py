@@ -95,8 +95,13 @@ def test_write_counts_per_document_for_a_three_platform_search(e2e: Cloud) -> No
     assert view["status"] == "completed", view
     task_id = accepted["task_id"]
     ops = e2e.write_ops(task_id)
-    totals = {doc: sum(n for (d, _), n in ops.items() if d == doc) for doc, _ in ops}
-    print(f"\nFirestore writes per document, 3-platform search: {totals}")
+    # A lease renewal (heartbeat.py) is one write per third of the lease a run lasts: how many
+    # depends on the machine's speed, so they are counted apart.
+    totals = {
+        doc: sum(n for (d, op), n in ops.items() if d == doc and op != "renew") for doc, _ in ops
+    }
+    renewals = {doc: n for (doc, op), n in ops.items() if op == "renew"}
+    print(f"\nFirestore writes per document, 3-platform search: {totals}, renewals {renewals}")
     # The task document: once at start, once per platform at fan-in, once at finalization.
     assert ops["task", "create"] == 1 and ops["task", "transact"] == 4
     assert totals["task"] == 5

@@ -5,8 +5,6 @@ continued in a `finally`, and the request has its own timeout."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 
@@ -20,20 +18,16 @@ BUDGET_S = 2.0  # the stall leaves a quarter of it: under the default half
 
 def stalled_start(e2e: Cloud, budget_s: float, stall_s: float) -> httpx.Response:
     """POST a start with a `budget_s` deadline while the emulator is stopped for `stall_s`."""
-    group = e2e.stack.firestore.process.pid  # the group leader: gcloud and its java child
     answers: list[httpx.Response] = []
 
     def start() -> None:
         payload = {"query": "entropy", "platform": "docs", "timeout_s": budget_s}
         answers.append(e2e.http.post(e2e.url("start_search"), json=payload, timeout=30))
 
-    os.killpg(group, signal.SIGSTOP)
-    try:
+    with e2e.firestore_stopped():
         sender = threading.Thread(target=start)
         sender.start()
         time.sleep(stall_s)
-    finally:
-        os.killpg(group, signal.SIGCONT)
     sender.join(timeout=30)
     assert answers, "the start did not answer within 30 s"
     return answers[0]

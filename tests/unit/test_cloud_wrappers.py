@@ -20,7 +20,7 @@ from werkzeug.routing import RequestRedirect
 from fanfuse import cloud
 from fanfuse.auth import keys
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
-from fanfuse.errors import QueueUnavailable, TaskExpired, UnknownPlatform
+from fanfuse.errors import QueueUnavailable, StoreUnavailable, TaskExpired, UnknownPlatform
 from fanfuse.models import Caller, TaskView, utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
@@ -106,6 +106,19 @@ def test_public_target_answers_the_services_5xx_and_503_for_anything_else(
         "message": "start_search is temporarily unavailable; try again",
         "problems": [],
     }
+
+
+def test_a_stalled_store_is_503_with_retry_after_for_callers_and_cloud_tasks(
+    app: flask.Flask,
+) -> None:
+    stalled = StoreUnavailable("Firestore did not answer get_task in time", retry_after_s=2.5)
+    for target, body, headers in (
+        (cloud.start_search, {"query": "q"}, AS_ALICE),
+        (cloud.run_platform, MESSAGE, FROM_TASKS),
+    ):
+        answer = call(app, target, stalled, body, headers)
+        assert answer.status_code == 503 and answer.get_json()["error"] == "store_unavailable"
+        assert answer.headers["Retry-After"] == "3"  # whole seconds, rounded up
 
 
 def test_task_target_drops_a_permanent_error_only_for_cloud_tasks(app: flask.Flask) -> None:

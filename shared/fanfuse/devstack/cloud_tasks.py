@@ -48,9 +48,10 @@ def tasks_client(host: str) -> CloudTasksClient:
 class CloudTasksEmulator(Component):
     """gcloud-tasks-emulator bound to 127.0.0.1, with its queues created through the real client.
 
-    It dispatches one task at a time per queue, and ignores retry backoff, rate limits, task-name
-    dedup and OIDC tokens. `max_retries` bounds redelivery of a task whose target answers 4xx/5xx
-    (the emulator's own default is forever, in a tight loop): N means N + 1 attempts.
+    It dispatches one task at a time per queue, and ignores rate limits, task-name dedup and OIDC
+    tokens; the launcher adds Cloud Tasks' retry backoff and Retry-After (tasks_retry.py).
+    `max_retries` bounds redelivery of a task whose target answers 4xx/5xx (the emulator's own
+    default is forever): N means N + 1 attempts.
     `poll_interval` is how often each queue looks for due tasks (the emulator's 0.1 s adds up to
     that much latency per hop; lower it for latency measurements).
     """
@@ -165,6 +166,8 @@ def serve_tasks_emulator(port: int, max_retries: int, poll_interval: float = 0.1
     from gcloud_tasks_emulator.cloudtasks_pb2_grpc import add_CloudTasksServicer_to_server
     from gcloud_tasks_emulator.server import Greeter, Processor, QueueState
 
+    from fanfuse.devstack.tasks_retry import RetryTiming
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     # Die at once on SIGINT/SIGTERM: the dispatcher threads are not daemons and one may be
     # blocked in an HTTP call with no timeout, so a graceful shutdown could hang.
@@ -173,6 +176,7 @@ def serve_tasks_emulator(port: int, max_retries: int, poll_interval: float = 0.1
 
     emulator_server._LOOP_SLEEP_TIME = poll_interval  # read by the queue loops on each turn
     state = QueueState("localhost", 80, max_retries)  # target host/port: App Engine tasks only
+    RetryTiming().install(emulator_server, state)  # Cloud Tasks' backoff and Retry-After
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     add_CloudTasksServicer_to_server(Greeter(state), server)
     server.add_insecure_port(f"{LOOPBACK}:{port}")  # raises if the port is taken

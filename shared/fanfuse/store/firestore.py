@@ -28,16 +28,14 @@ under contention, which is why the mutators must be pure.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from fanfuse.errors import DocumentTooLarge, TaskNotFound, Unavailable
+from fanfuse.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.lifecycle import progress_accepted
 from fanfuse.models import (
     TERMINAL_TASK,
@@ -51,6 +49,13 @@ from fanfuse.models import (
 )
 from fanfuse.settings import Settings
 from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.firestore_calls import (
+    TRANSACTION_ATTEMPTS,
+    Bounds,
+    TaskLocks,
+    bound_transactions,
+    surfaced,
+)
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
 from fanfuse.store.write_log import WriteLog
 
@@ -65,9 +70,6 @@ Health = PlatformHealth | None
 
 MAX_DOCUMENT_BYTES = 1_048_576
 """Firestore's cap on one document's storage size."""
-TRANSACTION_ATTEMPTS = 10
-"""Fan-in from many platforms at once contends on the task document; retry generously."""
-LOCK_STRIPES = 64
 PURGE_BATCH = 100
 
 CACHE_SUFFIX = "_cache"
@@ -84,16 +86,12 @@ CONTENTS = "contents"
 # The store
 
 
-CALL_TIMEOUT_S = 10.0
-"""Per call (create's commit, a task read): without one, a stalled backend holds a start or a
-status request until the function's own timeout, with nothing said. 10 s is far above a healthy
-call (milliseconds) and a small part of the default deadline (120 s)."""
-
-
+@surfaced
 class FirestoreStore(TaskStore):
     """TaskStore on Firestore (sync client). `client` defaults to one for `project`.
 
     With FIRESTORE_EMULATOR_HOST set, google-cloud-firestore talks to the emulator on its own.
+    Every call is bounded by `bounds` and a stall raises StoreUnavailable (firestore_calls.py).
     """
 
     def __init__(
@@ -103,26 +101,18 @@ class FirestoreStore(TaskStore):
         project: str | None = None,
         collection: str = "searches",
         write_log: WriteLog | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
         if client is None:
             from google.cloud import firestore
 
             client = firestore.Client(project=project)
         self.client = client
+        self.bounds = bounds or Bounds()
+        bound_transactions(client, self.bounds)
         self.collection = collection
         self.writes = write_log or WriteLog()
-        self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
-
-    def _task_lock(self, task_id: str) -> threading.Lock:
-        """Transactions on one task from this process's threads go one at a time.
-
-        Two transactions that both read the task document and then write it wait on each
-        other's locks; the Firestore emulator resolves that only by its lock timeout (about 2 s
-        per conflict, and 8 at once exhaust every retry), production Firestore by aborting one.
-        Queuing them here costs nothing, since Firestore would serialize them anyway; contention
-        between processes is still left to Firestore's transactions.
-        """
-        return self._stripes[hash(task_id) % LOCK_STRIPES]
+        self._locks = TaskLocks(self.bounds)
 
     # -- references ---------------------------------------------------------------------------
 
@@ -170,18 +160,18 @@ class FirestoreStore(TaskStore):
         batch = self.client.batch()
         for ref, data in docs:
             batch.set(ref, data)
-        batch.commit(timeout=CALL_TIMEOUT_S)
+        batch.commit(**self.bounds.call())
         self.writes.record("create", (ref.path for ref, _ in docs))
 
     def withdraw(self, task_id: str) -> None:
-        self.client.recursive_delete(self._task_ref(task_id))
+        self.bounds.delete_tree(self.client, self._task_ref(task_id), (PLATFORMS, CONTENTS))
 
     def get_task(self, task_id: str) -> Task | None:
-        snap = self._task_ref(task_id).get(timeout=CALL_TIMEOUT_S)
+        snap = self._task_ref(task_id).get(**self.bounds.call())
         return Task.model_validate(decode(snap.to_dict())) if snap.exists else None
 
     def get_runs(self, task_id: str) -> list[PlatformRun]:
-        docs = self._task_ref(task_id).collection(PLATFORMS).stream()
+        docs = self._task_ref(task_id).collection(PLATFORMS).stream(**self.bounds.call())
         runs = [PlatformRun.model_validate(decode(d.to_dict())) for d in docs]
         return sorted(runs, key=lambda r: r.index)
 
@@ -198,7 +188,7 @@ class FirestoreStore(TaskStore):
         if not data:
             return False
         ref = self._run_ref(task_id, name)
-        snap = ref.get()
+        snap = ref.get(**self.bounds.call())
         if not snap.exists:
             return False
         run = PlatformRun.model_validate(decode(snap.to_dict()))
@@ -206,16 +196,20 @@ class FirestoreStore(TaskStore):
             log.debug("dropped a progress write to %s (%s)", ref.path, run.state.value)
             return False
         try:
-            ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
+            option = self.client.write_option(last_update_time=snap.update_time)
+            ref.update(data, option=option, **self.bounds.call())
         except (FailedPrecondition, NotFound):
             log.debug("dropped a progress write to %s: it changed meanwhile", ref.path)
             return False
-        self.writes.record("patch", [ref.path])
+        self.writes.record("renew" if data.keys() == {"lease_until"} else "patch", [ref.path])
         return True
 
-    def _read(self, refs: list[DocumentReference], transaction: Transaction) -> dict[str, Any]:
+    def _read(
+        self, refs: list[DocumentReference], transaction: Transaction, deadline: float
+    ) -> dict[str, Any]:
         """Snapshots by document path (get_all answers in no particular order)."""
-        return {d.reference.path: d for d in self.client.get_all(refs, transaction=transaction)}
+        got = self.client.get_all(refs, transaction=transaction, **self.bounds.call(deadline))
+        return {d.reference.path: d for d in got}
 
     def transact(self, task_id: str, names: Sequence[str] | None, mutate: Mutator) -> Writes | None:
         """Read the task and the runs, apply `mutate`, write what it returns: one transaction."""
@@ -223,19 +217,22 @@ class FirestoreStore(TaskStore):
 
         task_ref = self._task_ref(task_id)
         written: list[str] = []
+        deadline = self.bounds.deadline()
 
         @firestore.transactional
         def run(transaction: Transaction) -> Writes | None:
+            self.bounds.check(deadline, f"a transaction on {task_ref.path}")
             written.clear()
             # Named runs are read with the task in one round trip; "all" needs the task first.
             refs = [task_ref] + [self._run_ref(task_id, n) for n in names or ()]
-            docs = self._read(refs, transaction)
+            docs = self._read(refs, transaction, deadline)
             snap = docs.pop(task_ref.path)
             if not snap.exists:
                 raise TaskNotFound(task_id)
             task = Task.model_validate(decode(snap.to_dict()))
             if names is None:
-                docs = self._read([self._run_ref(task_id, n) for n in task.platforms], transaction)
+                refs = [self._run_ref(task_id, n) for n in task.platforms]
+                docs = self._read(refs, transaction, deadline)
             found = [
                 PlatformRun.model_validate(decode(d.to_dict())) for d in docs.values() if d.exists
             ]
@@ -248,7 +245,7 @@ class FirestoreStore(TaskStore):
                 written.append(ref.path)
             return writes
 
-        with self._task_lock(task_id):
+        with self._locks.hold(task_id, deadline):
             result: Writes | None = run(self.client.transaction(max_attempts=TRANSACTION_ATTEMPTS))
         self.writes.record("transact", written)
         return result
@@ -258,7 +255,7 @@ class FirestoreStore(TaskStore):
             return {}
         refs = [self._content_ref(task_id, cid) for cid in ids]
         out: dict[str, str] = {}
-        for doc in self.client.get_all(refs):
+        for doc in self.client.get_all(refs, **self.bounds.call()):
             data = doc.to_dict() if doc.exists else None
             if data is not None and isinstance(data.get("text"), str):
                 out[doc.id] = data["text"]
@@ -270,7 +267,7 @@ class FirestoreStore(TaskStore):
         return ref
 
     def get_cached(self, key: str) -> CacheEntry | None:
-        snap = self._side(CACHE_SUFFIX, key).get()
+        snap = self._side(CACHE_SUFFIX, key).get(**self.bounds.call())
         return CacheEntry.model_validate(decode(snap.to_dict())) if snap.exists else None
 
     def put_cached(self, entry: CacheEntry) -> None:
@@ -283,10 +280,12 @@ class FirestoreStore(TaskStore):
 
         ref = self._side(CACHE_SUFFIX, entry.key)
         data = self._checked(ref, model_data(entry))
+        deadline = self.bounds.deadline()
 
         @firestore.transactional
         def run(transaction: Transaction) -> bool:
-            snap = ref.get(transaction=transaction)
+            self.bounds.check(deadline, f"a transaction on {ref.path}")
+            snap = ref.get(transaction=transaction, **self.bounds.call(deadline))
             if snap.exists:
                 stored = CacheEntry.model_validate(decode(snap.to_dict())).stored_at
                 if (entry.stored_at - stored).total_seconds() < MIN_CACHE_REWRITE_S:
@@ -294,13 +293,13 @@ class FirestoreStore(TaskStore):
             transaction.set(ref, data)
             return True
 
-        with self._task_lock(entry.key):
+        with self._locks.hold(entry.key, deadline):
             wrote = run(self.client.transaction(max_attempts=TRANSACTION_ATTEMPTS))
         if wrote:
             self.writes.record("cache", [ref.path])
 
     def get_health(self) -> dict[str, PlatformHealth]:
-        docs = self.client.collection(self.collection + HEALTH_SUFFIX).stream()
+        docs = self.client.collection(self.collection + HEALTH_SUFFIX).stream(**self.bounds.call())
         healths = [PlatformHealth.model_validate(decode(doc.to_dict())) for doc in docs]
         return {h.name: h for h in healths}
 
@@ -315,21 +314,23 @@ class FirestoreStore(TaskStore):
             written = change(stored)
             return written, stored if written is None else written
 
-        return self._contended(ref, lambda: self._swap(ref, PlatformHealth, swap, "health"))
+        return self.bounds.contended(
+            ref.path, lambda: self._swap(ref, PlatformHealth, swap, "health")
+        )
 
     # -- API keys -------------------------------------------------------------------------------
 
     def put_key(self, key: ApiKey) -> None:
         ref = self._side(KEYS_SUFFIX, key.key_id)
-        ref.set(model_data(key))
+        ref.set(model_data(key), **self.bounds.call())
         self.writes.record("key", [ref.path])
 
     def get_key(self, key_id: str) -> ApiKey | None:
-        snap = self._side(KEYS_SUFFIX, key_id).get()
+        snap = self._side(KEYS_SUFFIX, key_id).get(**self.bounds.call())
         return ApiKey.model_validate(decode(snap.to_dict())) if snap.exists else None
 
     def list_keys(self) -> list[ApiKey]:
-        docs = self.client.collection(self.collection + KEYS_SUFFIX).stream()
+        docs = self.client.collection(self.collection + KEYS_SUFFIX).stream(**self.bounds.call())
         keys = [ApiKey.model_validate(decode(doc.to_dict())) for doc in docs]
         return sorted(keys, key=lambda k: k.created_at)
 
@@ -338,7 +339,7 @@ class FirestoreStore(TaskStore):
 
         In production Firestore's TTL policy on `expires_at` does this for free, and no function
         calls this method. It exists for parity with the SQLite store (same contract, same tests)
-        and for the emulator, which has no TTL; `recursive_delete` takes the sub-collections too.
+        and for the emulator, which has no TTL; the sub-collections go with each task.
         """
         from google.cloud.firestore_v1.base_query import FieldFilter
 
@@ -349,16 +350,16 @@ class FirestoreStore(TaskStore):
         )
         purged = 0
         while True:
-            docs = list(query.stream())
+            docs = list(query.stream(**self.bounds.call()))
             for doc in docs:
-                self.client.recursive_delete(doc.reference)
+                self.bounds.delete_tree(self.client, doc.reference, (PLATFORMS, CONTENTS))
             purged += len(docs)
             if len(docs) < PURGE_BATCH:
                 break
         cache = self.client.collection(self.collection + CACHE_SUFFIX)
         expired = cache.where(filter=FieldFilter("expires_at", "<=", encode(now)))
-        for doc in expired.limit(PURGE_BATCH * 10).stream():
-            doc.reference.delete()
+        for doc in expired.limit(PURGE_BATCH * 10).stream(**self.bounds.call()):
+            doc.reference.delete(**self.bounds.call())
         return purged
 
     # -- quotas (quota.py, admission.py) ----------------------------------------------------------
@@ -373,25 +374,10 @@ class FirestoreStore(TaskStore):
         short random wait (instances that collided once would collide again in lock step).
         """
         ref = self._side(QUOTA_SUFFIX, key)
-        with self._task_lock(key):
-            return self._contended(ref, lambda: self._swap(ref, QuotaBucket, mutate, "quota"))
-
-    def _contended(self, ref: DocumentReference, once: Callable[[], T]) -> T:
-        """`once` (a read and a write conditioned on it) again after a short random wait while
-        it loses races (instances that collided once would collide again in lock step)."""
-        from google.api_core.exceptions import Conflict, FailedPrecondition
-
-        retrying = Retrying(
-            retry=retry_if_exception_type((Conflict, FailedPrecondition)),
-            wait=wait_random_exponential(multiplier=0.005, max=0.2),
-            stop=stop_after_attempt(TRANSACTION_ATTEMPTS),
-            reraise=True,
-        )
-        try:
-            return retrying(once)
-        except (Conflict, FailedPrecondition) as exc:
-            tries = TRANSACTION_ATTEMPTS
-            raise Unavailable(f"{ref.path} still contended after {tries} tries") from exc
+        with self._locks.hold(key, self.bounds.deadline()):
+            return self.bounds.contended(
+                ref.path, lambda: self._swap(ref, QuotaBucket, mutate, "quota")
+            )
 
     def _swap(
         self,
@@ -402,15 +388,16 @@ class FirestoreStore(TaskStore):
     ) -> R:
         """Read `ref` as `model`, write what `change` returns (None: nothing), conditioned on
         the version read (created only if still absent, updated only if not written since)."""
-        snap = ref.get()
+        snap = ref.get(**self.bounds.call())
         stored = model.model_validate(decode(snap.to_dict())) if snap.exists else None
         written, answer = change(stored)
         if written is not None:
             data = model_data(written)  # every field (None too): an update replaces the whole
             if snap.exists:
-                ref.update(data, option=self.client.write_option(last_update_time=snap.update_time))
+                option = self.client.write_option(last_update_time=snap.update_time)
+                ref.update(data, option=option, **self.bounds.call())
             else:
-                ref.create(data)
+                ref.create(data, **self.bounds.call())
             self.writes.record(kind, [ref.path])
         return answer
 
@@ -429,7 +416,7 @@ class FirestoreStore(TaskStore):
         )
         # The library's annotations say count() returns a type and get() a flat list: in fact
         # an AggregationQuery, and one list of results per aggregation run.
-        results: Any = AggregationQuery(query).count(alias="n").get()
+        results: Any = AggregationQuery(query).count(alias="n").get(**self.bounds.call())
         return int(results[0][0].value)
 
     def close(self) -> None:
