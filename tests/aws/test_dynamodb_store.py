@@ -22,7 +22,7 @@ from fanfuse.aws_clients import (
     dynamodb_client,
 )
 from fanfuse.devstack.processes import LOOPBACK
-from fanfuse.errors import Unavailable
+from fanfuse.errors import StoreUnavailable, Unavailable
 from fanfuse.models import Hit, PlatformState, utcnow
 from fanfuse.settings import Settings
 from fanfuse.store import dynamodb_codec as codec
@@ -151,7 +151,8 @@ def test_ensure_table_is_idempotent(aws_settings: Settings) -> None:
 @pytest.mark.usefixtures("aws_env")
 def test_a_silent_endpoint_fails_the_call_in_bounded_time() -> None:
     """A listener that accepts and never answers: the client's read timeout and bounded
-    retries end the call (botocore's defaults would wait 60 s a try)."""
+    retries end the call (botocore's defaults would wait 60 s a try), and the store answers
+    StoreUnavailable with the read timeout as its Retry-After (a 503, as Firestore's stall)."""
     with socket.create_server((LOOPBACK, 0)) as silent:
         port = silent.getsockname()[1]
         client = boto3.client(
@@ -163,6 +164,9 @@ def test_a_silent_endpoint_fails_the_call_in_bounded_time() -> None:
         with pytest.raises(ReadTimeoutError):
             client.describe_table(TableName="any")
         assert time.monotonic() - started < MAX_ATTEMPTS * 0.2 + 5
+        with pytest.raises(StoreUnavailable, match="DynamoDB did not answer get_task") as info:
+            DynamoStore(client, "fanfuse").get_task("t1")
+        assert info.value.retry_after_s == 0.2
     settings = Settings(aws_endpoint_url=f"http://{LOOPBACK}:1")
     config = dynamodb_client(settings).meta.config
     assert (config.connect_timeout, config.read_timeout) == (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)

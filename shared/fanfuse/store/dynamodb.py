@@ -21,7 +21,8 @@ from botocore.exceptions import ClientError
 from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from fanfuse.errors import DocumentTooLarge, TaskNotFound, Unavailable
+from fanfuse.aws_clients import READ_TIMEOUT_S
+from fanfuse.errors import DocumentTooLarge, StoreUnavailable, TaskNotFound
 from fanfuse.lifecycle import progress_accepted
 from fanfuse.models import (
     TERMINAL_TASK,
@@ -36,6 +37,7 @@ from fanfuse.models import (
 from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
+from fanfuse.store.surfacing import surfacing
 from fanfuse.store.write_log import WriteLog
 
 if TYPE_CHECKING:
@@ -64,23 +66,11 @@ class Contended(Exception):
     """A conditional write found an item changed since it was read: read again."""
 
 
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _raced(exc: ClientError) -> bool:
-    """A conditional write or a transaction that lost a race (not a bad request)."""
-    if _code(exc) == "ConditionalCheckFailedException":
-        return True
-    if _code(exc) != "TransactionCanceledException":
-        return False
-    reasons = [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons", [])]
-    return any(r in ("ConditionalCheckFailed", "TransactionConflict") for r in reasons)
-
-
+@surfacing("DynamoDB", codec.stalled, lambda store: store.retry_after_s())
 class DynamoStore(TaskStore):
     """TaskStore on one DynamoDB table; `client` is a low-level boto3 client (aws_clients.py
-    gives one with timeouts), the table made by `ensure_table`."""
+    gives one with timeouts), the table made by `ensure_table`. What a stalled, throttled or
+    forever contended table raises surfaces as StoreUnavailable (503, Retry-After)."""
 
     def __init__(
         self, client: DynamoDBClient, table: str, *, write_log: WriteLog | None = None
@@ -89,6 +79,10 @@ class DynamoStore(TaskStore):
         self.table = table
         self.writes = write_log or WriteLog()
         self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
+
+    def retry_after_s(self) -> float:
+        """A stall's Retry-After: the client's read timeout, what one call may take."""
+        return float(getattr(self.client.meta.config, "read_timeout", None) or READ_TIMEOUT_S)
 
     def _lock(self, name: str) -> threading.Lock:
         """One read-modify-write per item at a time from this process's threads: they would
@@ -163,14 +157,15 @@ class DynamoStore(TaskStore):
         try:
             return retrying(once)
         except Contended as exc:
-            raise Unavailable(f"{what} still contended after {ATTEMPTS} tries") from exc
+            message = f"{what} still contended; try again"
+            raise StoreUnavailable(message, self.retry_after_s()) from exc
 
     def _conditional(self, call: Callable[[], object]) -> None:
         try:
             call()
         except ClientError as exc:
-            if _raced(exc):
-                raise Contended(_code(exc)) from exc
+            if codec.raced(exc):
+                raise Contended(codec.error_code(exc)) from exc
             raise
 
     # -- tasks ----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The DynamoDB table's layout: keys, items <-> models, item sizes, page contents in parts, and
-the table itself (`ensure_table`).
+"""The DynamoDB table's layout: keys, items <-> models, item sizes, page contents in parts, the
+table itself (`ensure_table`), and which of DynamoDB's errors are a lost race and which a stall.
 
 One table (docs/aws.md), partition key `pk`, sort key `sk`:
 
@@ -23,6 +23,7 @@ from contextlib import suppress
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 from pydantic import BaseModel
 
 from fanfuse.models import Task
@@ -172,6 +173,41 @@ def joined_content(parts: Sequence[Mapping[str, AttributeValueTypeDef]]) -> str:
     """The text of part items as a Query returns them (in sort-key order)."""
     data = b"".join(bytes(p["text"]["B"]) for p in parts)  # type: ignore[arg-type]
     return data.decode()
+
+
+THROTTLED_OR_DOWN = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+"""Answers botocore retries on its own (standard mode): still there after its tries, the table
+is overloaded or down, a StoreUnavailable."""
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def raced(exc: ClientError) -> bool:
+    """A conditional write or a transaction that lost a race (not a bad request)."""
+    if error_code(exc) == "ConditionalCheckFailedException":
+        return True
+    if error_code(exc) != "TransactionCanceledException":
+        return False
+    reasons = [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons", [])]
+    return any(r in ("ConditionalCheckFailed", "TransactionConflict") for r in reasons)
+
+
+def stalled(exc: BaseException) -> bool:
+    """What a stalled or overloaded DynamoDB raises once botocore's bounded tries are spent:
+    a connection that failed or timed out, a throttle or a server error."""
+    if isinstance(exc, ClientError):
+        return error_code(exc) in THROTTLED_OR_DOWN
+    return isinstance(exc, ConnectionError | HTTPClientError)
 
 
 def ensure_table(client: DynamoDBClient, table: str) -> None:

@@ -25,8 +25,6 @@ nothing said. Here:
 
 from __future__ import annotations
 
-import functools
-import inspect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -42,13 +40,13 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from fanfuse.errors import FanfuseError, StoreUnavailable
+from fanfuse.errors import StoreUnavailable
+from fanfuse.store.surfacing import surfacing
 
 if TYPE_CHECKING:
     from google.api_core.retry import Retry
     from google.cloud.firestore import Client, DocumentReference
 
-C = TypeVar("C", bound=type)
 T = TypeVar("T")
 
 CALL_TIMEOUT_S = 10.0
@@ -200,26 +198,6 @@ def stalled(exc: BaseException | None) -> bool:
     return False
 
 
-def surfaced(cls: C) -> C:
-    """Every public method of `cls` raises StoreUnavailable for what `stalled` recognizes."""
-    for name, method in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(method):
-            setattr(cls, name, _surfacing(method))
-    return cls
-
-
-def _surfacing(method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except FanfuseError:
-            raise  # a deliberate answer (LeaseHeld, TaskNotFound...) stays itself
-        except Exception as exc:
-            if not stalled(exc):
-                raise
-            bounds: Bounds = self.bounds
-            message = f"Firestore did not answer {method.__name__} in time ({exc}); try again"
-            raise StoreUnavailable(message, bounds.call_s) from exc
-
-    return call
+surfaced = surfacing("Firestore", stalled, lambda store: store.bounds.call_s)
+"""Every public method of a FirestoreStore raises StoreUnavailable for what `stalled`
+recognizes."""
