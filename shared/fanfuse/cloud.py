@@ -100,19 +100,22 @@ def settings() -> Settings:
 
 
 def build_service() -> SearchService:
-    """The service on Firestore and Cloud Tasks, configured from `FANFUSE_*` settings."""
+    """The service on Firestore and Cloud Tasks, or on DynamoDB and SQS when FANFUSE_CLOUD is
+    `aws` (the Lambda handlers, `fanfuse.aws`), configured from `FANFUSE_*` settings."""
     from fanfuse.platforms import Registry
-    from fanfuse.queue.cloud_tasks import CloudTasksQueue
     from fanfuse.service import SearchService
-    from fanfuse.store.firestore import store_from_settings
 
     config = settings()
-    return SearchService(
-        store_from_settings(config),
-        CloudTasksQueue(config),
-        Registry.from_settings(config),
-        config,
-    )
+    if config.cloud == "aws":
+        from fanfuse.aws.ports import aws_ports
+
+        store, queue = aws_ports(config)
+    else:
+        from fanfuse.queue.cloud_tasks import CloudTasksQueue
+        from fanfuse.store.firestore import store_from_settings
+
+        store, queue = store_from_settings(config), CloudTasksQueue(config)
+    return SearchService(store, queue, Registry.from_settings(config), config)
 
 
 def service() -> SearchService:

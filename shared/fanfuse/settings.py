@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -51,6 +51,11 @@ class Settings(BaseSettings):
         default=1.0, ge=0, description="minimum seconds between progress writes per platform"
     )
     # Cloud path: queues, function URLs, emulators, identities.
+    cloud: Literal["gcp", "aws"] = Field(
+        default="gcp",
+        description="the ports the cloud handlers run on: Firestore + Cloud Tasks (gcp), or "
+        "DynamoDB + SQS (aws: the Lambda handlers, docs/aws.md)",
+    )
     queue_prefix: str = "fanfuse"
     tasks_emulator_host: str | None = None
     function_urls: dict[str, str] = Field(default_factory=dict)
@@ -60,6 +65,12 @@ class Settings(BaseSettings):
     firestore_write_log: Path | None = Field(
         default=None, description="append one JSON line per Firestore document write (tests)"
     )
+    # AWS path (docs/aws.md): DynamoDB and SQS; the endpoint is moto's server in dev and tests.
+    aws_region: str = "us-east-1"
+    aws_endpoint_url: str | None = Field(
+        default=None, description="e.g. moto's http://127.0.0.1:PORT; None: AWS itself"
+    )
+    dynamodb_table: str = "fanfuse"
     extra_platforms: dict[str, ExtraPlatform] = Field(default_factory=dict)
     deployed_platforms: list[str] | None = Field(
         default=None,

@@ -10,6 +10,7 @@ are imported here; the Google clients are imported when a Cloud Tasks emulator i
 started.
 """
 
+from fanfuse.devstack.aws import AwsAddresses, AwsStack
 from fanfuse.devstack.cloud_tasks import (
     CloudTasksEmulator,
     queue_path,
@@ -38,6 +39,8 @@ __all__ = [
     "DEFAULT_PROJECT",
     "FUNCTION_TARGETS",
     "LOOPBACK",
+    "AwsAddresses",
+    "AwsStack",
     "CloudTasksEmulator",
     "FirestoreEmulator",
     "FunctionProcess",
