@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from fanfuse.models import FusionMethod, Hit, SearchRequest, Task, TaskView, utcnow
+from fanfuse.models import FusionMethod, Hit, PlatformRun, SearchRequest, Task, TaskView, utcnow
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
@@ -36,6 +36,29 @@ def pending_task(
         deadline_at=now + timedelta(seconds=deadline_s),
         expires_at=now + timedelta(minutes=30),
     )
+
+
+def make_task(
+    task_id: str, names: list[str], *, expires_in: timedelta = timedelta(minutes=30)
+) -> tuple[Task, list[PlatformRun]]:
+    """A task and its queued platform runs, as start_search would write them."""
+    now = utcnow()
+    request = SearchRequest.model_validate({"query": ["q one", "q two"], "platform": names})
+    task = Task(
+        task_id=task_id,
+        request=request,
+        queries=request.queries,
+        platforms=names,
+        fusion=FusionMethod.RRF,
+        created_at=now,
+        updated_at=now,
+        deadline_at=now + timedelta(minutes=2),
+        expires_at=now + expires_in,
+    )
+    runs = [
+        PlatformRun(task_id=task_id, name=n, index=i, of=len(names)) for i, n in enumerate(names, 1)
+    ]
+    return task, runs
 
 
 def task_view(task_id: str, owner: str | None) -> TaskView:

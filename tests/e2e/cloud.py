@@ -25,7 +25,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -35,11 +34,12 @@ from google.cloud import firestore
 
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
-from fanfuse.models import TERMINAL_TASK, FusionMethod, PlatformRun, SearchRequest, Task, utcnow
+from fanfuse.models import TERMINAL_TASK
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
 from fanfuse.testing import StubSearxServer
 from tests import option_scenarios
+from tests.fakes import make_task as make_task
 
 SHORT_DEADLINE = 3.0
 TERMINAL = {s.value for s in TERMINAL_TASK}
@@ -222,26 +222,3 @@ def write_corpus(path: Path) -> Path:
         for doc_id, title, text in CORPUS:
             out.write(json.dumps({"id": doc_id, "title": title, "text": text}) + "\n")
     return path
-
-
-def make_task(
-    task_id: str, names: list[str], *, expires_in: timedelta = timedelta(minutes=30)
-) -> tuple[Task, list[PlatformRun]]:
-    """A task and its queued platform runs, as start_search would write them."""
-    now = utcnow()
-    request = SearchRequest.model_validate({"query": ["q one", "q two"], "platform": names})
-    task = Task(
-        task_id=task_id,
-        request=request,
-        queries=request.queries,
-        platforms=names,
-        fusion=FusionMethod.RRF,
-        created_at=now,
-        updated_at=now,
-        deadline_at=now + timedelta(minutes=2),
-        expires_at=now + expires_in,
-    )
-    runs = [
-        PlatformRun(task_id=task_id, name=n, index=i, of=len(names)) for i, n in enumerate(names, 1)
-    ]
-    return task, runs

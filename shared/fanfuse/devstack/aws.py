@@ -24,7 +24,7 @@ from pathlib import Path
 from fanfuse.api import PUBLIC_TARGETS
 from fanfuse.auth import keys
 from fanfuse.devstack.lifetime import StackLifetime
-from fanfuse.devstack.moto import AWS_DUMMY_ENV, MotoServer
+from fanfuse.devstack.moto import AWS_DUMMY_ENV, MotoProcess
 from fanfuse.devstack.processes import (
     LOOPBACK,
     Component,
@@ -145,7 +145,7 @@ class AwsStack(StackLifetime[AwsAddresses]):
         self.extra_env = dict(extra_env or {})
         defaults = Settings()
         self.max_receives = max_receives
-        self.moto = MotoServer(moto_port, log_dir=self.log_dir)
+        self.moto = MotoProcess(moto_port, log_dir=self.log_dir)
         port = http_port or free_port()
         base = f"http://{LOOPBACK}:{port}"
         self.addresses = AwsAddresses(
@@ -189,7 +189,8 @@ class AwsStack(StackLifetime[AwsAddresses]):
         """The table, the queues and the local key, as Terraform and `fanfuse keys` would."""
         from fanfuse.aws_clients import dynamodb_client, sqs_client
         from fanfuse.queue.sqs import ensure_queues
-        from fanfuse.store.dynamodb import DynamoStore, ensure_table
+        from fanfuse.store.dynamodb import DynamoStore
+        from fanfuse.store.dynamodb_codec import ensure_table
 
         # This process's clients, too, must never look for credentials off this machine.
         os.environ["AWS_EC2_METADATA_DISABLED"] = "true"

@@ -1,17 +1,31 @@
-"""moto's server (`python -m moto.server`) on 127.0.0.1: DynamoDB and SQS for the AWS stack.
+"""moto's server in a thread on 127.0.0.1: the local AWS endpoint (DynamoDB, SQS) of the tests
+and of `fanfuse dev --cloud aws`.
 
-One process serves every AWS service moto emulates, by the request's signature; it keeps
-everything in memory, so a stop is a clean slate. moto ships with the `dev` extra (and
-`fanfuse[aws]` users install `moto[server]` to run `fanfuse dev --cloud aws`): a missing one
-fails with what to install, never a skip.
+moto's own `ThreadedMotoServer` answers each request in a thread of its own, and its DynamoDB
+backend checks a condition and then writes, unlocked: two conditional writes to one item at the
+same moment can both pass, which DynamoDB never allows (a single item's writes, and a
+transaction's, are atomic). Here DynamoDB requests go one at a time, which is that guarantee and
+no more: clients still interleave between their reads and their conditional writes, as they do
+on AWS. Other services stay concurrent (an SQS long poll must not hold DynamoDB up).
+
+`MotoProcess` runs one in a child process for the local AWS stack (`devstack.aws`), so it is
+stopped, and guarded by the watchdog, like the other stacks' emulators.
+
+moto is a development dependency (the dev extra): imported only when a server starts.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
 
 from fanfuse.devstack.processes import (
     LOOPBACK,
@@ -23,6 +37,80 @@ from fanfuse.devstack.processes import (
     wait_until,
 )
 
+if TYPE_CHECKING:
+    from werkzeug.serving import BaseWSGIServer
+
+Wsgi = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+RESET_TIMEOUT_S = 10.0
+
+
+class SerialDynamoDB:
+    """WSGI middleware: DynamoDB requests (X-Amz-Target `DynamoDB_...`) one at a time."""
+
+    def __init__(self, app: Wsgi) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if not str(environ.get("HTTP_X_AMZ_TARGET", "")).startswith("DynamoDB"):
+            return list(self.app(environ, start_response))
+        with self.lock:
+            return list(self.app(environ, start_response))  # the whole answer, still locked
+
+
+class MotoServer:
+    """moto's server (every backend) on LOOPBACK, in a daemon thread; `port=0`: a free one."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self._server: BaseWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the moto server is not started")
+        return f"http://{LOOPBACK}:{self._server.server_port}"
+
+    def start(self) -> MotoServer:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        app = SerialDynamoDB(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            LOOPBACK, self.port, app, threaded=True, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="moto-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def reset(self) -> None:
+        """Every backend back to empty (tables, queues): moto's reset API."""
+        httpx.post(f"{self.endpoint}/moto-api/reset", timeout=RESET_TIMEOUT_S).raise_for_status()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(RESET_TIMEOUT_S)
+        self._server = self._thread = None
+
+
+def serve_moto(port: int) -> None:
+    """`python -m fanfuse.devstack moto --port N`: a MotoServer on 127.0.0.1:port until killed."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    server = MotoServer(port).start()
+    print(f"moto on {server.endpoint}", flush=True)
+    threading.Event().wait()
+
+
 AWS_DUMMY_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
@@ -32,8 +120,9 @@ AWS_DUMMY_ENV = {
 lookup (botocore would otherwise try an address off this machine for credentials)."""
 
 
-class MotoServer(Component):
-    """`python -m moto.server -H 127.0.0.1 -p PORT`, its output in `moto.log`."""
+class MotoProcess(Component):
+    """A MotoServer in a child process of its own (`serve_moto`), as a stack component: stopped
+    with its process group and guarded by the stack's watchdog like the emulators."""
 
     def __init__(
         self,
@@ -45,7 +134,7 @@ class MotoServer(Component):
         self.port = port or free_port()
         self.startup_timeout = startup_timeout
         self.startup_seconds: float | None = None
-        argv = [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(self.port)]
+        argv = [sys.executable, "-m", "fanfuse.devstack", "moto", "--port", str(self.port)]
         log_path = (log_dir or default_log_dir()) / "moto.log"
         self.process = ManagedProcess("moto", argv, log_path=log_path)
 

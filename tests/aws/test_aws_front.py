@@ -22,16 +22,16 @@ from pydantic import SecretStr
 from fanfuse import cloud
 from fanfuse.auth import keys
 from fanfuse.aws import front
+from fanfuse.aws_clients import sqs_client
+from fanfuse.devstack.moto import MotoServer
 from fanfuse.errors import LeaseHeld, QueueUnavailable, UnknownPlatform
 from fanfuse.models import TaskView, utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue, ensure_queues
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-from tests.aws_moto import client, moto_endpoint
 from tests.fakes import task_view
 
-__all__ = ["moto_endpoint"]
 SECRET = "front-tests"
 KEY, RECORD = keys.new_key("alice", "", 5, None, utcnow())
 
@@ -63,22 +63,22 @@ class FakeService:
 
 
 @pytest.fixture
-def settings(moto_endpoint: str) -> Iterator[Settings]:
+def settings(moto_server: MotoServer) -> Iterator[Settings]:
     config = Settings(
         cloud="aws",
-        aws_endpoint_url=moto_endpoint,
+        aws_endpoint_url=moto_server.endpoint,
         queue_prefix=f"f{uuid.uuid4().hex[:8]}",
         tasks_hmac_secret=SecretStr(SECRET),
     )
     ensure_queues(
-        client("sqs", moto_endpoint),
+        sqs_client(config),
         config.queue_prefix,
         ["docs"],
         visibility_timeout=30,
         max_receives=3,
     )
     cloud._settings = config
-    front._queue = SqsQueue(config, client("sqs", moto_endpoint))
+    front._queue = SqsQueue(config)
     yield config
     cloud._settings = cloud._service = cloud._authenticator = None
     front._queue = None

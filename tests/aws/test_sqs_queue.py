@@ -11,6 +11,8 @@ import pytest
 from pydantic import SecretStr
 
 from fanfuse.auth.tasks import sign
+from fanfuse.aws_clients import sqs_client
+from fanfuse.devstack.moto import MotoServer
 from fanfuse.models import utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, queue_id
 from fanfuse.queue.sqs import (
@@ -22,15 +24,13 @@ from fanfuse.queue.sqs import (
     ensure_queues,
 )
 from fanfuse.settings import Settings
-from tests.aws_moto import client, moto_endpoint
 
-__all__ = ["moto_endpoint"]
 SECRET = "s3cret-for-tests"
 
 
 @pytest.fixture
-def sqs(moto_endpoint: str) -> Any:
-    return client("sqs", moto_endpoint)
+def sqs(moto_server: MotoServer) -> Any:
+    return sqs_client(Settings(aws_endpoint_url=moto_server.endpoint))
 
 
 @pytest.fixture

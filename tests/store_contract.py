@@ -1,0 +1,325 @@
+"""The TaskStore contract, one set of checks for every store: SQLite (tests/unit), Firestore on
+its emulator (tests/e2e) and DynamoDB on moto (tests/aws). A store's test module subclasses
+StoreContract (or CloudStoreContract) and provides the `harness` fixture: the store on a clean
+slate, and a way to open another instance on the same data (another connection or client,
+standing for another process or function instance), so that races are the backend's to decide.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from fanfuse import lifecycle
+from fanfuse.auth import keys
+from fanfuse.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
+from fanfuse.models import CacheEntry, Hit, PlatformHealth, PlatformState, TaskStatus, utcnow
+from fanfuse.quota import Limit
+from fanfuse.store.base import Snapshot, TaskStore, Writes
+from tests.fakes import make_task
+from tests.health_checks import put_health, race_probe
+from tests.quota_checks import hammer, owned_task
+
+
+@dataclass
+class Harness:
+    store: TaskStore
+    instance: Callable[[], TaskStore]
+    """Another instance on the same data; the caller closes it."""
+
+
+def at_once(*calls: Callable[[], None]) -> None:
+    """Run `calls` in threads released together."""
+    barrier = threading.Barrier(len(calls))
+
+    def run(call: Callable[[], None]) -> None:
+        barrier.wait(30)
+        call()
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+
+def fan_in(
+    store: TaskStore, task_id: str, name: str, outcome: lifecycle.Outcome, into: list[Writes | None]
+) -> Callable[[], None]:
+    """A worker's fan-in of `name`'s outcome, for `at_once`; what it wrote goes to `into`."""
+
+    def call() -> None:
+        into.append(store.transact(task_id, [name], lifecycle.finish(name, outcome, utcnow())))
+
+    return call
+
+
+def succeeded(*urls: str) -> lifecycle.Outcome:
+    hits = [Hit(url=url, title=url) for url in urls]
+    return lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=hits)
+
+
+def cache_entry(key: str, provider: str = "stub") -> CacheEntry:
+    now = utcnow()
+    return CacheEntry(
+        key=key,
+        platform="web_ok",
+        query="q",
+        limit=10,
+        hits=[Hit(title="t", url="https://e.test/1", rank=1, query_index=0)],
+        provider=provider,
+        stored_at=now,
+        expires_at=now + timedelta(minutes=10),
+    )
+
+
+class StoreContract:
+    """What every TaskStore does; `harness` comes from the store's test module."""
+
+    @pytest.fixture
+    def harness(self) -> Harness:
+        raise NotImplementedError("a store's test class provides the harness")
+
+    def test_documents_round_trip(self, harness: Harness) -> None:
+        store = harness.store
+        task, runs = make_task("rt1", ["alpha", "beta_two"])
+        store.create(task, runs)
+        assert store.get_task("rt1") == task
+        assert store.get_runs("rt1") == runs
+        assert store.get_task("nope") is None and store.get_runs("nope") == []
+
+    def test_transact_reads_writes_declines_and_aborts(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("tx1", ["alpha", "beta"]))
+        with pytest.raises(TaskNotFound):
+            store.transact("missing", None, lifecycle.cancel(utcnow()))
+        seen: list[Snapshot] = []
+
+        def look(snap: Snapshot) -> Writes | None:
+            seen.append(snap)
+            return None
+
+        before = (store.get_task("tx1"), store.get_runs("tx1"))
+        assert store.transact("tx1", ["beta"], look) is None
+        assert store.transact("tx1", None, look) is None
+        assert list(seen[0].runs) == ["beta"] and list(seen[1].runs) == ["alpha", "beta"]
+        assert (store.get_task("tx1"), store.get_runs("tx1")) == before
+
+        claimed = store.transact("tx1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        assert claimed is not None and claimed.runs[0].attempt == 1
+        assert store.get_runs("tx1")[0].state is PlatformState.RUNNING
+        store.transact("tx1", None, lifecycle.cancel(utcnow()))
+        with pytest.raises(TaskConflict):  # a mutator's exception aborts and propagates
+            store.transact("tx1", None, lifecycle.cancel(utcnow()))
+        assert store.get_task("tx1").status is TaskStatus.CANCELLED  # type: ignore[union-attr]
+
+    def test_one_finish_from_two_instances_at_once_counts_the_platform_once(
+        self, harness: Harness
+    ) -> None:
+        store, other = harness.store, harness.instance()
+        store.create(*make_task("fin1", ["alpha", "beta"]))
+        store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        outcome = succeeded("https://e.test/1")
+        results: list[Writes | None] = []
+        at_once(*(fan_in(s, "fin1", "alpha", outcome, results) for s in (store, other)))
+        assert sorted(r is None for r in results) == [False, True]
+        task = store.get_task("fin1")
+        assert task is not None and task.counters.done == 1 and task.counters.failed == 0
+        assert len(store.get_runs("fin1")[0].results) == 1
+        other.close()
+
+    def test_two_platforms_finishing_at_once_are_both_counted(self, harness: Harness) -> None:
+        """The fan-in on one task document from two instances: no count is lost."""
+        store, other = harness.store, harness.instance()
+        names = ["alpha", "beta"]
+        store.create(*make_task("fin2", names))
+        for name in names:
+            store.transact("fin2", [name], lifecycle.claim(name, utcnow(), f"w-{name}"))
+        results: list[Writes | None] = []
+        pairs = zip((store, other), names, strict=True)
+        at_once(
+            *(fan_in(s, "fin2", n, succeeded(f"https://e.test/{n}"), results) for s, n in pairs)
+        )
+        assert all(r is not None for r in results) and len(results) == 2
+        task = store.get_task("fin2")
+        assert task is not None and task.counters.done == 2
+        assert all(r.state is PlatformState.SUCCEEDED for r in store.get_runs("fin2"))
+        other.close()
+
+    def test_patch_run_updates_top_level_fields_only(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("pr1", ["alpha"]))
+        store.transact("pr1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        when = utcnow()
+        fields = {
+            "message": "Searching: 1/2 queries",
+            "progress": {"current": 1, "total": 2},
+            "updated_at": when.isoformat(),
+            "not_a_field": 1,
+        }
+        assert store.patch_run("pr1", "alpha", fields, lease="w1")
+        run = store.get_runs("pr1")[0]
+        assert run.message == "Searching: 1/2 queries" and run.progress.current == 1
+        assert run.state is PlatformState.RUNNING and run.updated_at == when
+        with pytest.raises(ValidationError):
+            store.patch_run("pr1", "alpha", {"percent": "lots"}, lease="w1")
+        assert not store.patch_run("pr1", "nobody", {"message": "x"}, lease="w1")
+        assert [r.name for r in store.get_runs("pr1")] == ["alpha"]  # nothing made up
+
+    def test_patch_run_only_from_the_lease_holder_of_a_running_run(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("pl1", ["alpha"]))
+        assert not store.patch_run("pl1", "alpha", {"message": "early"}, lease="w1")  # queued
+        store.transact("pl1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        assert not store.patch_run("pl1", "alpha", {"message": "intruder"}, lease="w2")
+        assert store.patch_run("pl1", "alpha", {"message": "mine", "percent": 50.0}, lease="w1")
+        store.transact("pl1", ["alpha"], lifecycle.finish("alpha", succeeded(), utcnow()))
+        ended = store.get_runs("pl1")[0]
+        late = {"stage": "compressing", "percent": 66.67, "message": "late"}
+        assert not store.patch_run("pl1", "alpha", late, lease="w1")
+        assert store.get_runs("pl1")[0] == ended and ended.state is PlatformState.SUCCEEDED
+
+    def test_a_live_lease_refuses_a_second_claim_until_it_lapses(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("ls1", ["alpha"]))
+        now = utcnow()
+        store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w1"))
+        with pytest.raises(LeaseHeld) as info:
+            store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w2"))
+        longest = (timedelta(minutes=2) + lifecycle.LEASE_MARGIN).seconds
+        assert 0 < info.value.retry_after_s <= longest
+        run = store.get_runs("ls1")[0]
+        assert run.lease == "w1" and run.attempt == 1
+        later = run.lease_until + timedelta(seconds=1)  # type: ignore[operator]
+        taken = store.transact("ls1", ["alpha"], lifecycle.claim("alpha", later, "w2"))
+        assert taken is not None and (taken.runs[0].lease, taken.runs[0].attempt) == ("w2", 2)
+        assert not store.patch_run("ls1", "alpha", {"message": "old holder"}, lease="w1")
+
+    def test_content_goes_to_its_own_documents(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("ct1", ["alpha"]))
+        store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        page = "A long page. " * 2000
+        outcome = lifecycle.Outcome(
+            state=PlatformState.SUCCEEDED,
+            results=[Hit(url="https://e.test/page", title="page", content=page)],
+        )
+        written = store.transact("ct1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+        assert written is not None
+        (content_id,) = written.contents
+        hit = store.get_runs("ct1")[0].results[0]
+        assert hit.content is None and hit.content_id == content_id
+        assert store.get_contents("ct1", [content_id, "unknown"]) == {content_id: page}
+        assert store.get_contents("ct1", []) == {}
+
+    def test_free_form_metadata_survives(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("md1", ["alpha"]))
+        store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        metadata = {"bbox": [[1, 2], [3, [4, 5]]], "tags": ("a", "b"), "n": None, "x.y": 1.5}
+        outcome = lifecycle.Outcome(
+            state=PlatformState.SUCCEEDED, results=[Hit(url="https://e.test/m", metadata=metadata)]
+        )
+        store.transact("md1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+        stored = store.get_runs("md1")[0].results[0].metadata
+        assert stored == {"bbox": [[1, 2], [3, [4, 5]]], "tags": ["a", "b"], "n": None, "x.y": 1.5}
+
+    def test_purge_expired_deletes_tasks_with_their_documents(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("old1", ["alpha"], expires_in=timedelta(seconds=-1)))
+        store.create(*make_task("new1", ["alpha"]))
+        assert store.purge_expired(utcnow()) == 1
+        assert store.get_task("old1") is None and store.get_runs("old1") == []
+        assert store.get_task("new1") is not None
+        assert store.purge_expired(utcnow()) == 0
+
+    def test_withdraw_deletes_one_task_with_its_documents(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("gone1", ["alpha", "beta"]))
+        store.create(*make_task("kept1", ["alpha"]))
+        store.withdraw("gone1")
+        assert store.get_task("gone1") is None and store.get_runs("gone1") == []
+        assert store.get_task("kept1") is not None and len(store.get_runs("kept1")) == 1
+        store.withdraw("gone1")  # already gone: no error
+
+    def test_cache_entries_round_trip(self, harness: Harness) -> None:
+        store = harness.store
+        entry = cache_entry("ck1")
+        store.put_cached(entry)
+        assert store.get_cached("ck1") == entry and store.get_cached("nope") is None
+
+    def test_platform_health_round_trips_one_document_per_platform(self, harness: Harness) -> None:
+        store = harness.store
+        docs = PlatformHealth(name="docs", latency_s=0.05, samples=1, updated_at=utcnow())
+        put_health(store, docs)
+        put_health(store, docs.model_copy(update={"name": "google", "latency_s": 1.2}))
+        put_health(store, docs.model_copy(update={"samples": 2, "latency_s": 0.07}))
+        health = store.get_health()
+        assert health["docs"].samples == 2 and health["docs"].latency_s == 0.07
+        assert health["google"].latency_s == 1.2
+        # nothing to change: nothing written, the stored document returned
+        assert store.update_health("docs", lambda stored: None) == health["docs"]
+        assert store.update_health("bing", lambda stored: None) is None
+        assert "bing" not in store.get_health()
+
+    def test_one_breaker_probe_among_instances(self, harness: Harness) -> None:
+        stores = [harness.instance() for _ in range(4)]
+        assert race_probe(stores, "searxng") == 1
+        for store in stores:
+            store.close()
+
+    def test_api_keys_round_trip(self, harness: Harness) -> None:
+        store = harness.store
+        _, first = keys.new_key("alice", "laptop", 5, None, utcnow() - timedelta(seconds=1))
+        _, second = keys.new_key("bob", "", None, 2, utcnow())
+        store.put_key(second)
+        store.put_key(first)
+        assert store.get_key(first.key_id) == first and store.get_key("0" * 16) is None
+        listed = [k for k in store.list_keys() if k.owner != "local"]  # a stack's own key aside
+        assert listed == [first, second]  # oldest first
+        store.put_key(keys.revoked(first, utcnow()))
+        assert store.get_key(first.key_id).revoked_at is not None  # type: ignore[union-attr]
+
+    def test_concurrent_takes_from_several_instances_never_exceed_the_bound(
+        self, harness: Harness
+    ) -> None:
+        stores = [harness.instance() for _ in range(4)]
+        assert hammer(stores, "dave", Limit.per_minute(30)) == 30  # 200 attempts, one shard
+        sharded = Limit.per_minute(120)  # 4 shards of 30
+        assert sharded.burst - 4 <= hammer(stores, "erin", sharded) <= sharded.burst
+        for store in stores:
+            store.close()
+
+    def test_in_flight_counts_the_owners_live_searches_only(self, harness: Harness) -> None:
+        store = harness.store
+        now = utcnow()
+        live = [owned_task(store, "frank", now, deadline_s=60) for _ in range(3)]
+        owned_task(store, "grace", now, deadline_s=60)
+        owned_task(store, "frank", now, deadline_s=1)
+        assert store.count_in_flight("frank", now) == 4
+        assert store.count_in_flight("frank", now + timedelta(seconds=2)) == 3
+        store.transact(live[0], None, lifecycle.cancel(now))
+        assert store.count_in_flight("frank", now) == 3
+        assert store.count_in_flight("nobody", now) == 0
+
+
+class CloudStoreContract(StoreContract):
+    """The cloud stores cap a document's size (Firestore 1 MiB, DynamoDB 400 KB)."""
+
+    def test_a_document_over_the_cap_is_refused_before_anything_is_written(
+        self, harness: Harness
+    ) -> None:
+        store = harness.store
+        store.create(*make_task("big1", ["alpha"]))
+        store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        huge = [Hit(url=f"https://e.test/{i}", snippet="x" * 20_000) for i in range(60)]
+        outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=huge)
+        with pytest.raises(DocumentTooLarge, match="big1/platforms/alpha"):
+            store.transact("big1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+        assert store.get_task("big1").counters.done == 0  # type: ignore[union-attr]
+        assert store.get_runs("big1")[0].state is PlatformState.RUNNING
