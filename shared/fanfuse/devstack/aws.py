@@ -99,7 +99,8 @@ class LambdaHost(Component):
         self.startup_seconds: float | None = None
         argv = [sys.executable, "-m", "fanfuse.aws.local", "--host", LOOPBACK, "--port", str(port)]
         log_path = (log_dir or default_log_dir()) / "lambda.log"
-        self.process = ManagedProcess("lambda", argv, env=env, log_path=log_path)
+        self.env = dict(env)
+        self.process = ManagedProcess("lambda", argv, log_path=log_path)
 
     @property
     def url(self) -> str:
@@ -110,6 +111,7 @@ class LambdaHost(Component):
         return http_request("GET", self.url + "/robots.txt", timeout=1.0)[0] > 0
 
     def launch(self) -> None:
+        self.process.env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self._started_at = time.monotonic()
         self.process.start()
 
