@@ -130,23 +130,27 @@ def not_yet_due(target: str, record: Mapping[str, Any], headers: dict[str, str])
     return True
 
 
-def deliver(target: str, record: Mapping[str, Any]) -> bool:
-    """Run one record through `target` as the Cloud Task it stands for; True when it is done
-    with (acknowledged), False when SQS should deliver it again."""
+def answer(target: str, record: Mapping[str, Any]) -> flask.Response:
+    """What `target` answers to one record, delivered as the Cloud Task it stands for (or, for
+    a deadline not yet due, 200 `{"outcome": "not_due"}` once it is sent on)."""
     headers = delivery_headers(record)
     try:
         if not_yet_due(target, record, headers):
-            return True
+            return cloud.json_response({"outcome": "not_due"})
     except FanfuseError as exc:
         log.warning("%s: refused message %s: %s", target, record["messageId"], exc)
-        return False
-    answer: Callable[[flask.Request], flask.Response] = getattr(cloud, target)
-    request = flask.Request(
-        EnvironBuilder(
-            method="POST", path=f"/{target}", headers=Headers(headers), data=record["body"].encode()
-        ).get_environ()
-    )
-    response = answer(request)
+        return cloud.error_response(exc)
+    run: Callable[[flask.Request], flask.Response] = getattr(cloud, target)
+    environ = EnvironBuilder(
+        method="POST", path=f"/{target}", headers=Headers(headers), data=record["body"].encode()
+    ).get_environ()
+    return run(flask.Request(environ))
+
+
+def deliver(target: str, record: Mapping[str, Any]) -> bool:
+    """Run one record through `target`; True when it is done with (acknowledged), False when
+    SQS should deliver it again (after a held lease's Retry-After, if the answer names one)."""
+    response = answer(target, record)
     if response.status_code < 300:
         return True
     wait = retry_after(response)

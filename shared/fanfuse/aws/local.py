@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from werkzeug.serving import make_server
@@ -125,12 +126,24 @@ def sqs_record(message: MessageTypeDef, arn: str, region: str) -> dict[str, Any]
 class Dispatcher:
     """Long-polls each queue and invokes its handler, as the event source mappings would."""
 
-    def __init__(self, client: SQSClient, settings: Settings, platforms: Iterable[str]) -> None:
+    def __init__(
+        self,
+        client: SQSClient,
+        settings: Settings,
+        platforms: Iterable[str],
+        paused: Path | None = None,
+    ) -> None:
         self.client = client
         self.settings = settings
         self.platforms = list(platforms)
+        self.paused = paused
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
+
+    def is_paused(self, name: str) -> bool:
+        """A queue is held while a file of its platform's name exists in `paused` (the local
+        stack's stand-in for pausing a queue: tests deliver such a platform themselves)."""
+        return self.paused is not None and (self.paused / name).exists()
 
     def queues(self) -> Iterator[tuple[str, front.LambdaHandler]]:
         for name in self.platforms:
@@ -146,21 +159,25 @@ class Dispatcher:
             ]["QueueArn"]
             for i in range(POLLERS):
                 thread = threading.Thread(
-                    target=self.poll, args=(url, arn, handler), name=f"poll-{name}-{i}", daemon=True
+                    target=self.poll, args=(name, url, arn, handler), name=f"poll-{name}-{i}"
                 )
+                thread.daemon = True
                 thread.start()
                 self.threads.append(thread)
 
-    def poll(self, url: str, arn: str, handler: front.LambdaHandler) -> None:
+    def poll(self, name: str, url: str, arn: str, handler: front.LambdaHandler) -> None:
         while not self.stopping.is_set():
             try:
-                self.poll_once(url, arn, handler)
+                if self.is_paused(name):
+                    self.stopping.wait(WAIT_SECONDS / 4)
+                else:
+                    self.poll_once(name, url, arn, handler)
             except Exception:
                 log.exception("polling %s failed", url)
                 self.stopping.wait(1.0)
 
-    def poll_once(self, url: str, arn: str, handler: front.LambdaHandler) -> int:
-        """One receive and its invocation; the number of messages received."""
+    def poll_once(self, name: str, url: str, arn: str, handler: front.LambdaHandler) -> int:
+        """One receive and its invocation; the number of messages invoked."""
         received = self.client.receive_message(
             QueueUrl=url,
             MaxNumberOfMessages=1,
@@ -168,6 +185,12 @@ class Dispatcher:
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
+        if received and self.is_paused(name):  # paused during the long poll: put it back
+            for message in received:
+                self.client.change_message_visibility(
+                    QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+                )
+            return 0
         if not received:
             return 0
         records = [sqs_record(m, arn, self.settings.aws_region) for m in received]
@@ -196,18 +219,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m fanfuse.aws.local")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--http-only", action="store_true", help="no queue dispatcher")
+    parser.add_argument("--paused", type=Path, help="a queue is held while DIR/<platform> exists")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     settings = cloud.settings()
     if settings.cloud != "aws":
         raise SystemExit("python -m fanfuse.aws.local runs the AWS handlers: set FANFUSE_CLOUD=aws")
     client = sqs_client(settings, read_timeout=WAIT_SECONDS + 10)
-    dispatcher = Dispatcher(client, settings, settings.deployed_platforms or [])
+    platforms = [] if args.http_only else (settings.deployed_platforms or [])
+    dispatcher = Dispatcher(client, settings, platforms, args.paused)
     server = make_server(args.host, args.port, http_front, threaded=True)
     signal.signal(
         signal.SIGTERM, lambda signum, frame: threading.Thread(target=server.shutdown).start()
     )
-    dispatcher.start()
+    if not args.http_only:
+        dispatcher.start()
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -34,7 +34,7 @@ from fanfuse.devstack.processes import (
     http_request,
     wait_until,
 )
-from fanfuse.models import utcnow
+from fanfuse.models import ApiKey, utcnow
 from fanfuse.settings import Settings
 
 VISIBILITY_MARGIN = 30
@@ -92,15 +92,20 @@ class LambdaHost(Component):
         env: Mapping[str, str],
         *,
         log_dir: Path | None = None,
+        paused: Path | None = None,
+        http_only: bool = False,
         startup_timeout: float = 60.0,
     ) -> None:
         self.port = port
         self.startup_timeout = startup_timeout
         self.startup_seconds: float | None = None
         argv = [sys.executable, "-m", "fanfuse.aws.local", "--host", LOOPBACK, "--port", str(port)]
-        log_path = (log_dir or default_log_dir()) / "lambda.log"
+        argv += ["--paused", str(paused)] if paused is not None else []
+        argv += ["--http-only"] if http_only else []
+        name = "lambda-http" if http_only else "lambda"
+        log_path = (log_dir or default_log_dir()) / f"{name}.log"
         self.env = dict(env)
-        self.process = ManagedProcess("lambda", argv, log_path=log_path)
+        self.process = ManagedProcess(name, argv, log_path=log_path)
 
     @property
     def url(self) -> str:
@@ -170,7 +175,10 @@ class AwsStack(StackLifetime[AwsAddresses]):
             queue_prefix=self.addresses.queue_prefix,
             deadline_seconds=float(deadline) if deadline else defaults.deadline_seconds,
         )
-        self.handlers = LambdaHost(port, self.env, log_dir=self.log_dir)
+        self.paused = self.log_dir / "paused"
+        self.paused.mkdir(parents=True, exist_ok=True)
+        self.handlers = LambdaHost(port, self.env, log_dir=self.log_dir, paused=self.paused)
+        self.local_key: ApiKey | None = None
 
     def components(self) -> list[Component]:
         return [self.moto, self.handlers]
@@ -188,7 +196,8 @@ class AwsStack(StackLifetime[AwsAddresses]):
         return self.addresses
 
     def provision(self) -> None:
-        """The table, the queues and the local key, as Terraform and `fanfuse keys` would."""
+        """The table, the queues and the local key (made once per stack), as Terraform and
+        `fanfuse keys` would."""
         from fanfuse.aws_clients import dynamodb_client, sqs_client
         from fanfuse.queue.sqs import ensure_queues
         from fanfuse.store.dynamodb import DynamoStore
@@ -207,12 +216,26 @@ class AwsStack(StackLifetime[AwsAddresses]):
             visibility_timeout=int(self.settings.deadline_seconds) + VISIBILITY_MARGIN,
             max_receives=self.max_receives,
         )
-        plaintext, record = keys.new_key(keys.LOCAL_OWNER, "fanfuse dev", None, None, utcnow())
-        DynamoStore(dynamodb, self.settings.dynamodb_table).put_key(record)
-        self.addresses = dataclasses.replace(self.addresses, queues=queues, api_key=plaintext)
+        plaintext = None
+        if self.local_key is None:
+            plaintext, self.local_key = keys.new_key(
+                keys.LOCAL_OWNER, "fanfuse dev", None, None, utcnow()
+            )
+        DynamoStore(dynamodb, self.settings.dynamodb_table).put_key(self.local_key)
+        api_key = plaintext or self.addresses.api_key
+        self.addresses = dataclasses.replace(self.addresses, queues=queues, api_key=api_key)
+
+    def pause(self, name: str) -> None:
+        """Hold the queue of platform `name`: the dispatcher leaves its messages there."""
+        (self.paused / name).touch()
+
+    def resume_all(self) -> None:
+        for held in self.paused.iterdir():
+            held.unlink()
 
     def reset(self) -> None:
-        """A clean slate for a test: moto forgets everything, then the table, the queues and a
-        new local key are made again."""
+        """A clean slate for a test: every queue resumed, moto forgets everything, then the
+        table, the queues and the local key are made again."""
+        self.resume_all()
         self.moto.reset()
         self.provision()
