@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -20,10 +21,13 @@ from fanfuse.auth import keys
 from fanfuse.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
 from fanfuse.models import CacheEntry, Hit, PlatformHealth, PlatformState, TaskStatus, utcnow
 from fanfuse.quota import Limit
-from fanfuse.store.base import Snapshot, TaskStore, Writes
+from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
+from fanfuse.store.write_log import WriteLog
 from tests.fakes import make_task
 from tests.health_checks import put_health, race_probe
 from tests.quota_checks import hammer, owned_task
+
+LEASE = timedelta(seconds=30)
 
 
 @dataclass
@@ -31,6 +35,8 @@ class Harness:
     store: TaskStore
     instance: Callable[[], TaskStore]
     """Another instance on the same data; the caller closes it."""
+    logged: Callable[[WriteLog], TaskStore] | None = None
+    """The cloud stores: another instance that counts its writes in a WriteLog."""
 
 
 def at_once(*calls: Callable[[], None]) -> None:
@@ -48,13 +54,26 @@ def at_once(*calls: Callable[[], None]) -> None:
         thread.join(60)
 
 
+def claim(name: str, now: datetime, token: str) -> Mutator:
+    return lifecycle.claim(name, now, token, lease=LEASE)
+
+
+def finish(name: str, outcome: lifecycle.Outcome, token: str) -> Mutator:
+    return lifecycle.finish(name, outcome, utcnow(), token)
+
+
 def fan_in(
-    store: TaskStore, task_id: str, name: str, outcome: lifecycle.Outcome, into: list[Writes | None]
+    store: TaskStore,
+    task_id: str,
+    name: str,
+    outcome: lifecycle.Outcome,
+    into: list[Writes | None],
+    token: str = "w1",
 ) -> Callable[[], None]:
-    """A worker's fan-in of `name`'s outcome, for `at_once`; what it wrote goes to `into`."""
+    """`token`'s fan-in of `name`'s outcome, for `at_once`; what it wrote goes to `into`."""
 
     def call() -> None:
-        into.append(store.transact(task_id, [name], lifecycle.finish(name, outcome, utcnow())))
+        into.append(store.transact(task_id, [name], finish(name, outcome, token)))
 
     return call
 
@@ -64,8 +83,8 @@ def succeeded(*urls: str) -> lifecycle.Outcome:
     return lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=hits)
 
 
-def cache_entry(key: str, provider: str = "stub") -> CacheEntry:
-    now = utcnow()
+def cache_entry(key: str, stored_at: datetime | None = None, provider: str = "stub") -> CacheEntry:
+    stored_at = stored_at or utcnow()
     return CacheEntry(
         key=key,
         platform="web_ok",
@@ -73,9 +92,19 @@ def cache_entry(key: str, provider: str = "stub") -> CacheEntry:
         limit=10,
         hits=[Hit(title="t", url="https://e.test/1", rank=1, query_index=0)],
         provider=provider,
-        stored_at=now,
-        expires_at=now + timedelta(minutes=10),
+        stored_at=stored_at,
+        expires_at=stored_at + timedelta(minutes=10),
     )
+
+
+def take_concurrently(stores: list[TaskStore]) -> int:
+    """8 threads on `stores` take 200 times from one shard of 30, then from 4 shards of 30:
+    never more than the bound (bounded tries may leave a few). Returns the sharded admits."""
+    assert hammer(stores, "dave", Limit.per_minute(30)) == 30
+    sharded = Limit.per_minute(120)
+    admitted = hammer(stores, "erin", sharded)
+    assert sharded.burst - 4 <= admitted <= sharded.burst
+    return admitted
 
 
 class StoreContract:
@@ -110,7 +139,7 @@ class StoreContract:
         assert list(seen[0].runs) == ["beta"] and list(seen[1].runs) == ["alpha", "beta"]
         assert (store.get_task("tx1"), store.get_runs("tx1")) == before
 
-        claimed = store.transact("tx1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        claimed = store.transact("tx1", ["alpha"], claim("alpha", utcnow(), "w1"))
         assert claimed is not None and claimed.runs[0].attempt == 1
         assert store.get_runs("tx1")[0].state is PlatformState.RUNNING
         store.transact("tx1", None, lifecycle.cancel(utcnow()))
@@ -123,7 +152,7 @@ class StoreContract:
     ) -> None:
         store, other = harness.store, harness.instance()
         store.create(*make_task("fin1", ["alpha", "beta"]))
-        store.transact("fin1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        store.transact("fin1", ["alpha"], claim("alpha", utcnow(), "w1"))
         outcome = succeeded("https://e.test/1")
         results: list[Writes | None] = []
         at_once(*(fan_in(s, "fin1", "alpha", outcome, results) for s in (store, other)))
@@ -139,12 +168,11 @@ class StoreContract:
         names = ["alpha", "beta"]
         store.create(*make_task("fin2", names))
         for name in names:
-            store.transact("fin2", [name], lifecycle.claim(name, utcnow(), f"w-{name}"))
+            store.transact("fin2", [name], claim(name, utcnow(), f"w-{name}"))
         results: list[Writes | None] = []
         pairs = zip((store, other), names, strict=True)
-        at_once(
-            *(fan_in(s, "fin2", n, succeeded(f"https://e.test/{n}"), results) for s, n in pairs)
-        )
+        outcomes = {n: succeeded(f"https://e.test/{n}") for n in names}
+        at_once(*(fan_in(s, "fin2", n, outcomes[n], results, f"w-{n}") for s, n in pairs))
         assert all(r is not None for r in results) and len(results) == 2
         task = store.get_task("fin2")
         assert task is not None and task.counters.done == 2
@@ -154,7 +182,7 @@ class StoreContract:
     def test_patch_run_updates_top_level_fields_only(self, harness: Harness) -> None:
         store = harness.store
         store.create(*make_task("pr1", ["alpha"]))
-        store.transact("pr1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        store.transact("pr1", ["alpha"], claim("alpha", utcnow(), "w1"))
         when = utcnow()
         fields = {
             "message": "Searching: 1/2 queries",
@@ -175,10 +203,10 @@ class StoreContract:
         store = harness.store
         store.create(*make_task("pl1", ["alpha"]))
         assert not store.patch_run("pl1", "alpha", {"message": "early"}, lease="w1")  # queued
-        store.transact("pl1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        store.transact("pl1", ["alpha"], claim("alpha", utcnow(), "w1"))
         assert not store.patch_run("pl1", "alpha", {"message": "intruder"}, lease="w2")
         assert store.patch_run("pl1", "alpha", {"message": "mine", "percent": 50.0}, lease="w1")
-        store.transact("pl1", ["alpha"], lifecycle.finish("alpha", succeeded(), utcnow()))
+        store.transact("pl1", ["alpha"], finish("alpha", succeeded(), "w1"))
         ended = store.get_runs("pl1")[0]
         late = {"stage": "compressing", "percent": 66.67, "message": "late"}
         assert not store.patch_run("pl1", "alpha", late, lease="w1")
@@ -188,28 +216,27 @@ class StoreContract:
         store = harness.store
         store.create(*make_task("ls1", ["alpha"]))
         now = utcnow()
-        store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w1"))
+        store.transact("ls1", ["alpha"], claim("alpha", now, "w1"))
         with pytest.raises(LeaseHeld) as info:
-            store.transact("ls1", ["alpha"], lifecycle.claim("alpha", now, "w2"))
-        longest = (timedelta(minutes=2) + lifecycle.LEASE_MARGIN).seconds
-        assert 0 < info.value.retry_after_s <= longest
+            store.transact("ls1", ["alpha"], claim("alpha", now, "w2"))
+        assert 0 < info.value.retry_after_s <= LEASE.total_seconds()
         run = store.get_runs("ls1")[0]
         assert run.lease == "w1" and run.attempt == 1
         later = run.lease_until + timedelta(seconds=1)  # type: ignore[operator]
-        taken = store.transact("ls1", ["alpha"], lifecycle.claim("alpha", later, "w2"))
+        taken = store.transact("ls1", ["alpha"], claim("alpha", later, "w2"))
         assert taken is not None and (taken.runs[0].lease, taken.runs[0].attempt) == ("w2", 2)
         assert not store.patch_run("ls1", "alpha", {"message": "old holder"}, lease="w1")
 
     def test_content_goes_to_its_own_documents(self, harness: Harness) -> None:
         store = harness.store
         store.create(*make_task("ct1", ["alpha"]))
-        store.transact("ct1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        store.transact("ct1", ["alpha"], claim("alpha", utcnow(), "w1"))
         page = "A long page. " * 2000
         outcome = lifecycle.Outcome(
             state=PlatformState.SUCCEEDED,
             results=[Hit(url="https://e.test/page", title="page", content=page)],
         )
-        written = store.transact("ct1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+        written = store.transact("ct1", ["alpha"], finish("alpha", outcome, "w1"))
         assert written is not None
         (content_id,) = written.contents
         hit = store.get_runs("ct1")[0].results[0]
@@ -220,12 +247,12 @@ class StoreContract:
     def test_free_form_metadata_survives(self, harness: Harness) -> None:
         store = harness.store
         store.create(*make_task("md1", ["alpha"]))
-        store.transact("md1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        store.transact("md1", ["alpha"], claim("alpha", utcnow(), "w1"))
         metadata = {"bbox": [[1, 2], [3, [4, 5]]], "tags": ("a", "b"), "n": None, "x.y": 1.5}
         outcome = lifecycle.Outcome(
             state=PlatformState.SUCCEEDED, results=[Hit(url="https://e.test/m", metadata=metadata)]
         )
-        store.transact("md1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+        store.transact("md1", ["alpha"], finish("alpha", outcome, "w1"))
         stored = store.get_runs("md1")[0].results[0].metadata
         assert stored == {"bbox": [[1, 2], [3, [4, 5]]], "tags": ["a", "b"], "n": None, "x.y": 1.5}
 
@@ -289,9 +316,7 @@ class StoreContract:
         self, harness: Harness
     ) -> None:
         stores = [harness.instance() for _ in range(4)]
-        assert hammer(stores, "dave", Limit.per_minute(30)) == 30  # 200 attempts, one shard
-        sharded = Limit.per_minute(120)  # 4 shards of 30
-        assert sharded.burst - 4 <= hammer(stores, "erin", sharded) <= sharded.burst
+        take_concurrently(stores)
         for store in stores:
             store.close()
 
@@ -309,17 +334,33 @@ class StoreContract:
 
 
 class CloudStoreContract(StoreContract):
-    """The cloud stores cap a document's size (Firestore 1 MiB, DynamoDB 400 KB)."""
+    """The cloud stores cap a document's size (Firestore 1 MiB, DynamoDB 400 KB) and count
+    their writes per document (WriteLog, with Firestore's document paths in both)."""
+
+    def test_concurrent_takes_from_several_instances_never_exceed_the_bound(
+        self, harness: Harness, tmp_path: Path
+    ) -> None:
+        """Each admitted take is one write, so a shard's writes are its admitted takes."""
+        assert harness.logged is not None
+        log = tmp_path / "writes.jsonl"
+        stores = [harness.logged(WriteLog(log)) for _ in range(4)]
+        admitted = take_concurrently(stores)
+        writes = WriteLog.read(log, "searches_quota/")
+        assert writes["searches_quota/dave#0"] == 30
+        assert sum(writes.values()) == 30 + admitted
+        assert all(n <= 30 for n in writes.values())  # no shard past its burst at one instant
+        for store in stores:
+            store.close()
 
     def test_a_document_over_the_cap_is_refused_before_anything_is_written(
         self, harness: Harness
     ) -> None:
         store = harness.store
         store.create(*make_task("big1", ["alpha"]))
-        store.transact("big1", ["alpha"], lifecycle.claim("alpha", utcnow(), "w1"))
+        store.transact("big1", ["alpha"], claim("alpha", utcnow(), "w1"))
         huge = [Hit(url=f"https://e.test/{i}", snippet="x" * 20_000) for i in range(60)]
         outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=huge)
         with pytest.raises(DocumentTooLarge, match="big1/platforms/alpha"):
-            store.transact("big1", ["alpha"], lifecycle.finish("alpha", outcome, utcnow()))
+            store.transact("big1", ["alpha"], finish("alpha", outcome, "w1"))
         assert store.get_task("big1").counters.done == 0  # type: ignore[union-attr]
         assert store.get_runs("big1")[0].state is PlatformState.RUNNING

@@ -51,22 +51,16 @@ class Outcome:
     """`suspended`: when the platform's breaker lets a call through again."""
 
 
-LEASE_MARGIN = timedelta(seconds=10)
-"""How long a lease outlives the search deadline. A worker stops at the deadline and then writes
-its fan-in (a transaction, a few round trips); the margin covers that, so no duplicate starts
-while the holder is still reporting. By the time it lapses, the deadline task has normally
-finalized the search and a late delivery is a no-op anyway."""
+def claim(name: str, now: datetime, token: str, *, lease: timedelta) -> Mutator:
+    """queued (or running, once its lease lapsed) -> running, leased to `token` until `now` +
+    `lease`; a no-op once terminal.
 
-
-def claim(name: str, now: datetime, token: str) -> Mutator:
-    """queued (or running, once its lease lapsed) -> running, leased to `token`; a no-op once
-    terminal.
-
-    The lease runs until the search deadline plus LEASE_MARGIN: that is the worker's whole time
-    budget (it stops at the deadline), so a live lease means a worker may still be calling the
-    provider. A duplicate delivery in that time raises LeaseHeld (retryable, no provider call)
-    instead of starting the platform again and spending the provider's quota twice. Once the
-    lease lapses its holder is taken as dead, and this delivery takes over with `attempt` + 1.
+    A live lease means a worker may still be calling the provider: a duplicate delivery in that
+    time raises LeaseHeld (retryable, no provider call) instead of starting the platform again
+    and spending the provider's quota twice. The lease is short and its worker renews it while it
+    works (heartbeat.py), so a worker that died (killed, its instance gone) is taken over within
+    one lease, while the search still has time, instead of at the deadline: the next delivery
+    takes over with `attempt` + 1.
     """
 
     def mutate(snap: Snapshot) -> Writes | None:
@@ -84,7 +78,7 @@ def claim(name: str, now: datetime, token: str) -> Mutator:
                 "state": PlatformState.RUNNING,
                 "attempt": run.attempt + 1,
                 "lease": token,
-                "lease_until": snap.task.deadline_at + LEASE_MARGIN,
+                "lease_until": now + lease,
                 "stage": progress.stage_name(name, stage, run.of),
                 "progress": run.progress.model_copy(update={"current": 0, "total": 0}),
                 "percent": 0.0,
@@ -145,12 +139,14 @@ def _store_contents(hits: list[Hit]) -> tuple[list[Hit], dict[str, str]]:
     return stored, contents
 
 
-def finish(name: str, outcome: Outcome, now: datetime) -> Mutator:
-    """The fan-in: record the run's end and count it on the task, exactly once."""
+def finish(name: str, outcome: Outcome, now: datetime, token: str) -> Mutator:
+    """The fan-in: record the run's end and count it on the task, exactly once, from the run's
+    lease holder only: a worker whose lease was taken over (it stalled past its lease, and another
+    delivery runs the platform now) must not end the run under its new holder."""
 
     def mutate(snap: Snapshot) -> Writes | None:
         task, run = snap.task, snap.runs[name]
-        if run.state.terminal:
+        if run.state.terminal or run.lease != token:
             return None
         if task.status.terminal:
             # Cancelled (or finalized without us): nothing of ours may land after that.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -18,23 +17,20 @@ from urllib.parse import urlencode
 from pydantic import ValidationError
 
 from fanfuse import admission, aggregate, circuit, fusers, health, lifecycle, logs, progress
-from fanfuse.breaker import Verdict, kind_of
-from fanfuse.cache import QueryCache
+from fanfuse.breaker import Verdict
 from fanfuse.errors import (
-    Blocked,
-    Cancelled,
     InvalidRequest,
-    ProviderError,
     QueueUnavailable,
     StartTooSlow,
     TaskExpired,
     TaskNotFound,
     problems_of,
 )
+from fanfuse.execute import Executor
+from fanfuse.heartbeat import Heartbeat
 from fanfuse.models import (
     Accepted,
     Caller,
-    FailureKind,
     PlatformInfo,
     PlatformRun,
     PlatformState,
@@ -45,11 +41,8 @@ from fanfuse.models import (
     TaskView,
     utcnow,
 )
-from fanfuse.options import CacheMode
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.redact import redact
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 
@@ -81,8 +74,8 @@ class SearchService:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
-        self._runner, self._content = runner, content
         self.clock = clock
+        self._executor = Executor(store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
         """The health this process last read or wrote per platform: while it is too recent to
         be replaced, a run need not read the store to learn so."""
@@ -216,7 +209,9 @@ class SearchService:
     async def _run_platform(self, message: PlatformMessage) -> str:
         task_id, name = message.task_id, message.platform
         token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
-        claimed = self.store.transact(task_id, [name], lifecycle.claim(name, self.clock(), token))
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        claim = lifecycle.claim(name, self.clock(), token, lease=lease)
+        claimed = self.store.transact(task_id, [name], claim)
         if claimed is None:
             self._resume_fan_in(task_id)
             return "skipped"
@@ -225,14 +220,19 @@ class SearchService:
         if task is None:
             raise TaskNotFound(task_id)
         try:
-            outcome = await self._guarded(task, run)
+            async with Heartbeat(self.store, task_id, name, token, lease, self.clock) as beat:
+
+                def stop() -> bool:  # the lease went to another delivery, or a cancel
+                    return beat.lost or self._cancelled(task_id)
+
+                outcome = await self._guarded(task, run, stop)
         except asyncio.CancelledError:
             # This process is stopping mid-run: hand the run back rather than hold it until the
             # lease lapses (a restarted embedded runtime resumes it at once).
             self.store.transact(task_id, [name], lifecycle.release(name, token))
             raise
         written = self.store.transact(
-            task_id, [name], lifecycle.finish(name, outcome, self.clock())
+            task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
         )
         self._circuit.observe_latency(name, outcome)
         if written is None or written.task is None:
@@ -241,93 +241,17 @@ class SearchService:
             self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
         return outcome.state.value
 
-    async def _guarded(self, task: Task, run: PlatformRun) -> lifecycle.Outcome:
+    async def _guarded(
+        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+    ) -> lifecycle.Outcome:
         """The run behind its platform's shared breaker (circuit.py): a suspended platform is
         answered at once, with no provider call, instead of spending the search's deadline."""
         gate = self._circuit.admit(run.name)
         if gate.verdict is Verdict.SUSPENDED:
             return circuit.suspended(run.name, gate)
-        outcome = await self._execute(task, run)
+        outcome = await self._executor.run(task, run, stop)
         self._circuit.record(run.name, outcome)
         return outcome
-
-    async def _execute(self, task: Task, run: PlatformRun) -> lifecycle.Outcome:
-        started = time.monotonic()
-        params = SearchParams(
-            queries=task.queries,
-            limit=task.request.depth,
-            language=task.request.language,
-            include_content=task.request.include_content,
-            options=task.request.options,
-            now=task.created_at,  # every platform counts a time range back from the same instant
-        )
-        record = RunRecord()
-        failure: FailureKind | None = None
-        try:
-            platform = self.registry.get(run.name)
-            # The run path alone needs the stages, the content settings and the network layer:
-            # imported here, so a status or start request never loads them at cold start.
-            from fanfuse.content.compress import within_chars
-            from fanfuse.content.settings import ContentSettings
-            from fanfuse.net.runner import default_runner
-            from fanfuse.stages import pipeline
-            from fanfuse.stages.base import Reporter, StageRun
-
-            self._runner = self._runner or default_runner()
-            self._content = self._content or ContentSettings()
-            planned = pipeline.plan(platform, params)
-            reporter = Reporter(self.store, run, planned, self.settings.progress_interval)
-            ctx = PlatformContext(
-                settings=platform.load_settings(),
-                runner=self._runner,
-                record=record,
-                report=reporter.step,
-            )
-            cache = QueryCache.for_run(
-                self.store,
-                run.name,
-                ctx.settings,
-                params,
-                task.request.cache,
-                default_ttl_s=self.settings.cache_ttl_seconds,
-                clock=self.clock,
-            )
-            stage_run = StageRun(platform, ctx, params, reporter, self._content, cache)
-            remaining = (task.deadline_at - self.clock()).total_seconds()
-            async with asyncio.timeout(max(remaining, 0.001)):
-                hits = await pipeline.execute(
-                    stage_run, planned, lambda: self._cancelled(task.task_id)
-                )
-            hits = within_chars(hits, self.settings.max_content_chars)
-            state, error, message = PlatformState.SUCCEEDED, None, reporter.message
-        except Cancelled:
-            hits, state, error, message = [], PlatformState.CANCELLED, None, "Cancelled"
-        except TimeoutError:
-            hits, state = [], PlatformState.TIMED_OUT
-            error, message = "no result before the deadline", "Timed out"
-        except ProviderError as exc:
-            hits, state, error, message = [], PlatformState.FAILED, str(exc), ""
-            if task.request.cache is not CacheMode.ONLY:  # else the provider was never asked
-                statuses = [c.status for c in record.calls]
-                failure = kind_of(isinstance(exc, Blocked), statuses)
-        except Exception as exc:  # a platform's bug must not stop the fan-in
-            log.exception("platform %s failed", run.name)
-            failure = FailureKind.ERROR
-            error = redact(f"{run.name}: {exc!r}")  # its text is unvetted: it may carry a key
-            hits, state, message = [], PlatformState.FAILED, ""
-        return lifecycle.Outcome(
-            state=state,
-            results=hits,
-            error=error,
-            message=message,
-            provider=record.provider,
-            timings={**record.timings, "total": round(time.monotonic() - started, 4)},
-            calls=record.calls,
-            options=record.options,
-            failed_queries=record.failed_queries,
-            cache=record.cache,
-            failure=failure,
-        )
 
     def _resume_fan_in(self, task_id: str) -> None:
         """A redelivery after the fan-in committed but its aggregate enqueue failed: enqueue it
@@ -405,7 +329,7 @@ class SearchService:
             return None
         from fanfuse.rerank.choice import reranker_for
 
-        reranker = reranker_for(self._runner)
+        reranker = reranker_for(self._executor.made_runner)
         pools = aggregate.candidates(task, runs)
         orders = await asyncio.gather(
             *(reranker.order(task.queries[qi], pool.results) for qi, pool in enumerate(pools))

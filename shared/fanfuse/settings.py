@@ -47,6 +47,12 @@ class Settings(BaseSettings):
         "is refused (503, Retry-After) and withdrawn: the deadline runs from reception, and a "
         "search that lost half its time to a slow store mostly times out",
     )
+    lease_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        description="how long a platform run's claim holds without renewal (its worker renews "
+        "it every third of that): a dead worker's run is taken over after at most this long",
+    )
     progress_interval: float = Field(
         default=1.0, ge=0, description="minimum seconds between progress writes per platform"
     )

@@ -23,7 +23,7 @@ from fanfuse import cloud
 from fanfuse.auth import keys
 from fanfuse.aws import front
 from fanfuse.aws_clients import sqs_client
-from fanfuse.devstack.moto import MotoServer
+from fanfuse.devstack.moto_app import ThreadedMoto
 from fanfuse.errors import LeaseHeld, QueueUnavailable, UnknownPlatform
 from fanfuse.models import TaskView, utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
@@ -63,7 +63,7 @@ class FakeService:
 
 
 @pytest.fixture
-def settings(moto_server: MotoServer) -> Iterator[Settings]:
+def settings(moto_server: ThreadedMoto) -> Iterator[Settings]:
     config = Settings(
         cloud="aws",
         aws_endpoint_url=moto_server.endpoint,

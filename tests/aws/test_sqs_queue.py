@@ -12,7 +12,7 @@ from pydantic import SecretStr
 
 from fanfuse.auth.tasks import sign
 from fanfuse.aws_clients import sqs_client
-from fanfuse.devstack.moto import MotoServer
+from fanfuse.devstack.moto_app import ThreadedMoto
 from fanfuse.models import utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, queue_id
 from fanfuse.queue.sqs import (
@@ -29,7 +29,7 @@ SECRET = "s3cret-for-tests"
 
 
 @pytest.fixture
-def sqs(moto_server: MotoServer) -> Any:
+def sqs(moto_server: ThreadedMoto) -> Any:
     return sqs_client(Settings(aws_endpoint_url=moto_server.endpoint))
 
 

@@ -31,13 +31,6 @@ from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.dynamodb import DynamoStore
 from tests.e2e.cloud import Runtime
 
-AWS_ENV = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
-
 
 @dataclass
 class AwsCloud(Runtime):

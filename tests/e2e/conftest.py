@@ -14,7 +14,7 @@ from fanfuse.auth import keys
 from fanfuse.devstack import FunctionProcess, LocalStack, free_port
 from fanfuse.devstack.aws import AwsStack, LambdaHost
 from fanfuse.testing import StubSearxServer
-from tests.e2e.aws import AWS_ENV, AwsCloud
+from tests.e2e.aws import AwsCloud
 from tests.e2e.cloud import PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
 from tests.option_scenarios import web_platforms
 
@@ -81,42 +81,39 @@ def cloud(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> It
 
 @pytest.fixture(scope="session")
 def aws_cloud(
-    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer
+    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer, aws_env: None
 ) -> Iterator[AwsCloud]:
     """The AWS stack (moto, the Lambda handlers' local process) with the same platforms, and
     an HTTP-only handler process whose searches have SHORT_DEADLINE."""
     tmp = tmp_path_factory.mktemp("e2e-aws")
     env = handler_env(tmp, stub)
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in AWS_ENV.items():  # this process's clients too: never look further
-            patch.setenv(name, value)
-        stack = AwsStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", max_receives=3)
-        try:
-            addresses = stack.start()
-            short_env = {**stack.env, "FANFUSE_DEADLINE_SECONDS": str(SHORT_DEADLINE)}
-            short = LambdaHost(free_port(), short_env, log_dir=tmp / "logs", http_only=True)
-            short.start()
-        except BaseException:
-            stack.stop()
-            raise
-        try:
-            assert addresses.api_key is not None
-            headers = {keys.API_KEY_HEADER: addresses.api_key}
-            with httpx.Client(timeout=60, headers=headers) as http:
-                yield AwsCloud(
-                    stack=stack,
-                    addresses=addresses,
-                    short_start=short,
-                    stub=stub,
-                    http=http,
-                    write_log=Path(env["FANFUSE_FIRESTORE_WRITE_LOG"]),
-                    env=env,
-                )
-        finally:
-            stub.reset()
-            short.stop()
-            stack.stop()
-            cloud_module._settings = cloud_module._service = cloud_module._authenticator = None
+    stack = AwsStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", max_receives=3)
+    try:
+        addresses = stack.start()
+        short_env = {**stack.env, "FANFUSE_DEADLINE_SECONDS": str(SHORT_DEADLINE)}
+        short = LambdaHost(free_port(), short_env, log_dir=tmp / "logs", http_only=True)
+        short.start()
+    except BaseException:
+        stack.stop()
+        raise
+    try:
+        assert addresses.api_key is not None
+        headers = {keys.API_KEY_HEADER: addresses.api_key}
+        with httpx.Client(timeout=60, headers=headers) as http:
+            yield AwsCloud(
+                stack=stack,
+                addresses=addresses,
+                short_start=short,
+                stub=stub,
+                http=http,
+                write_log=Path(env["FANFUSE_FIRESTORE_WRITE_LOG"]),
+                env=env,
+            )
+    finally:
+        stub.reset()
+        short.stop()
+        stack.stop()
+        cloud_module._settings = cloud_module._service = cloud_module._authenticator = None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,4 +1,6 @@
-"""Fixtures of the unit tests that run lifecycle rules in a real SQLite store."""
+"""Fixtures of the unit tests that run lifecycle rules in a real store: SQLite, and for a module
+marked `every_store` (test_lease.py, test_lifecycle_claim.py) DynamoDB on moto too, so the same
+rules are seen to hold in each store's own transactions."""
 
 from __future__ import annotations
 
@@ -7,11 +9,31 @@ from collections.abc import Iterator
 import pytest
 
 from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
 from fanfuse.store.sqlite import SqliteStore
+from tests.aws_fixtures import open_dynamo
+
+STORES = ["sqlite", "dynamodb"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store" in metafunc.fixturenames and metafunc.definition.get_closest_marker("every_store"):
+        metafunc.parametrize("store_kind", STORES, indirect=True)
 
 
 @pytest.fixture
-def store(settings: Settings) -> Iterator[SqliteStore]:
-    sqlite = SqliteStore(settings.db_path)
-    yield sqlite
-    sqlite.close()
+def store_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = getattr(request, "param", "sqlite")
+    return kind
+
+
+@pytest.fixture
+def store(
+    settings: Settings, store_kind: str, request: pytest.FixtureRequest
+) -> Iterator[TaskStore]:
+    if store_kind == "dynamodb":
+        opened: TaskStore = open_dynamo(request.getfixturevalue("aws_settings"))
+    else:
+        opened = SqliteStore(settings.db_path)
+    yield opened
+    opened.close()

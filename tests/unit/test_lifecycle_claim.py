@@ -6,6 +6,8 @@ the store (retried), so the error is UnknownPlatform, a 400 naming `platform`, n
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from fanfuse import lifecycle
@@ -14,11 +16,15 @@ from fanfuse.models import PlatformState, utcnow
 from fanfuse.platforms import Registry
 from fanfuse.service import SearchService
 from fanfuse.settings import Settings
-from fanfuse.store.sqlite import SqliteStore
+from fanfuse.store.base import TaskStore
 from tests.fakes import FakePlatform, HeldQueue
 
+pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)
 
-def started(store: SqliteStore, settings: Settings) -> str:
+LEASE = timedelta(seconds=30)
+
+
+def started(store: TaskStore, settings: Settings) -> str:
     """A search of `docs` only, on a registry that also knows `web`."""
     registry = Registry.of([FakePlatform("docs"), FakePlatform("web")])
     service = SearchService(store, HeldQueue(), registry, settings)
@@ -26,11 +32,11 @@ def started(store: SqliteStore, settings: Settings) -> str:
 
 
 def test_claiming_a_platform_the_search_lacks_raises_unknown_platform(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     task_id = started(store, settings)
     with pytest.raises(UnknownPlatform) as info:
-        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow(), "w1"))
+        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow(), "w1", lease=LEASE))
     error = info.value
     assert isinstance(error, InvalidRequest) and error.status_code == 400
     assert error.platform == "web"
@@ -39,12 +45,14 @@ def test_claiming_a_platform_the_search_lacks_raises_unknown_platform(
     ]
     assert [(r.name, r.state) for r in store.get_runs(task_id)] == [("docs", PlatformState.QUEUED)]
 
-    claimed = store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1"))
+    claimed = store.transact(
+        task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1", lease=LEASE)
+    )
     assert claimed is not None and [r.state for r in claimed.runs] == [PlatformState.RUNNING]
 
 
 def test_a_final_search_still_refuses_a_platform_it_lacks(
-    store: SqliteStore, settings: Settings
+    store: TaskStore, settings: Settings
 ) -> None:
     """Checked before "terminal means no-op", so a stray task is dropped, not skipped."""
     task_id = started(store, settings)
@@ -52,5 +60,8 @@ def test_a_final_search_still_refuses_a_platform_it_lacks(
     task = store.get_task(task_id)
     assert task is not None and task.status.terminal
     with pytest.raises(UnknownPlatform):
-        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow(), "w1"))
-    assert store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1")) is None
+        store.transact(task_id, ["web"], lifecycle.claim("web", utcnow(), "w1", lease=LEASE))
+    assert (
+        store.transact(task_id, ["docs"], lifecycle.claim("docs", utcnow(), "w1", lease=LEASE))
+        is None
+    )

@@ -1,6 +1,5 @@
 """`python -m fanfuse.devstack cloud-tasks-emulator --port N`: what CloudTasksEmulator runs;
-`python -m fanfuse.devstack watchdog`: what a LocalStack's `watchdog.Watchdog` runs;
-`python -m fanfuse.devstack moto --port N`: what the AWS stack's `moto.MotoProcess` runs.
+`python -m fanfuse.devstack watchdog`: what a LocalStack's `watchdog.Watchdog` runs.
 
 gcloud-tasks-emulator's own CLI listens on every interface; this launcher serves it on 127.0.0.1
 only (see `cloud_tasks.serve_tasks_emulator`). It runs as a child process, not a thread, so the
@@ -15,7 +14,6 @@ from collections.abc import Sequence
 
 from fanfuse.devstack import watchdog
 from fanfuse.devstack.cloud_tasks import serve_tasks_emulator
-from fanfuse.devstack.moto import serve_moto
 
 
 def main(argv: Sequence[str]) -> int:
@@ -25,8 +23,6 @@ def main(argv: Sequence[str]) -> int:
     tasks.add_argument("--port", type=int, required=True)
     tasks.add_argument("--max-retries", type=int, default=5)
     tasks.add_argument("--poll-interval", type=float, default=0.1)
-    moto = sub.add_parser("moto", help="moto's server (DynamoDB serialized) on 127.0.0.1")
-    moto.add_argument("--port", type=int, required=True)
     guard = sub.add_parser("watchdog", help="stop the sessions listed on stdin at its EOF")
     guard.add_argument("--grace", type=float, default=watchdog.DEFAULT_GRACE)
     args = parser.parse_args(argv)
@@ -35,9 +31,6 @@ def main(argv: Sequence[str]) -> int:
         if left:
             print(f"watchdog: processes {left} survived SIGKILL", flush=True)
         return 1 if left else 0
-    if args.command == "moto":
-        serve_moto(args.port)
-        return 0
     serve_tasks_emulator(args.port, args.max_retries, args.poll_interval)
     return 0
 

@@ -12,6 +12,7 @@ an API key for owner `local` put in the table once it exists.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import secrets
@@ -24,7 +25,6 @@ from pathlib import Path
 from fanfuse.api import PUBLIC_TARGETS
 from fanfuse.auth import keys
 from fanfuse.devstack.lifetime import StackLifetime
-from fanfuse.devstack.moto import AWS_DUMMY_ENV, MotoProcess
 from fanfuse.devstack.processes import (
     LOOPBACK,
     Component,
@@ -36,6 +36,59 @@ from fanfuse.devstack.processes import (
 )
 from fanfuse.models import ApiKey, utcnow
 from fanfuse.settings import Settings
+
+AWS_DUMMY_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+"""What every process of the AWS stack gets: credentials moto accepts, and no instance metadata
+lookup (botocore would otherwise try an address off this machine for credentials)."""
+
+
+class MotoProcess(Component):
+    """moto's server with DynamoDB's atomicity (`devstack.moto_app`) in a child process of its
+    own, as a stack component: stopped with its process group and guarded by the stack's
+    watchdog like the emulators."""
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        log_dir: Path | None = None,
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.port = port or free_port()
+        self.startup_timeout = startup_timeout
+        self.startup_seconds: float | None = None
+        argv = [sys.executable, "-m", "fanfuse.devstack.moto_app", "--port", str(self.port)]
+        log_path = (log_dir or default_log_dir()) / "moto.log"
+        self.process = ManagedProcess("moto", argv, log_path=log_path)
+
+    @property
+    def url(self) -> str:
+        """What FANFUSE_AWS_ENDPOINT_URL (and any boto3 client's endpoint_url) is set to."""
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def _ready(self) -> bool:
+        return http_request("GET", self.url + "/moto-api/", timeout=1.0)[0] == 200
+
+    def launch(self) -> None:
+        if importlib.util.find_spec("moto") is None:
+            raise RuntimeError("moto not installed: pip install 'moto[server,dynamodb,sqs]'")
+        self._started_at = time.monotonic()
+        self.process.start()
+
+    def wait_ready(self) -> None:
+        wait_until(self._ready, self.startup_timeout, "moto server", process=self.process)
+        self.startup_seconds = time.monotonic() - self._started_at
+
+    def reset(self) -> None:
+        """Forget every resource (tables, queues): moto's own reset endpoint."""
+        status, body = http_request("POST", self.url + "/moto-api/reset")
+        if status != 200:
+            raise RuntimeError(f"moto reset failed: {status} {body[:300]!r}")
+
 
 VISIBILITY_MARGIN = 30
 """Seconds a received message stays hidden beyond the search deadline (a platform run's

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
@@ -35,19 +35,25 @@ from fanfuse.models import (
 )
 from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.write_log import WriteLog
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
-    from types_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+    from types_boto3_dynamodb.type_defs import TransactWriteItemTypeDef, WriteRequestTypeDef
 
 log = logging.getLogger(__name__)
 D = TypeVar("D", bound=BaseModel)
 R = TypeVar("R")
 T = TypeVar("T")
 
-ATTEMPTS = 10
-"""Tries of one read-modify-write under contention (fan-in from many platforms at once)."""
+ATTEMPTS = 16
+"""Tries of one read-modify-write under contention (fan-in from many platforms at once, a
+caller's starts on one quota shard). Each lost race waits a random time that grows with the
+tries (jittered exponential backoff up to MAX_WAIT_S), so contenders spread out instead of
+colliding again in lock step: measured on moto with 8 threads on one item, most takes win at
+once and few need more than 6 tries."""
+MAX_WAIT_S = 0.5
 LOCK_STRIPES = 64
 BATCH_WRITE = 25
 """BatchWriteItem's cap on requests per call."""
@@ -121,21 +127,24 @@ class DynamoStore(TaskStore):
             )
         return item
 
-    def _batch_write(self, requests: list[Any]) -> None:
-        """BatchWriteItem in chunks; what DynamoDB leaves unprocessed is sent again, boundedly."""
+    def _batch_write(self, requests: Sequence[WriteRequestTypeDef]) -> None:
+        """BatchWriteItem in chunks of its cap; what DynamoDB leaves unprocessed (throttled) is
+        sent again after a wait, boundedly, then Unavailable."""
         for start in range(0, len(requests), BATCH_WRITE):
-            pending: Any = {self.table: requests[start : start + BATCH_WRITE]}
-            for attempt in Retrying(
-                stop=stop_after_attempt(ATTEMPTS),
-                wait=wait_random_exponential(multiplier=0.02, max=1.0),
-                retry=retry_if_exception_type(Contended),
-                reraise=True,
-            ):
-                with attempt:
-                    out = self.client.batch_write_item(RequestItems=pending)
-                    pending = out.get("UnprocessedItems") or {}
-                    if pending:
-                        raise Contended(f"{len(pending[self.table])} writes unprocessed")
+            self._write_batch(requests[start : start + BATCH_WRITE])
+
+    def _write_batch(self, chunk: Sequence[WriteRequestTypeDef]) -> None:
+        pending: Mapping[str, Sequence[WriteRequestTypeDef]] = {self.table: chunk}
+
+        def once() -> None:
+            nonlocal pending
+            out = self.client.batch_write_item(RequestItems=pending)
+            left = out.get("UnprocessedItems", {}).get(self.table, [])
+            if left:
+                pending = {self.table: cast("list[WriteRequestTypeDef]", left)}
+                raise Contended(f"{len(left)} writes unprocessed")
+
+        self._contended(f"{self.table}: a batch write", once)
 
     def _delete_all(self, keys: list[dict[str, Any]]) -> None:
         self._batch_write(
@@ -147,7 +156,7 @@ class DynamoStore(TaskStore):
         collided once would collide again in lock step); Unavailable when it never wins."""
         retrying = Retrying(
             retry=retry_if_exception_type(Contended),
-            wait=wait_random_exponential(multiplier=0.005, max=0.2),
+            wait=wait_random_exponential(multiplier=0.01, max=MAX_WAIT_S),
             stop=stop_after_attempt(ATTEMPTS),
             reraise=True,
         )
@@ -188,7 +197,7 @@ class DynamoStore(TaskStore):
         them): they are keyed by their URL's id, so a retry rewrites the same items, and until
         the transaction commits no run refers to them. A lost race leaves them to the TTL."""
         pk = codec.task_pk(task_id)
-        puts = [
+        puts: list[WriteRequestTypeDef] = [
             {"PutRequest": {"Item": item}}
             for cid, text in contents.items()
             for item in codec.content_items(pk, cid, text, expires_at)

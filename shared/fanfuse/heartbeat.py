@@ -1,0 +1,82 @@
+"""Keep a claimed platform run's lease alive while its worker works.
+
+A lease (lifecycle.claim) is short, so a dead worker's run is taken over within one lease rather
+than at the search deadline. A live worker therefore renews it: every third of the lease it
+writes a new `lease_until` through `patch_run`, the same holder-only conditional write as a
+progress update, so a renewal can never revive an ended run or steal a run another delivery took
+over. A renewal that is refused means the run is no longer this worker's: `lost` is set, and the
+worker stops instead of calling the provider for a result nobody will record.
+
+A renewal that fails (a store that stalls or errs) is only logged: the lease still has two thirds
+left, and the next renewal tries again. Renewals run in a thread, so a stalled store call never
+blocks the worker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from types import TracebackType
+
+from fanfuse.store.base import TaskStore
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat:
+    """`async with Heartbeat(...)`: renew `token`'s lease on the run until the block ends."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        task_id: str,
+        name: str,
+        token: str,
+        lease: timedelta,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store, self.task_id, self.name, self.token = store, task_id, name, token
+        self.lease, self.clock = lease, clock
+        self.lost = False
+        self.renewals = 0
+        self._beating: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Heartbeat:
+        self._beating = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._beating is not None:
+            self._beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beating
+
+    async def _beat(self) -> None:
+        period = self.lease.total_seconds() / 3
+        while not self.lost:
+            await asyncio.sleep(period)
+            until = self.clock() + self.lease
+            try:
+                kept = await asyncio.to_thread(
+                    self.store.patch_run,
+                    self.task_id,
+                    self.name,
+                    {"lease_until": until.isoformat()},
+                    lease=self.token,
+                )
+            except Exception as exc:  # a stalled or failing store: the lease has time left
+                log.warning("lease renewal of %s failed: %r", self.name, exc)
+                continue
+            if kept:
+                self.renewals += 1
+            else:
+                log.info("lease of %s is no longer this worker's: stopping", self.name)
+                self.lost = True
