@@ -1,4 +1,6 @@
-"""The Cloud Functions side of the service: per-process wiring and HTTP handling.
+"""The Cloud Functions side of the service: per-process wiring and HTTP handling (which the AWS
+Lambda handlers reuse as they are: `fanfuse.aws.front` turns Lambda events into these targets'
+requests, and FANFUSE_CLOUD=aws builds the service on DynamoDB and SQS instead).
 
 `functions/main.py` only names the five targets; everything they share lives here: one
 SearchService per process (Firestore store, Cloud Tasks queue, the platform registry), built on

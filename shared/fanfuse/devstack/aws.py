@@ -127,7 +127,7 @@ class AwsAddresses:
 
     def describe(self) -> list[tuple[str, str]]:
         lines = [("moto", self.endpoint), ("dynamodb", self.table)]
-        lines += [(f"sqs {name}", url) for name, url in self.queues.items()]
+        lines += [(f"sqs:{name}", url) for name, url in self.queues.items()]
         lines += [(target, self.functions[target]) for target in self.functions]
         if self.log_dir is not None:
             lines.append(("logs", str(self.log_dir)))
