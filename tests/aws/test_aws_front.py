@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -235,3 +239,31 @@ def test_a_due_deadline_runs_the_aggregate_target(settings: Settings) -> None:
     record["messageAttributes"][DUE_ATTRIBUTE] = {"stringValue": past}
     assert front.aggregator({"Records": [record]}, None) == {"batchItemFailures": []}
     assert service.delivered == [deadline]
+
+
+LAMBDA_IMPORT = """
+import sys
+for name in ("google", "functions_framework", "starlette", "uvicorn", "moto", "torch"):
+    sys.modules[name] = None  # importing any of them fails
+sys.path.insert(0, "functions")
+import aws_lambda
+assert callable(aws_lambda.http) and callable(aws_lambda.worker) and callable(aws_lambda.aggregator)
+"""
+
+
+def test_the_lambda_entry_needs_no_google_client_functions_framework_or_model() -> None:
+    """What the `lambda` extra installs is enough to load the three handlers."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "FANFUSE_CLOUD": "aws"}
+    done = subprocess.run(
+        [sys.executable, "-c", LAMBDA_IMPORT], cwd=root, env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    wrong = subprocess.run(
+        [sys.executable, "-c", LAMBDA_IMPORT],
+        cwd=root,
+        env={**env, "FANFUSE_CLOUD": "gcp"},
+        capture_output=True,
+        timeout=60,
+    )
+    assert b"set FANFUSE_CLOUD=aws" in wrong.stderr
