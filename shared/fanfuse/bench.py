@@ -8,6 +8,8 @@ the moment a poller sees a terminal status:
 - `embedded`: the embedded runtime (SQLite, in-process queue), polled in process;
 - `emulator`: the local cloud stack (Firestore and Cloud Tasks emulators, functions-framework
   processes), driven over HTTP like an app would, polling `status_url`;
+- `aws`: the local AWS stack (moto's DynamoDB and SQS, the Lambda handlers run by a local
+  front and queue dispatcher: `fanfuse dev --cloud aws`), driven over HTTP the same way;
 - `sequential`: the baseline of the original design, platforms searched one after another in
   one process and then fused (no store at all, so it is the best case of that design).
 
@@ -108,7 +110,8 @@ class LatencyReport(BaseModel):
             f"physical limit (slowest platform): {self.limit:g} s; "
             f"sum of the delays: {sum(self.delays):g} s"
         )
-        for runtime, target in (("embedded", EMBEDDED_TARGET), ("emulator", STACK_TARGET)):
+        targets = (("embedded", EMBEDDED_TARGET), ("emulator", STACK_TARGET), ("aws", STACK_TARGET))
+        for runtime, target in targets:
             found = self.get(runtime)
             if found is not None:
                 ratio = found.median / self.limit
@@ -168,21 +171,36 @@ async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> 
     return Series(runtime="sequential", warmup=timings[0], samples=timings[1:])
 
 
+STACK_RUNTIMES = {"gcp": "emulator", "aws": "aws"}
+"""The series name of each local cloud stack."""
+
+
 def measure_stack(
-    platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path
+    platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path, cloud: str = "gcp"
 ) -> Series:
-    """POST start_search -> terminal status seen polling `status_url`, on the local stack."""
-    from fanfuse.devstack import LocalStack
+    """POST start_search -> terminal status seen polling `status_url`, on a local cloud stack:
+    the GCP one (`emulator`: Firestore and Cloud Tasks emulators, functions), or the AWS one
+    (`aws`: moto's DynamoDB and SQS, the Lambda handlers' local process)."""
+    from fanfuse.devstack import AwsStack, LocalStack
 
     env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
-    with LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs") as addresses:
+    logs = workdir / "logs" / cloud
+    names = list(platforms)
+    stack = AwsStack(names, extra_env=env, log_dir=logs) if cloud == "aws" else None
+    with stack or LocalStack(names, extra_env=env, log_dir=logs) as addresses:
         url = addresses.functions["start_search"]
-        payload = bench_payload(list(platforms))
-        return asyncio.run(_measure_http(url, addresses.api_key, payload, runs, poll))
+        runtime = STACK_RUNTIMES[cloud]
+        payload = bench_payload(names)
+        return asyncio.run(_measure_http(url, addresses.api_key, payload, runs, poll, runtime))
 
 
 async def _measure_http(
-    url: str, api_key: str | None, payload: dict[str, Any], runs: int, poll: float
+    url: str,
+    api_key: str | None,
+    payload: dict[str, Any],
+    runs: int,
+    poll: float,
+    runtime: str = "emulator",
 ) -> Series:
     """Searches through the HTTP client, on one connection pool (as an app would keep it), as
     the stack's `local` key."""
@@ -197,8 +215,8 @@ async def _measure_http(
             started = time.perf_counter()
             view = await client.search(payload)
             timings.append(time.perf_counter() - started)
-            check_completed(view.status.value, "emulator")
-    return Series(runtime="emulator", warmup=timings[0], samples=timings[1:])
+            check_completed(view.status.value, runtime)
+    return Series(runtime=runtime, warmup=timings[0], samples=timings[1:])
 
 
 def check_completed(status: str, runtime: str) -> None:
@@ -212,8 +230,9 @@ def run_latency(
     poll: float = DEFAULT_POLL,
     *,
     stack: bool = True,
+    aws: bool = True,
 ) -> LatencyReport:
-    """Run the three measurements against one stub server; see the module docstring."""
+    """Run the measurements against one stub server; see the module docstring."""
     with (
         StubSearxServer() as stub,
         tempfile.TemporaryDirectory(prefix="fanfuse-bench-") as tmp,
@@ -221,8 +240,9 @@ def run_latency(
         workdir = Path(tmp)
         platforms = stub_platforms(stub, delays)
         series = [asyncio.run(measure_embedded(platforms, runs, poll, workdir))]
-        if stack:
-            series.append(measure_stack(platforms, runs, poll, workdir))
+        for cloud, wanted in (("gcp", stack), ("aws", aws)):
+            if wanted:
+                series.append(measure_stack(platforms, runs, poll, workdir, cloud))
         series.append(asyncio.run(measure_sequential(platforms, runs)))
     return LatencyReport(delays=list(delays), runs=runs, poll=poll, series=series)
 
@@ -281,10 +301,12 @@ def latency(
     delays: DelaysOption = ",".join(f"{d:g}" for d in DEFAULT_DELAYS),
     poll: Annotated[float, typer.Option(min=0.001, help="poll interval, seconds")] = DEFAULT_POLL,
     stack: Annotated[bool, typer.Option(help="also measure the emulator stack")] = True,
+    aws: Annotated[bool, typer.Option(help="also measure the AWS stack (moto)")] = True,
     as_json: JsonOption = False,
 ) -> None:
-    """Time fan-out searches against stub platforms: embedded, emulator stack, sequential."""
-    report = run_latency(_parse_delays(delays), runs, poll, stack=stack)
+    """Time fan-out searches against stub platforms: embedded, emulator stack, AWS stack on
+    moto, sequential."""
+    report = run_latency(_parse_delays(delays), runs, poll, stack=stack, aws=aws)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
 
 

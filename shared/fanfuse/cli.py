@@ -243,11 +243,18 @@ def dev(
     ] = "all",
     firestore_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,
     start_search_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,
+    cloud: Annotated[
+        str,
+        typer.Option(
+            help="gcp: the Firestore and Cloud Tasks emulators and the functions; aws: moto's "
+            "server (DynamoDB, SQS) and the Lambda handlers run locally (docs/aws.md)",
+        ),
+    ] = "gcp",
 ) -> None:
     """Start the local cloud stack (emulators + functions on 127.0.0.1) until Ctrl-C or SIGTERM."""
     import time
 
-    from fanfuse.devstack import LocalStack
+    from fanfuse.devstack import AwsStack, LocalStack
     from fanfuse.platforms import Registry
     from fanfuse.request import split_platforms
     from fanfuse.settings import Settings
@@ -255,8 +262,14 @@ def dev(
     names = split_platforms(platform)
     if names == ["all"]:
         names = Registry.from_settings(Settings()).available()
-    ports = {"start_search": start_search_port} if start_search_port else None
-    stack = LocalStack(names, firestore_port=firestore_port, function_ports=ports)
+    stack: LocalStack | AwsStack
+    if cloud == "aws":
+        stack = AwsStack(names, http_port=start_search_port)
+    elif cloud == "gcp":
+        ports = {"start_search": start_search_port} if start_search_port else None
+        stack = LocalStack(names, firestore_port=firestore_port, function_ports=ports)
+    else:
+        raise fail(f"--cloud is gcp or aws, not {cloud!r}", 2)
     try:
         with stack:
             for component, address in stack.describe():

@@ -1,4 +1,6 @@
-"""The Cloud Functions side of the service: per-process wiring and HTTP handling.
+"""The Cloud Functions side of the service: per-process wiring and HTTP handling (which the AWS
+Lambda handlers reuse as they are: `fanfuse.aws.front` turns Lambda events into these targets'
+requests, and FANFUSE_CLOUD=aws builds the service on DynamoDB and SQS instead).
 
 `functions/main.py` only names the five targets; everything they share lives here: one
 SearchService per process (Firestore store, Cloud Tasks queue, the platform registry), built on
@@ -100,19 +102,22 @@ def settings() -> Settings:
 
 
 def build_service() -> SearchService:
-    """The service on Firestore and Cloud Tasks, configured from `FANFUSE_*` settings."""
+    """The service on Firestore and Cloud Tasks, or on DynamoDB and SQS when FANFUSE_CLOUD is
+    `aws` (the Lambda handlers, `fanfuse.aws`), configured from `FANFUSE_*` settings."""
     from fanfuse.platforms import Registry
-    from fanfuse.queue.cloud_tasks import CloudTasksQueue
     from fanfuse.service import SearchService
-    from fanfuse.store.firestore import store_from_settings
 
     config = settings()
-    return SearchService(
-        store_from_settings(config),
-        CloudTasksQueue(config),
-        Registry.from_settings(config),
-        config,
-    )
+    if config.cloud == "aws":
+        from fanfuse.aws.ports import aws_ports
+
+        store, queue = aws_ports(config)
+    else:
+        from fanfuse.queue.cloud_tasks import CloudTasksQueue
+        from fanfuse.store.firestore import store_from_settings
+
+        store, queue = store_from_settings(config), CloudTasksQueue(config)
+    return SearchService(store, queue, Registry.from_settings(config), config)
 
 
 def service() -> SearchService:

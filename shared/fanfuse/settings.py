@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -57,6 +57,11 @@ class Settings(BaseSettings):
         default=1.0, ge=0, description="minimum seconds between progress writes per platform"
     )
     # Cloud path: queues, function URLs, emulators, identities.
+    cloud: Literal["gcp", "aws"] = Field(
+        default="gcp",
+        description="the ports the cloud handlers run on: Firestore + Cloud Tasks (gcp), or "
+        "DynamoDB + SQS (aws: the Lambda handlers, docs/aws.md)",
+    )
     queue_prefix: str = "fanfuse"
     tasks_emulator_host: str | None = None
     function_urls: dict[str, str] = Field(default_factory=dict)

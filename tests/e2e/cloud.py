@@ -38,6 +38,7 @@ from google.cloud import firestore
 from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
 from fanfuse.models import TERMINAL_TASK
+from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
 from fanfuse.testing import StubSearxServer
@@ -70,26 +71,31 @@ PLATFORMS = ["docs", "vectors", *WEB]
 
 
 @dataclass
-class Cloud:
-    """The running stack and what the tests do with it."""
+class Runtime:
+    """A running stack and what the tests do with it, whichever cloud it emulates: the public
+    API over HTTP, deliveries as its queue makes them, its stored documents, its write log.
 
-    stack: LocalStack
-    addresses: StackAddresses
-    short_start: FunctionProcess
+    `Cloud` is the GCP stack (emulators, functions); `tests.e2e.aws.AwsCloud` the AWS one (moto,
+    the Lambda handlers). A test written against `Runtime` runs on either (test_e2e_search.py
+    runs on both).
+    """
+
     stub: StubSearxServer
     http: httpx.Client
     write_log: Path
     env: dict[str, str]
-    """What every function process was given (besides the stack's addresses)."""
-    db: firestore.Client = field(init=False)
-    store: FirestoreStore = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.db = self.firestore_client()
-        self.store = FirestoreStore(self.db)
+    """What every handler process was given (besides the stack's addresses)."""
 
     def url(self, target: str) -> str:
-        return self.addresses.functions[target]
+        raise NotImplementedError
+
+    def short_start_url(self) -> str:
+        """start_search of a process whose searches have SHORT_DEADLINE."""
+        raise NotImplementedError
+
+    @property
+    def tasks_secret(self) -> str:
+        raise NotImplementedError
 
     # -- the public API ------------------------------------------------------------------------
 
@@ -100,7 +106,7 @@ class Cloud:
         short_deadline: bool = False,
         headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
-        url = self.short_start.url if short_deadline else self.url("start_search")
+        url = self.short_start_url() if short_deadline else self.url("start_search")
         response = self.http.post(url, json=payload, headers=headers)
         assert response.status_code == 202, response.text
         accepted: dict[str, Any] = response.json()
@@ -134,6 +140,87 @@ class Cloud:
         run: dict[str, Any] = next(r for r in view["platform_runs"] if r["name"] == name)
         return run
 
+    # -- as the queue would --------------------------------------------------------------------
+
+    def deliver(
+        self,
+        target: str,
+        body: Any,
+        *,
+        from_cloud_tasks: bool = True,
+        signed: bool = True,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        """Deliver a task body to run_platform / aggregate as the stack's queue would, signed
+        (unless `signed` is False); the target's answer."""
+        raise NotImplementedError
+
+    def signature(self, content: bytes) -> str:
+        """What the stack's queue signs a task body with."""
+        return sign(content, self.tasks_secret)
+
+    def pause(self, platform: str) -> None:
+        """Hold a platform's queue: its tasks wait there (the test delivers them itself)."""
+        raise NotImplementedError
+
+    # -- the stored documents ------------------------------------------------------------------
+
+    @property
+    def store(self) -> TaskStore:
+        raise NotImplementedError
+
+    def task_doc(self, task_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def platform_doc(self, task_id: str, name: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def stamp(self, path: str) -> object:
+        """What changes whenever the document at `path` (`searches/{id}[/platforms/{name}]`)
+        is written: equal stamps, no write between."""
+        raise NotImplementedError
+
+    def writes(self, task_id: str) -> Counter[str]:
+        """Writes per document of one search, by every handler process so far."""
+        return WriteLog.read(self.write_log, prefix=f"searches/{task_id}")
+
+    def write_ops(self, task_id: str) -> Counter[tuple[str, str]]:
+        """Writes per (document, operation), the document named "task" or by its platform."""
+        ops: Counter[tuple[str, str]] = Counter()
+        prefix = f"searches/{task_id}"
+        for (doc, op), n in WriteLog.read_ops(self.write_log, prefix).items():
+            ops[doc.removeprefix(prefix).rpartition("/")[2] or "task", op] += n
+        return ops
+
+
+@dataclass
+class Cloud(Runtime):
+    """The GCP stack: Firestore and Cloud Tasks emulators, the five functions."""
+
+    stack: LocalStack = field(kw_only=True)
+    addresses: StackAddresses = field(kw_only=True)
+    short_start: FunctionProcess = field(kw_only=True)
+    db: firestore.Client = field(init=False)
+    firestore_store: FirestoreStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.db = self.firestore_client()
+        self.firestore_store = FirestoreStore(self.db)
+
+    @property
+    def store(self) -> FirestoreStore:
+        return self.firestore_store
+
+    def url(self, target: str) -> str:
+        return self.addresses.functions[target]
+
+    def short_start_url(self) -> str:
+        return self.short_start.url
+
+    @property
+    def tasks_secret(self) -> str:
+        return self.stack.tasks_secret
+
     # -- as Cloud Tasks would ------------------------------------------------------------------
 
     def deliver(
@@ -157,10 +244,6 @@ class Cloud:
         return self.http.post(
             self.url(target), content=content, headers={**sent, **(headers or {})}
         )
-
-    def signature(self, content: bytes) -> str:
-        """What the stack's queue puts in a task's signature header for this body."""
-        return sign(content, self.stack.tasks_secret)
 
     def queue(self, platform: str) -> str:
         return self.stack.tasks.queue_path(self.addresses.queues[platform])
@@ -192,6 +275,9 @@ class Cloud:
     def doc(self, path: str) -> firestore.DocumentSnapshot:
         return self.db.document(path).get()
 
+    def stamp(self, path: str) -> object:
+        return self.doc(path).update_time
+
     def task_doc(self, task_id: str) -> dict[str, Any]:
         snap = self.doc(f"searches/{task_id}")
         assert snap.exists, f"no task document {task_id}"
@@ -203,18 +289,6 @@ class Cloud:
         assert snap.exists
         data: dict[str, Any] = snap.to_dict()
         return data
-
-    def writes(self, task_id: str) -> Counter[str]:
-        """Writes per document of one search, by every function process so far."""
-        return WriteLog.read(self.write_log, prefix=f"searches/{task_id}")
-
-    def write_ops(self, task_id: str) -> Counter[tuple[str, str]]:
-        """Writes per (document, operation), the document named "task" or by its platform."""
-        ops: Counter[tuple[str, str]] = Counter()
-        prefix = f"searches/{task_id}"
-        for (doc, op), n in WriteLog.read_ops(self.write_log, prefix).items():
-            ops[doc.removeprefix(prefix).rpartition("/")[2] or "task", op] += n
-        return ops
 
 
 def concurrently(calls: list[Any]) -> list[Any]:

@@ -9,30 +9,47 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fanfuse import cloud as cloud_module
 from fanfuse.auth import keys
-from fanfuse.devstack import FunctionProcess, LocalStack
+from fanfuse.devstack import FunctionProcess, LocalStack, free_port
+from fanfuse.devstack.aws import AwsStack, LambdaHost
 from fanfuse.testing import StubSearxServer
+from tests.e2e.aws import AwsCloud
 from tests.e2e.cloud import LEASE_SECONDS, PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
 from tests.option_scenarios import web_platforms
 
 
 @pytest.fixture(scope="session")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    tmp = tmp_path_factory.mktemp("e2e")
+def stub() -> Iterator[StubSearxServer]:
+    """The web platforms' provider, shared by the stacks (each test resets it)."""
+    server = StubSearxServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()  # releases gated requests first, so no worker waits on them
+
+
+def handler_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
+    """What every handler process of a stack is given: the corpus, the web doubles, a log of
+    the store's writes."""
     corpus = write_corpus(tmp / "physics.jsonl")
-    write_log = tmp / "firestore-writes.jsonl"
-    stub = StubSearxServer().start()
-    extra = web_platforms(stub, WEB)
-    env = {
+    return {
         "FANFUSE_DOCS_CORPUS": str(corpus),
         "FANFUSE_VECTORS_CORPUS": str(corpus),
         "FANFUSE_CACHE_DIR": str(tmp / "cache"),
-        "FANFUSE_EXTRA_PLATFORMS": json.dumps(extra),
-        "FANFUSE_FIRESTORE_WRITE_LOG": str(write_log),
+        "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, WEB)),
+        "FANFUSE_FIRESTORE_WRITE_LOG": str(tmp / "store-writes.jsonl"),
         # Short, so a killed worker's run is taken over within seconds (test_e2e_faults.py);
         # its worker renews it every 1.5 s while it runs.
         "FANFUSE_LEASE_SECONDS": str(LEASE_SECONDS),
     }
+
+
+@pytest.fixture(scope="session")
+def cloud(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> Iterator[Cloud]:
+    tmp = tmp_path_factory.mktemp("e2e")
+    env = handler_env(tmp, stub)
+    write_log = Path(env["FANFUSE_FIRESTORE_WRITE_LOG"])
     stack = LocalStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", tasks_max_retries=3)
     # Fails (never skips) when Java, gcloud's Firestore emulator or functions-framework is
     # missing: devstack checks the prerequisites and says what to install.
@@ -44,7 +61,6 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
             log_dir=tmp / "logs" / "short",
         ).start()
     except BaseException:
-        stub.stop()
         stack.stop()
         raise
     try:
@@ -61,9 +77,46 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
                 env=env,
             )
     finally:
-        stub.stop()  # releases gated requests first, so no worker waits on them
+        stub.reset()  # no worker waits on a gate while the stack stops
         short.stop()
         stack.stop()
+
+
+@pytest.fixture(scope="session")
+def aws_cloud(
+    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer, aws_env: None
+) -> Iterator[AwsCloud]:
+    """The AWS stack (moto, the Lambda handlers' local process) with the same platforms, and
+    an HTTP-only handler process whose searches have SHORT_DEADLINE."""
+    tmp = tmp_path_factory.mktemp("e2e-aws")
+    env = handler_env(tmp, stub)
+    stack = AwsStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", max_receives=3)
+    try:
+        addresses = stack.start()
+        short_env = {**stack.env, "FANFUSE_DEADLINE_SECONDS": str(SHORT_DEADLINE)}
+        short = LambdaHost(free_port(), short_env, log_dir=tmp / "logs", http_only=True)
+        short.start()
+    except BaseException:
+        stack.stop()
+        raise
+    try:
+        assert addresses.api_key is not None
+        headers = {keys.API_KEY_HEADER: addresses.api_key}
+        with httpx.Client(timeout=60, headers=headers) as http:
+            yield AwsCloud(
+                stack=stack,
+                addresses=addresses,
+                short_start=short,
+                stub=stub,
+                http=http,
+                write_log=Path(env["FANFUSE_FIRESTORE_WRITE_LOG"]),
+                env=env,
+            )
+    finally:
+        stub.reset()
+        short.stop()
+        stack.stop()
+        cloud_module._settings = cloud_module._service = cloud_module._authenticator = None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -74,7 +127,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture
-def e2e(cloud: Cloud) -> Iterator[Cloud]:
+def e2e(e2e_gcp: Cloud) -> Cloud:
+    """The GCP stack, clean (test_e2e_search.py runs its tests on both stacks instead)."""
+    return e2e_gcp
+
+
+@pytest.fixture
+def e2e_aws(aws_cloud: AwsCloud) -> Iterator[AwsCloud]:
+    """A clean slate on AWS: moto forgets everything and the table, the queues and the local
+    key are made again; every queue runs; gates closed."""
+    aws_cloud.reset()
+    aws_cloud.stub.reset()
+    yield aws_cloud
+    aws_cloud.stub.reset()
+
+
+@pytest.fixture
+def e2e_gcp(cloud: Cloud) -> Iterator[Cloud]:
     """A clean slate: no documents (but the stack's key), every queue running, gates closed.
 
     Queues are resumed, not purged: the emulator's dispatcher thread for a queue dies when a

@@ -50,9 +50,10 @@ def _unquote(text: str) -> str:
     return text
 
 
-def _load() -> dict[str, list[dict[str, Any]]]:
+def _load(directory: Path = INFRA) -> dict[str, list[dict[str, Any]]]:
+    """Every block of the `.tf` files of `directory` (infra/aws has its own test)."""
     merged: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted(INFRA.glob("*.tf")):
+    for path in sorted(directory.glob("*.tf")):
         with path.open() as handle:
             parsed = _clean(hcl2.load(handle))
         for kind, blocks in parsed.items():

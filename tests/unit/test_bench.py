@@ -105,6 +105,7 @@ def test_report_ratios_and_targets() -> None:
         series=[
             Series(runtime="embedded", warmup=1.5, samples=[1.05, 1.10, 1.07]),
             Series(runtime="emulator", warmup=6.0, samples=[1.6, 1.4, 1.55]),
+            Series(runtime="aws", warmup=3.0, samples=[1.3, 1.2, 1.25]),
             Series(runtime="sequential", warmup=1.8, samples=[1.8, 1.75, 1.85]),
         ],
     )
@@ -114,10 +115,11 @@ def test_report_ratios_and_targets() -> None:
     text = report.render()
     assert "target embedded <= 1.15x the limit: met (1.07x)" in text
     assert "target emulator <= 1.5x the limit: MISSED (1.55x)" in text
+    assert "target aws <= 1.5x the limit: met (1.25x)" in text
 
 
 def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
-    report = run_latency([0.05, 0.2], runs=2, poll=0.01, stack=False)
+    report = run_latency([0.05, 0.2], runs=2, poll=0.01, stack=False, aws=False)
     assert [s.runtime for s in report.series] == ["embedded", "sequential"]
     embedded, sequential = report.series
     assert len(embedded.samples) == 2
@@ -153,7 +155,7 @@ def test_the_cli_is_a_bench_group_with_latency_and_cache_commands() -> None:
     result = runner.invoke(app, ["bench", "latency", "--delays", "a,b"])
     assert result.exit_code == 2 and "not a list of numbers" in result.output
     result = runner.invoke(
-        app, ["bench", "latency", "--delays", "0.01,0.05", "--runs", "1", "--no-stack"]
+        app, ["bench", "latency", "--delays", "0.01,0.05", "--runs", "1", "--no-stack", "--no-aws"]
     )
     assert result.exit_code == 0, result.output
     assert "target embedded <= 1.15x the limit" in result.output

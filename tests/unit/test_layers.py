@@ -52,6 +52,8 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
         ("rerank", ("fanfuse.platforms", "fanfuse.stages", "fanfuse.service", "fanfuse.store")),
         ("auth", ("fanfuse.service", "fanfuse.cloud", "fanfuse.serve", "fanfuse.platforms")),
         ("agent", ("fanfuse.cli", "fanfuse.cloud", "fanfuse.devstack", "fanfuse.bench")),
+        ("aws", ("fanfuse.serve", "fanfuse.cli", "fanfuse.devstack", "starlette", "uvicorn")),
+        ("queue", ("fanfuse.service", "fanfuse.cloud", "fanfuse.store", "fanfuse.platforms")),
     ],
 )
 def test_no_import_goes_up_or_sideways(package: str, forbidden: tuple[str, ...]) -> None:

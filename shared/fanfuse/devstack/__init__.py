@@ -3,13 +3,16 @@
 Used by `fanfuse dev` and by the pytest session fixtures, so both run the very same processes.
 One module per kind of thing: `processes` (children that always stop, bounded waits, loopback
 helpers), `firestore`, `cloud_tasks` (with the launcher's server, run by `__main__`),
-`functions`, and `stack`, which starts them together and wires them to each other.
+`functions`, and `stack`, which starts them together and wires them to each other; `aws`, the
+AWS stack (moto's server from `moto_app`, the Lambda handlers' local process); `lifetime`, how
+either stack starts and stops (watchdog, signals).
 
 Only the standard library, pydantic (the queue port's naming and the settings) and these modules
 are imported here; the Google clients are imported when a Cloud Tasks emulator is actually
 started.
 """
 
+from fanfuse.devstack.aws import AwsAddresses, AwsStack
 from fanfuse.devstack.cloud_tasks import (
     CloudTasksEmulator,
     queue_path,
@@ -38,6 +41,8 @@ __all__ = [
     "DEFAULT_PROJECT",
     "FUNCTION_TARGETS",
     "LOOPBACK",
+    "AwsAddresses",
+    "AwsStack",
     "CloudTasksEmulator",
     "FirestoreEmulator",
     "FunctionProcess",

@@ -15,31 +15,25 @@ store: `{collection}_keys`): `fanfuse dev` prints it on its `api_key` line, test
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import json
 import secrets
-import signal
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType, TracebackType
-from typing import Any
 
 from fanfuse.auth import keys
 from fanfuse.devstack.cloud_tasks import CloudTasksEmulator
 from fanfuse.devstack.firestore import FirestoreEmulator
 from fanfuse.devstack.functions import DEFAULT_FUNCTIONS_SOURCE, FUNCTION_TARGETS, FunctionProcess
+from fanfuse.devstack.lifetime import StackLifetime
 from fanfuse.devstack.processes import (
     DEFAULT_LOCATION,
     DEFAULT_PROJECT,
     LOOPBACK,
-    ManagedProcess,
     default_log_dir,
     free_port,
 )
-from fanfuse.devstack.watchdog import Watchdog
 from fanfuse.models import ApiKey, utcnow
 from fanfuse.queue import base as queue_port
 from fanfuse.settings import Settings
@@ -106,7 +100,7 @@ class StackAddresses:
         return lines
 
 
-class LocalStack:
+class LocalStack(StackLifetime[StackAddresses]):
     """Firestore + Cloud Tasks (one queue per platform, plus aggregate) + the five functions.
 
     `with LocalStack(["docs", "vectors"]) as addresses:` starts everything, the emulators in
@@ -140,11 +134,11 @@ class LocalStack:
         tasks_poll_interval: float = 0.1,
         handle_signals: bool = True,
     ) -> None:
+        self.log_dir = log_dir or default_log_dir()
+        super().__init__(self.log_dir, handle_signals)
         self.platforms = list(dict.fromkeys(platforms))
         self.project = project
         self.location = location
-        self.log_dir = log_dir or default_log_dir()
-        self.handle_signals = handle_signals
         self.queue_prefix = Settings().queue_prefix if queue_prefix is None else queue_prefix
         queue_names = {
             p: queue_port.queue_id(self.queue_prefix, p)
@@ -181,46 +175,31 @@ class LocalStack:
         self.functions = [
             FunctionProcess(t, ports[t], env, source=source, log_dir=self.log_dir) for t in targets
         ]
-        self.watchdog = Watchdog(self.log_dir / "watchdog.log")
-        self._previous_handlers: dict[int, Any] = {}
-        self._stopping = threading.Lock()
-        self._started = False
 
     def components(self) -> list[FirestoreEmulator | CloudTasksEmulator | FunctionProcess]:
         return [self.firestore, self.tasks, *self.functions]
 
-    def processes(self) -> list[ManagedProcess]:
-        return [c.process for c in self.components()]
+    def stop_order(self) -> list[FirestoreEmulator | CloudTasksEmulator | FunctionProcess]:
+        """The functions first, then the emulators they use."""
+        return [*self.functions, self.tasks, self.firestore]
 
     def describe(self) -> list[tuple[str, str]]:
         """One (component, address) pair per line of `fanfuse dev`'s banner."""
         return self.addresses.describe()
 
-    def startup_seconds(self) -> dict[str, float | None]:
-        return {c.process.name: c.startup_seconds for c in self.components()}
-
-    def start(self) -> StackAddresses:
-        self._install_signal_handlers()
-        atexit.register(self.stop)
-        self._started = True
-        try:
-            self.watchdog.start()
-            # Firestore needs ~4 s of JVM start-up: overlap it with everything else.
-            for component in self.components():
-                component.launch()
-                self.watchdog.guard(component.process.pid)
-            self.tasks.wait_ready()
-            self.firestore.wait_ready()
-            plaintext, self.local_key = keys.new_key(
-                keys.LOCAL_OWNER, "fanfuse dev", None, None, utcnow()
-            )
-            self._put_local_key()
-            self.addresses = dataclasses.replace(self.addresses, api_key=plaintext)
-            for function in self.functions:
-                function.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
+    def boot(self) -> StackAddresses:
+        # Firestore needs ~4 s of JVM start-up: overlap it with everything else.
+        for component in self.components():
+            self.launch(component)
+        self.tasks.wait_ready()
+        self.firestore.wait_ready()
+        plaintext, self.local_key = keys.new_key(
+            keys.LOCAL_OWNER, "fanfuse dev", None, None, utcnow()
+        )
+        self._put_local_key()
+        self.addresses = dataclasses.replace(self.addresses, api_key=plaintext)
+        for function in self.functions:
+            function.wait_ready()
         return self.addresses
 
     def _put_local_key(self) -> None:
@@ -238,54 +217,3 @@ class LocalStack:
         """Delete every document (a clean slate for a test), then put the local key back."""
         self.firestore.reset()
         self._put_local_key()
-
-    def stop(self) -> None:
-        """Stop every component (functions first, then the emulators); safe to call twice."""
-        if not self._stopping.acquire(blocking=False):
-            return
-        try:
-            errors: list[str] = []
-            for component in [*self.functions, self.tasks, self.firestore]:
-                try:
-                    component.stop()
-                    if self.watchdog.pid is not None and component.process.returncode is not None:
-                        self.watchdog.release(component.process.pid)
-                except Exception as exc:
-                    errors.append(f"{component.process.name}: {exc}")
-            # Whatever could not be stopped above, the watchdog stops at the pipe's EOF.
-            self.watchdog.stop()
-            atexit.unregister(self.stop)
-            self._restore_signal_handlers()
-            if errors:
-                raise RuntimeError("; ".join(errors))
-        finally:
-            self._stopping.release()
-
-    def _install_signal_handlers(self) -> None:
-        if not self.handle_signals or threading.current_thread() is not threading.main_thread():
-            return
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            self._previous_handlers[sig] = signal.signal(sig, self._on_signal)
-
-    def _restore_signal_handlers(self) -> None:
-        for sig, handler in self._previous_handlers.items():
-            signal.signal(sig, handler)
-        self._previous_handlers.clear()
-
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        # Unwind the main thread (the with block stops the stack); a second signal while the
-        # stop is already running is ignored so the stop can finish.
-        if self._stopping.locked():
-            return
-        raise SystemExit(128 + signum)
-
-    def __enter__(self) -> StackAddresses:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

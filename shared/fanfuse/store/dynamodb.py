@@ -38,7 +38,7 @@ from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.surfacing import surfacing
-from fanfuse.store.write_log import WriteLog
+from fanfuse.store.write_log import WriteLog, patch_op
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient
@@ -248,7 +248,7 @@ class DynamoStore(TaskStore):
         except Contended:
             log.debug("dropped a progress write to %s: it changed meanwhile", path)
             return False
-        self.writes.record("patch", [path])
+        self.writes.record(patch_op(fields), [path])
         return True
 
     def _put_if(self, item: dict[str, Any], ver: int) -> None:

@@ -57,7 +57,7 @@ from fanfuse.store.firestore_calls import (
     surfaced,
 )
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
-from fanfuse.store.write_log import WriteLog
+from fanfuse.store.write_log import WriteLog, patch_op
 
 if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference, Transaction
@@ -201,7 +201,7 @@ class FirestoreStore(TaskStore):
         except (FailedPrecondition, NotFound):
             log.debug("dropped a progress write to %s: it changed meanwhile", ref.path)
             return False
-        self.writes.record("renew" if data.keys() == {"lease_until"} else "patch", [ref.path])
+        self.writes.record(patch_op(data), [ref.path])
         return True
 
     def _read(

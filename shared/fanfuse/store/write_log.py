@@ -1,4 +1,4 @@
-"""Write accounting for the Firestore store: committed document writes, counted per path.
+"""Write accounting for the cloud stores: committed document writes, counted per path.
 
 Its own module so the store stays about documents; tests read the log of several function
 processes through `WriteLog.read`.
@@ -12,6 +12,12 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+
+
+def patch_op(fields: Iterable[str]) -> str:
+    """The log's name for a `patch_run`: "renew" for a lease renewal alone (heartbeat.py), whose
+    count depends on how long the run took, "patch" for a progress write."""
+    return "renew" if set(fields) == {"lease_until"} else "patch"
 
 
 class WriteLog:

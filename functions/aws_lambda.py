@@ -1,0 +1,26 @@
+"""AWS Lambda entry points: `aws_lambda.http`, `aws_lambda.worker`, `aws_lambda.aggregator`.
+
+Thin on purpose, as functions/main.py is: the handlers live in `fanfuse.aws.front`, over the
+very targets the Cloud Functions run. Every function is deployed with FANFUSE_CLOUD=aws (its
+service then runs on DynamoDB and SQS); infra/aws/lambda.tf names these handlers.
+"""
+
+from __future__ import annotations
+
+from fanfuse import cloud
+from fanfuse.aws import front
+from fanfuse.logs import install_json_logging
+from fanfuse.redact import install_log_redaction
+
+if cloud.settings().cloud != "aws":
+    raise RuntimeError("the Lambda handlers run on DynamoDB and SQS: set FANFUSE_CLOUD=aws")
+
+install_log_redaction()  # no log record of these processes shows a secret
+install_json_logging(cloud.settings().project)
+
+http = front.http
+"""Function URL / API Gateway HTTP API: the three public calls and the OpenAPI document."""
+worker = front.worker
+"""SQS event source mapping of each platform's queue: run that platform once."""
+aggregator = front.aggregator
+"""SQS event source mapping of the aggregate queue: finalize the search, exactly once."""

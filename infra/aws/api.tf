@@ -1,0 +1,71 @@
+# The public HTTP API: an API Gateway HTTP API (payload format 2.0) in front of the `http`
+# function, every route behind IAM authorization. Its endpoint is known before the function
+# exists, so the function is told its own public URLs (status_url, cancel_url) without a cycle,
+# which a function URL would not allow. Callers sign with SigV4 (attach `api_invoke` to their
+# role), and the function still verifies each caller's API key or ID token itself.
+resource "aws_apigatewayv2_api" "http" {
+  name          = "${var.name_prefix}-api"
+  protocol_type = "HTTP"
+}
+
+resource "aws_apigatewayv2_integration" "http" {
+  api_id                 = aws_apigatewayv2_api.http.id
+  integration_type       = "AWS_PROXY"
+  integration_uri        = aws_lambda_function.fanfuse["http"].invoke_arn
+  payload_format_version = "2.0"
+}
+
+resource "aws_apigatewayv2_route" "targets" {
+  for_each           = toset(["ANY /{target}", "ANY /{target}/{proxy+}"])
+  api_id             = aws_apigatewayv2_api.http.id
+  route_key          = each.value
+  target             = "integrations/${aws_apigatewayv2_integration.http.id}"
+  authorization_type = "AWS_IAM"
+}
+
+resource "aws_cloudwatch_log_group" "api" {
+  name              = "/aws/apigateway/${var.name_prefix}-api"
+  retention_in_days = var.log_retention_days
+  kms_key_id        = aws_kms_key.fanfuse.arn
+}
+
+resource "aws_apigatewayv2_stage" "default" {
+  api_id      = aws_apigatewayv2_api.http.id
+  name        = "$default"
+  auto_deploy = true
+
+  default_route_settings {
+    throttling_rate_limit  = var.api_throttle_rate
+    throttling_burst_limit = var.api_throttle_rate * 2
+  }
+
+  access_log_settings {
+    destination_arn = aws_cloudwatch_log_group.api.arn
+    format = jsonencode({
+      requestId = "$context.requestId", ip = "$context.identity.sourceIp",
+      caller    = "$context.identity.caller", route = "$context.routeKey",
+      status    = "$context.status", latency = "$context.integrationLatency"
+    })
+  }
+}
+
+resource "aws_lambda_permission" "api" {
+  statement_id  = "AllowHttpApi"
+  action        = "lambda:InvokeFunction"
+  function_name = aws_lambda_function.fanfuse["http"].function_name
+  principal     = "apigateway.amazonaws.com"
+  source_arn    = "${aws_apigatewayv2_api.http.execution_arn}/*/*"
+}
+
+data "aws_iam_policy_document" "api_invoke" {
+  statement {
+    actions   = ["execute-api:Invoke"]
+    resources = ["${aws_apigatewayv2_api.http.execution_arn}/*/*"]
+  }
+}
+
+resource "aws_iam_policy" "api_invoke" {
+  name        = "${var.name_prefix}-api-invoke"
+  description = "Attach to the roles of the apps that call fanfuse's HTTP API."
+  policy      = data.aws_iam_policy_document.api_invoke.json
+}

@@ -1,0 +1,12 @@
+"""The AWS side: the same service on DynamoDB and SQS, reached through Lambda events.
+
+- `ports.py`: the store and queue of a Lambda (`cloud.build_service` uses it when FANFUSE_CLOUD
+  is `aws`);
+- `front.py`: the Lambda handlers, thin adapters from Lambda events to the very targets the
+  Cloud Functions run (`fanfuse.cloud`), so the HTTP rules, the delivery checks and the error
+  mapping exist once;
+- `local.py`: what `fanfuse dev --cloud aws` runs instead of Lambda (moto cannot run Lambda code
+  without Docker): a local HTTP front that turns requests into function-URL events, and a
+  dispatcher that long-polls the queues and invokes the handlers, as an event source mapping
+  would.
+"""

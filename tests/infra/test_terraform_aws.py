@@ -1,0 +1,77 @@
+"""infra/aws is wired as the code expects: parsed with python-hcl2, no provider needed.
+
+What a plan would not catch: the table's layout is the store's, every handler named exists, the
+queues feed the handlers one message at a time with partial batch responses, every function runs
+the AWS ports and signs and checks its messages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fanfuse.store import dynamodb_codec as codec
+from tests.infra.test_terraform import INFRA, _load
+
+AWS = _load(INFRA / "aws")
+LAMBDA_ENTRY = Path(__file__).resolve().parents[2] / "functions" / "aws_lambda.py"
+
+
+def resources(kind: str) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for block in AWS["resource"]:
+        found.update(block.get(kind, {}))
+    return found
+
+
+def local(name: str) -> Any:
+    return next(block[name] for block in AWS["locals"] if name in block)
+
+
+def test_the_table_is_the_stores() -> None:
+    (table,) = resources("aws_dynamodb_table").values()
+    assert (table["hash_key"], table["range_key"]) == ("pk", "sk")
+    assert table["ttl"] == [{"attribute_name": codec.TTL_ATTRIBUTE, "enabled": True}]
+    (index,) = table["global_secondary_index"]
+    assert index["name"] == codec.OWNER_INDEX
+    assert table["point_in_time_recovery"] == [{"enabled": True}]
+    assert table["server_side_encryption"][0]["enabled"] is True
+
+
+def test_every_handler_named_exists_in_the_lambda_entry_module() -> None:
+    names = {f["handler"] for f in local("functions").values()}
+    assert names == {"aws_lambda.http", "aws_lambda.worker", "aws_lambda.aggregator"}
+    source = LAMBDA_ENTRY.read_text()
+    for name in names:
+        assert f"\n{name.split('.')[1]} = front." in source, name
+
+
+@pytest.mark.parametrize("mapping", ["platforms", "aggregate"])
+def test_queues_feed_one_message_at_a_time_with_partial_batch_responses(mapping: str) -> None:
+    esm = resources("aws_lambda_event_source_mapping")[mapping]
+    assert esm["batch_size"] == 1
+    assert esm["function_response_types"] == ["ReportBatchItemFailures"]
+    handler = "worker" if mapping == "platforms" else "aggregator"
+    assert esm["function_name"] == f'${{aws_lambda_function.fanfuse["{handler}"].arn}}'
+
+
+def test_every_queue_has_a_dead_letter_queue_and_is_encrypted() -> None:
+    queues = resources("aws_sqs_queue")
+    assert "deadLetterTargetArn" in queues["tasks"]["redrive_policy"]
+    for queue in queues.values():
+        assert queue["kms_master_key_id"] == "${aws_kms_key.fanfuse.arn}"
+
+
+def test_functions_run_the_aws_ports_and_sign_their_messages() -> None:
+    env = local("common_env")
+    assert env["FANFUSE_CLOUD"] == "aws"
+    assert env["FANFUSE_TASKS_HMAC_SECRET"] == "${random_password.tasks_secret.result}"
+    (function,) = resources("aws_lambda_function").values()
+    assert function["environment"] == [{"variables": "${local.common_env}"}]
+
+
+def test_the_http_routes_require_iam() -> None:
+    (routes,) = resources("aws_apigatewayv2_route").values()
+    assert routes["authorization_type"] == "AWS_IAM"
