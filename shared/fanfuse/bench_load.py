@@ -6,7 +6,8 @@ SearXNG double on 127.0.0.1, answering after a realistic delay), so the figure i
 own overhead under load: its store, its queue, its workers, its polling.
 
 - `embedded`: one embedded runtime (SQLite, in-process queue), polled in process;
-- `emulator`: the local cloud stack, driven over HTTP (one connection pool, as an app keeps it).
+- `emulator`: the local cloud stack, driven over HTTP (one connection pool, as an app keeps it,
+  which closes idle connections before the functions' server does: client.KEEPALIVE_EXPIRY).
   The stack's own `local` key has the deployment's default quotas (a few starts a minute, a few
   searches in flight), which would measure the quota, not the runtime; the bench stores a key of
   its own with limits far above N and C, and says so in its report.
@@ -186,12 +187,9 @@ async def load_http(
     limit: float,
     payload: dict[str, object],
 ) -> LoadResult:
-    import httpx
+    from fanfuse.client import HttpSearchClient, api_http
 
-    from fanfuse.client import HttpSearchClient
-
-    limits = httpx.Limits(max_connections=concurrency * 2)
-    async with httpx.AsyncClient(timeout=limit, limits=limits) as http:
+    async with api_http(limit, max_connections=concurrency * 2) as http:
         client = HttpSearchClient(url, poll=LOAD_POLL, http=http, api_key=api_key)
 
         async def one() -> Outcome:
