@@ -204,12 +204,10 @@ async def _measure_http(
 ) -> Series:
     """Searches through the HTTP client, on one connection pool (as an app would keep it), as
     the stack's `local` key."""
-    import httpx
-
-    from fanfuse.client import HttpSearchClient
+    from fanfuse.client import HttpSearchClient, api_http
 
     timings: list[float] = []
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with api_http(30) as http:
         client = HttpSearchClient(url, poll=poll, http=http, api_key=api_key)
         for _ in range(runs + 1):
             started = time.perf_counter()

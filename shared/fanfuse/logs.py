@@ -8,8 +8,9 @@ platform it was logged for (`task_id`, `platform`), so one search's lines across
 functions and every retry can be found with one filter.
 
 Where those come from: context variables, set by the functions' wrappers (cloud.py: the trace
-of the incoming request; a task delivery's task id and platform) and by the service's
-`run_platform` (so the embedded runtime's lines carry them too). A contextvar follows the code
+of the incoming request; a task delivery's task id and platform), by `fanfuse serve`'s app
+(the request's trace), and by the service's `run_platform` and `aggregate` (`in_task_context`:
+so the embedded runtime's lines carry them too). A contextvar follows the code
 into the coroutines it runs, and no function signature has to pass it along.
 
 The formatter formats `record.getMessage()`, which the redaction record factory (redact.py) has
@@ -18,15 +19,16 @@ already masked; a traceback, formatted here, is masked here.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Any, Protocol, TextIO, TypeVar
 
 from pydantic import BaseModel
 
@@ -86,6 +88,33 @@ def task_context(task_id: str, platform: str | None = None) -> Iterator[None]:
     finally:
         _platform.reset(tokens[1])
         _task_id.reset(tokens[0])
+
+
+class TaskMessage(Protocol):
+    """A task delivery's body: its task id, and a `platform` when it is one platform's run."""
+
+    @property
+    def task_id(self) -> str: ...
+
+
+Owner = TypeVar("Owner")
+Msg = TypeVar("Msg", bound=TaskMessage)
+Result = TypeVar("Result")
+
+
+def in_task_context(
+    handle: Callable[[Owner, Msg], Awaitable[Result]],
+) -> Callable[[Owner, Msg], Coroutine[Any, Any, Result]]:  # as `async def`
+    """A method handling one task delivery, run in that task's `task_context`: the service's
+    run_platform and aggregate, so every runtime's lines name the task, from one wrapper."""
+
+    @functools.wraps(handle)
+    async def handle_in_context(owner: Owner, message: Msg) -> Result:
+        platform: str | None = getattr(message, "platform", None)
+        with task_context(message.task_id, platform):
+            return await handle(owner, message)
+
+    return handle_in_context
 
 
 class CloudLoggingFormatter(logging.Formatter):

@@ -200,13 +200,9 @@ class SearchService:
 
     # -- run_platform ----------------------------------------------------------------------
 
+    @logs.in_task_context  # every line logged meanwhile names the task and the platform
     async def run_platform(self, message: PlatformMessage) -> str:
-        """Run one platform's stages; a no-op when it (or its task) is already terminal. Every
-        line logged meanwhile names the task and the platform (logs.py)."""
-        with logs.task_context(message.task_id, message.platform):
-            return await self._run_platform(message)
-
-    async def _run_platform(self, message: PlatformMessage) -> str:
+        """Run one platform's stages; a no-op when it (or its task) is already terminal."""
         task_id, name = message.task_id, message.platform
         token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
         lease = timedelta(seconds=self.settings.lease_seconds)
@@ -300,6 +296,7 @@ class SearchService:
 
     # -- aggregate, status, cancel -----------------------------------------------------------
 
+    @logs.in_task_context  # every line logged meanwhile names the task
     async def aggregate(self, message: AggregateMessage) -> str:
         """Finalize exactly once: a no-op when terminal, or still running before the deadline."""
         task = self.store.get_task(message.task_id)

@@ -10,12 +10,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import flask
+import httpx
 import pytest
 
-from fanfuse import cloud, logs
+from fanfuse import cloud, lifecycle, logs
+from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.logs import SPAN_FIELD, TRACE_FIELD, CloudLoggingFormatter, Trace, parse_trace
+from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.redact import install_log_redaction
+from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.serve.app import create_app
+from fanfuse.settings import Settings
+from tests.fakes import FakePlatform
 from tests.unit.test_cloud_wrappers import FROM_TASKS, MESSAGE, _Service, app, call
 
 __all__ = ["app"]  # the fixture, used by name
@@ -119,12 +126,69 @@ def test_a_task_targets_lines_carry_task_platform_and_trace(
     headers = {**FROM_TASKS, "traceparent": TRACEPARENT}
     answer = call(app, cloud.run_platform, _Logging(RuntimeError("unused")), MESSAGE, headers)
     assert answer.status_code == 503
-    entries: list[dict[str, Any]] = [json.loads(line) for line in lines.getvalue().splitlines()]
+    entries = _entries(lines)
     assert [e["message"].split("\n")[0] for e in entries] == ["running docs", "run_platform failed"]
     for entry in entries:
         assert entry["task_id"] == "t1" and entry["platform"] == "docs"
         assert entry[TRACE_FIELD] == f"projects/demo-fanfuse/traces/{TRACE_ID}"
     assert entries[1]["severity"] == "ERROR" and "RuntimeError: boom" in entries[1]["message"]
+
+
+def _entries(lines: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in lines.getvalue().splitlines()]
+
+
+async def test_embedded_platform_and_aggregate_lines_name_their_task(
+    settings: Settings, lines: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The service sets the context itself, so the embedded runtime's lines carry it as the
+    functions' do: a platform's run (its task and platform) and the aggregate (its task)."""
+    finalize = lifecycle.finalize
+
+    def logged_finalize(*args: Any, **kwargs: Any) -> Any:
+        logging.getLogger("fanfuse.aggregate").warning("finalizing")
+        return finalize(*args, **kwargs)
+
+    monkeypatch.setattr(lifecycle, "finalize", logged_finalize)
+    failing = FakePlatform("b", error=RuntimeError("provider down"))
+    async with EmbeddedRuntime(settings, registry=Registry.of([FakePlatform("a"), failing])) as rt:
+        view = await rt.search({"query": "q"})
+    by_message = {e["message"].split("\n")[0]: e for e in _entries(lines)}
+    failed, final = by_message["platform b failed"], by_message["finalizing"]
+    assert (failed["task_id"], failed["platform"]) == (view.task_id, "b")
+    assert final["task_id"] == view.task_id and "platform" not in final
+
+
+@pytest.mark.parametrize(
+    ("header", "span"),
+    [
+        ({"traceparent": TRACEPARENT}, "00f067aa0ba902b7"),
+        ({"X-Cloud-Trace-Context": f"{TRACE_ID}/1;o=1"}, "0" * 15 + "1"),
+    ],
+)
+async def test_serves_lines_carry_the_requests_trace(
+    settings: Settings,
+    lines: io.StringIO,
+    monkeypatch: pytest.MonkeyPatch,
+    header: dict[str, str],
+    span: str,
+) -> None:
+    issued: list[str] = []
+    serve = create_app(settings, registry=Registry.of([FakePlatform("a")]), on_key=issued.append)
+
+    def broken_start(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    async with serve.router.lifespan_context(serve):
+        monkeypatch.setattr(serve.state.runtime.service, "start", broken_start)
+        transport = httpx.ASGITransport(app=serve)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            headers = {API_KEY_HEADER: issued[0], **header}
+            answer = await http.post("/start_search", json={"query": "q"}, headers=headers)
+    assert answer.status_code == 503
+    (entry,) = [e for e in _entries(lines) if e["message"].startswith("start_search failed")]
+    assert entry[TRACE_FIELD] == f"projects/demo-fanfuse/traces/{TRACE_ID}"
+    assert entry[SPAN_FIELD] == span
 
 
 def test_installing_keeps_a_lower_level_and_installs_once() -> None:

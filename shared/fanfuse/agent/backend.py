@@ -13,10 +13,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
-import httpx
 from pydantic import BaseModel, Field
 
-from fanfuse.client import HttpSearchClient
+from fanfuse.client import HttpSearchClient, api_http
 from fanfuse.errors import TaskNotFound
 from fanfuse.models import Accepted, PlatformInfo, TaskView
 from fanfuse.runtime import EmbeddedRuntime
@@ -118,7 +117,7 @@ async def open_backend(
     database started and left unfinished, while they are within their deadline (runtime.py).
     """
     if endpoint:
-        async with httpx.AsyncClient(timeout=30.0) as http:
+        async with api_http(30.0) as http:
             yield RemoteBackend(HttpSearchClient(endpoint, http=http, api_key=api_key))
         return
     async with EmbeddedRuntime(settings, resident=True) as runtime:

@@ -3,7 +3,8 @@
 Every route takes every method and checks it itself (`route`), so a wrong method gets the
 functions' 405 JSON body with `Allow`, not Starlette's plain-text one; errors are mapped by
 `fanfuse.api.error_answer`, and anything that is not a FanfuseError is logged and answered 503,
-as the functions do.
+as the functions do. A line logged while a route runs carries its request's trace
+(`traceparent` or `X-Cloud-Trace-Context`, logs.py), as a function's line does.
 
 Callers are verified as the functions verify them (`fanfuse.auth.callers`: an API key or an ID
 token, against this runtime's store), on every route but `/openapi.json`; `/platforms` too,
@@ -31,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from fanfuse import api
+from fanfuse import api, logs
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
@@ -92,15 +93,16 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
 
     def wrap(answer: Endpoint) -> Route:
         async def handle(request: Request) -> Response:
-            try:
-                api.require_method(target, request.method, allowed)
-                runtime: EmbeddedRuntime = request.app.state.runtime
-                return await answer(request, runtime)
-            except FanfuseError as exc:
-                return error_response(exc)
-            except Exception:
-                log.exception("%s failed", target)
-                return error_response(Unavailable(f"{target} is temporarily unavailable"))
+            with logs.request_context(request.headers):  # the request's trace, as cloud.py's
+                try:
+                    api.require_method(target, request.method, allowed)
+                    runtime: EmbeddedRuntime = request.app.state.runtime
+                    return await answer(request, runtime)
+                except FanfuseError as exc:
+                    return error_response(exc)
+                except Exception:
+                    log.exception("%s failed", target)
+                    return error_response(Unavailable(f"{target} is temporarily unavailable"))
 
         return Route(path, handle, methods=METHODS, name=f"{target}:{path}")
 
