@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from fanfuse import cloud as cloud_module
@@ -15,7 +14,15 @@ from fanfuse.devstack import FunctionProcess, LocalStack, free_port
 from fanfuse.devstack.aws import AwsStack, LambdaHost
 from fanfuse.testing import StubSearxServer
 from tests.e2e.aws import AwsCloud
-from tests.e2e.cloud import LEASE_SECONDS, PLATFORMS, SHORT_DEADLINE, WEB, Cloud, write_corpus
+from tests.e2e.cloud import (
+    LEASE_SECONDS,
+    PLATFORMS,
+    SHORT_DEADLINE,
+    WEB,
+    Cloud,
+    http_client,
+    write_corpus,
+)
 from tests.option_scenarios import web_platforms
 
 
@@ -66,7 +73,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> It
     try:
         assert addresses.api_key is not None
         headers = {keys.API_KEY_HEADER: addresses.api_key}  # every call is the `local` owner's
-        with httpx.Client(timeout=60, headers=headers) as http:
+        with http_client(headers=headers) as http:
             yield Cloud(
                 stack=stack,
                 addresses=addresses,
@@ -102,7 +109,7 @@ def aws_cloud(
     try:
         assert addresses.api_key is not None
         headers = {keys.API_KEY_HEADER: addresses.api_key}
-        with httpx.Client(timeout=60, headers=headers) as http:
+        with http_client(headers=headers) as http:
             yield AwsCloud(
                 stack=stack,
                 addresses=addresses,

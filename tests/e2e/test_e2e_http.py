@@ -18,7 +18,7 @@ from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
 from fanfuse.devstack import FunctionProcess
 from fanfuse.models import utcnow
 from fanfuse.store.write_log import WriteLog
-from tests.e2e.cloud import TERMINAL, Cloud
+from tests.e2e.cloud import TERMINAL, Cloud, http_client
 
 
 def problems(response: httpx.Response) -> dict[str, str]:
@@ -201,7 +201,7 @@ def assert_401(response: httpx.Response) -> None:
 @pytest.fixture
 def anonymous() -> Iterator[httpx.Client]:
     """A client that sends no credential (Cloud's sends the stack's key with every call)."""
-    with httpx.Client(timeout=60) as client:
+    with http_client() as client:
         yield client
 
 

@@ -56,7 +56,7 @@ from fanfuse.devstack import (
 from fanfuse.models import ApiKey
 from fanfuse.queue.base import queue_id
 from fanfuse.store.firestore import KEYS_SUFFIX
-from tests.e2e.cloud import TERMINAL, Cloud
+from tests.e2e.cloud import TERMINAL, Cloud, http_client
 from tests.signing import KeySet, SigningKey, claims, make_key
 
 PROVIDER_KEY = "AIzaE2E-provider-canary-" + secrets.token_urlsafe(18)
@@ -162,7 +162,7 @@ def answers(e2e: Cloud) -> Iterator[Answers]:
 @pytest.fixture
 def anonymous(answers: Answers) -> Iterator[httpx.Client]:
     """A client with no credential of its own (an attacker's), recorded like `e2e.http`."""
-    with httpx.Client(timeout=60, event_hooks={"response": [answers]}) as client:
+    with http_client(event_hooks={"response": [answers]}) as client:
         yield client
 
 
