@@ -114,7 +114,7 @@ def test_write_counts_per_document_for_a_three_platform_search(e2e: Runtime) -> 
         doc: sum(n for (d, op), n in ops.items() if d == doc and op != "renew") for doc, _ in ops
     }
     renewals = {doc: n for (doc, op), n in ops.items() if op == "renew"}
-    print(f"\nFirestore writes per document, 3-platform search: {totals}, renewals {renewals}")
+    print(f"\nwrites per document, 3-platform search: {totals}, renewals {renewals}")
     # The task document: once at start, once per platform at fan-in, once at finalization.
     assert ops["task", "create"] == 1 and ops["task", "transact"] == 4
     assert totals["task"] == 5
