@@ -93,8 +93,11 @@ class SqsQueue(TaskQueue):
             return self._client
 
     def queue_url(self, name: str) -> str:
-        """URL of the queue of platform `name` (or "aggregate"), looked up once per process."""
-        queue = queue_id(self.settings.queue_prefix, name)
+        """URL of the queue of platform `name` (or "aggregate")."""
+        return self.url_of_queue(queue_id(self.settings.queue_prefix, name))
+
+    def url_of_queue(self, queue: str) -> str:
+        """URL of the queue named `queue`, looked up once per process."""
         url = self._urls.get(queue)
         if url is None:
             url = self.client.get_queue_url(QueueName=queue)["QueueUrl"]
@@ -129,12 +132,7 @@ class SqsQueue(TaskQueue):
 
     def url_of_arn(self, arn: str) -> str:
         """The URL of the queue an event source ARN (`arn:aws:sqs:REGION:ACCOUNT:NAME`) names."""
-        name = arn.rsplit(":", 1)[-1]
-        url = self._urls.get(name)
-        if url is None:
-            url = self.client.get_queue_url(QueueName=name)["QueueUrl"]
-            self._urls[name] = url
-        return url
+        return self.url_of_queue(arn.rsplit(":", 1)[-1])
 
     def redeliver(self, arn: str, body: str, due: datetime) -> None:
         """Send a not-yet-due message again, on the queue it came from, for the next hop."""
@@ -147,6 +145,13 @@ class SqsQueue(TaskQueue):
         self.client.change_message_visibility(
             QueueUrl=self.url_of_arn(arn), ReceiptHandle=receipt_handle, VisibilityTimeout=timeout
         )
+
+
+def queue_arn(client: SQSClient, url: str) -> str:
+    """The ARN of the queue at `url` (what a redrive policy and an event source name)."""
+    return client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
 
 
 def ensure_queues(
@@ -167,10 +172,9 @@ def ensure_queues(
             QueueName=queue + DLQ_SUFFIX,
             Attributes={"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS)},
         )["QueueUrl"]
-        dlq_arn = client.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        redrive = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": max_receives})
+        redrive = json.dumps(
+            {"deadLetterTargetArn": queue_arn(client, dlq_url), "maxReceiveCount": max_receives}
+        )
         urls[name] = client.create_queue(
             QueueName=queue,
             Attributes={"VisibilityTimeout": str(visibility_timeout), "RedrivePolicy": redrive},
