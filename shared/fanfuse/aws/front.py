@@ -32,7 +32,6 @@ refuse every delivery (fail closed, `auth.tasks.verify_delivery`).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -120,13 +119,13 @@ def retry_after(response: flask.Response) -> float | None:
 
 def not_yet_due(target: str, record: Mapping[str, Any], headers: dict[str, str]) -> bool:
     """A deadline message still short of its due time: checked, then sent on for its next hop."""
-    due = attribute(record, DUE_ATTRIBUTE)
-    if due is None or datetime.fromisoformat(due) <= utcnow():
+    due_at = attribute(record, DUE_ATTRIBUTE)
+    due = None if due_at is None else datetime.fromisoformat(due_at)
+    if due is None or due <= utcnow():
         return False
-    body = record["body"].encode()
     # Checked first: sending it on signs it, which must never launder a forged message.
-    verify_delivery(target, headers, body, cloud.settings())
-    queue().redeliver(record["eventSourceARN"], record["body"], datetime.fromisoformat(due))
+    verify_delivery(target, headers, record["body"].encode(), cloud.settings())
+    queue().redeliver(record["eventSourceARN"], record["body"], due)
     return True
 
 
@@ -155,7 +154,7 @@ def deliver(target: str, record: Mapping[str, Any]) -> bool:
         return True
     wait = retry_after(response)
     if wait is not None:
-        queue().retry_in(record["eventSourceARN"], record["receiptHandle"], math.ceil(wait))
+        queue().retry_in(record["eventSourceARN"], record["receiptHandle"], wait)
     log.info(
         "%s: message %s answered %s: left for SQS to deliver again",
         *(target, record["messageId"], response.status_code),

@@ -33,7 +33,7 @@ from werkzeug.wrappers import Request, Response
 
 from fanfuse.aws import front
 from fanfuse.queue.base import AGGREGATE_QUEUE
-from fanfuse.queue.sqs import SqsQueue
+from fanfuse.queue.sqs import SqsQueue, queue_arn
 
 if TYPE_CHECKING:
     from types_boto3_sqs import SQSClient
@@ -154,9 +154,7 @@ class Dispatcher:
         sqs = SqsQueue(self.settings, self.client)
         for name, handler in self.queues():
             url = sqs.queue_url(name)
-            arn = self.client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
-                "Attributes"
-            ]["QueueArn"]
+            arn = queue_arn(self.client, url)
             for i in range(POLLERS):
                 thread = threading.Thread(
                     target=self.poll, args=(name, url, arn, handler), name=f"poll-{name}-{i}"
@@ -185,13 +183,13 @@ class Dispatcher:
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
         ).get("Messages", [])
-        if received and self.is_paused(name):  # paused during the long poll: put it back
+        if not received:
+            return 0
+        if self.is_paused(name):  # paused during the long poll: put it back
             for message in received:
                 self.client.change_message_visibility(
                     QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
                 )
-            return 0
-        if not received:
             return 0
         records = [sqs_record(m, arn, self.settings.aws_region) for m in received]
         result = handler({"Records": records}, None)
