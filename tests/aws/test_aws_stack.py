@@ -14,7 +14,12 @@ from pathlib import Path
 from fanfuse.auth import keys
 from fanfuse.devstack import tcp_open, wait_until
 from fanfuse.queue.base import queue_id
-from tests.integration.test_devstack import _banner, _read_line, processes_in_groups
+from tests.integration.test_devstack import (
+    _banner,
+    _read_line,
+    processes_in_groups,
+    start_dev,
+)
 
 
 def dev_env() -> dict[str, str]:
@@ -34,15 +39,7 @@ def port_of(url: str) -> int:
 def test_fanfuse_dev_cloud_aws_serves_a_search_and_stops_cleanly(tmp_path: Path) -> None:
     env = dev_env()
     fanfuse = [sys.executable, "-m", "fanfuse.cli"]
-    with (tmp_path / "dev.stderr").open("w") as stderr:
-        dev = subprocess.Popen(
-            [*fanfuse, "dev", "--cloud", "aws", "-p", "docs"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
-        )
+    dev = start_dev(["--cloud", "aws", "-p", "docs"], env, tmp_path / "dev.stderr")
     ports: list[int] = []
     try:
         banner = _banner(dev, timeout=120)

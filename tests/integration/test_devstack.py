@@ -469,6 +469,19 @@ def test_each_stack_has_its_own_task_secret_and_never_shows_it(tmp_path: Path) -
     assert one.tasks_secret not in shown
 
 
+def start_dev(args: list[str], env: dict[str, str], stderr_path: Path) -> subprocess.Popen[str]:
+    """`fanfuse dev ARGS` in a session of its own: its banner on a pipe, its stderr in a file."""
+    with stderr_path.open("w") as stderr:
+        return subprocess.Popen(
+            [sys.executable, "-m", "fanfuse.cli", "dev", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            start_new_session=True,
+        )
+
+
 def _banner(dev: subprocess.Popen[str], timeout: float) -> dict[str, str]:
     """`fanfuse dev`'s component lines, read until its `ready:` line, bounded in time."""
     lines: list[str] = []
@@ -512,15 +525,7 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
         "COLUMNS": "200",
     }
     fanfuse = [sys.executable, "-m", "fanfuse.cli"]
-    with (tmp_path / "dev.stderr").open("w") as stderr:
-        dev = subprocess.Popen(
-            [*fanfuse, "dev", "-p", "docs"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            start_new_session=True,
-        )
+    dev = start_dev(["-p", "docs"], env, tmp_path / "dev.stderr")
     ports: list[int] = []
     try:
         banner = _banner(dev, timeout=120)
