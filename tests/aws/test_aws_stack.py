@@ -17,6 +17,7 @@ from fanfuse.queue.base import queue_id
 from tests.integration.test_devstack import (
     _banner,
     _read_line,
+    cli_search,
     processes_in_groups,
     start_dev,
 )
@@ -38,7 +39,6 @@ def port_of(url: str) -> int:
 
 def test_fanfuse_dev_cloud_aws_serves_a_search_and_stops_cleanly(tmp_path: Path) -> None:
     env = dev_env()
-    fanfuse = [sys.executable, "-m", "fanfuse.cli"]
     dev = start_dev(["--cloud", "aws", "-p", "docs"], env, tmp_path / "dev.stderr")
     ports: list[int] = []
     try:
@@ -48,15 +48,7 @@ def test_fanfuse_dev_cloud_aws_serves_a_search_and_stops_cleanly(tmp_path: Path)
         assert banner["sqs:docs"].strip().endswith("/" + queue_id("zz", "docs"))
         assert banner["sqs:aggregate"].strip().endswith("/zz-aggregate")
         assert keys.parse_key(banner["api_key"]) is not None
-        search = subprocess.run(
-            [*fanfuse, "search", "--endpoint", banner["start_search"].strip(), "--json", "waves"],
-            env={**env, "FANFUSE_API_KEY": banner["api_key"].strip()},
-            capture_output=True,
-            text=True,
-            timeout=150,
-        )
-        assert search.returncode == 0, search.stderr
-        view = json.loads(search.stdout)
+        view = cli_search(banner["start_search"].strip(), "waves", env, banner["api_key"].strip())
         assert view["status"] == "completed", view
         assert {r["platform"] for r in view["results"]} == {"docs"}
 

@@ -482,6 +482,20 @@ def start_dev(args: list[str], env: dict[str, str], stderr_path: Path) -> subpro
         )
 
 
+def cli_search(endpoint: str, query: str, env: dict[str, str], api_key: str) -> dict[str, Any]:
+    """`fanfuse search --endpoint ENDPOINT --json QUERY` with `api_key`: its JSON view."""
+    search = subprocess.run(
+        [sys.executable, "-m", "fanfuse.cli", "search", "--endpoint", endpoint, "--json", query],
+        env={**env, "FANFUSE_API_KEY": api_key},
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert search.returncode == 0, search.stderr
+    view: dict[str, Any] = json.loads(search.stdout)
+    return view
+
+
 def _banner(dev: subprocess.Popen[str], timeout: float) -> dict[str, str]:
     """`fanfuse dev`'s component lines, read until its `ready:` line, bounded in time."""
     lines: list[str] = []
@@ -524,7 +538,6 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
         "PYTHONUNBUFFERED": "1",
         "COLUMNS": "200",
     }
-    fanfuse = [sys.executable, "-m", "fanfuse.cli"]
     dev = start_dev(["-p", "docs"], env, tmp_path / "dev.stderr")
     ports: list[int] = []
     try:
@@ -553,15 +566,7 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
         )
         assert status == 400 and b"vectors" in body and b"not deployed" in body, body
         # ... and the default selection (all) is docs alone, which completes.
-        search = subprocess.run(
-            [*fanfuse, "search", "--endpoint", endpoint, "--json", "boundary layer"],
-            env={**env, "FANFUSE_API_KEY": banner["api_key"].strip()},
-            capture_output=True,
-            text=True,
-            timeout=150,
-        )
-        assert search.returncode == 0, search.stderr
-        view = json.loads(search.stdout)
+        view = cli_search(endpoint, "boundary layer", env, banner["api_key"].strip())
         assert view["status"] == "completed", view
         assert view["results"] and {r["platform"] for r in view["results"]} == {"docs"}
 
