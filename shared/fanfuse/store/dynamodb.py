@@ -34,7 +34,15 @@ from fanfuse.models import (
     TaskStatus,
 )
 from fanfuse.store import dynamodb_codec as codec
-from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import (
+    HealthChange,
+    Mutator,
+    QuotaMutator,
+    Snapshot,
+    TaskStore,
+    Writes,
+    health_swap,
+)
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.surfacing import surfacing, until_won
 from fanfuse.store.write_log import WriteLog, patch_op
@@ -358,14 +366,8 @@ class DynamoStore(TaskStore):
 
     def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
         """One conditional read-modify-write; a look that changes nothing is one read."""
-
-        def swap(
-            stored: PlatformHealth | None,
-        ) -> tuple[PlatformHealth | None, PlatformHealth | None]:
-            written = change(stored)
-            return written, stored if written is None else written
-
-        return self._swap(codec.HEALTH_PK, name, f"searches_health/{name}", PlatformHealth, swap)
+        path = f"searches_health/{name}"
+        return self._swap(codec.HEALTH_PK, name, path, PlatformHealth, health_swap(change))
 
     def take_quota(self, key: str, mutate: QuotaMutator) -> float | None:
         """One conditional read-modify-write; a refusal is a plain read and nothing else."""

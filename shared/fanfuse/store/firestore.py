@@ -48,7 +48,15 @@ from fanfuse.models import (
     TaskStatus,
 )
 from fanfuse.settings import Settings
-from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import (
+    HealthChange,
+    Mutator,
+    QuotaMutator,
+    Snapshot,
+    TaskStore,
+    Writes,
+    health_swap,
+)
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
     Bounds,
@@ -63,10 +71,8 @@ if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference, Transaction
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 R = TypeVar("R")
 D = TypeVar("D", bound=BaseModel)
-Health = PlatformHealth | None
 
 MAX_DOCUMENT_BYTES = 1_048_576
 """Firestore's cap on one document's storage size."""
@@ -307,13 +313,7 @@ class FirestoreStore(TaskStore):
         """As `take_quota`: a write conditioned on the version read, read again on a lost race,
         so a look that changes nothing (the breaker closed, the common case) is one read."""
         ref = self._side(HEALTH_SUFFIX, name)
-
-        def swap(
-            stored: PlatformHealth | None,
-        ) -> tuple[PlatformHealth | None, PlatformHealth | None]:
-            written = change(stored)
-            return written, stored if written is None else written
-
+        swap = health_swap(change)
         return self.bounds.contended(
             ref.path, lambda: self._swap(ref, PlatformHealth, swap, "health")
         )
