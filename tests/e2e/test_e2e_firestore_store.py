@@ -4,8 +4,8 @@ TTL policies read them), one collection per kind, cache rewrites at most once a 
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
 from tests.e2e.cloud import Cloud, make_task
-from tests.store_contract import CloudStoreContract, Harness, cache_entry
+from tests.store_contract import CloudStoreContract, Harness, at_once, cache_entry
 
 
 def raw(db: firestore.Client, path: str) -> dict[str, Any]:
@@ -124,17 +124,7 @@ def test_identical_cache_puts_from_two_clients_at_once_write_once(
     log = tmp_path / "writes.jsonl"
     stores = [FirestoreStore(e2e.firestore_client(), write_log=WriteLog(log)) for _ in range(2)]
     entry = cache_entry("ck2", utcnow())
-    barrier = threading.Barrier(2)
-
-    def put(store: FirestoreStore) -> None:
-        barrier.wait()
-        store.put_cached(entry)
-
-    threads = [threading.Thread(target=put, args=(s,)) for s in stores]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    at_once(*(partial(s.put_cached, entry) for s in stores))
     assert WriteLog.read_ops(log) == {("searches_cache/ck2", "cache"): 1}
     assert e2e.store.get_cached("ck2") == entry
     for store in stores:

@@ -18,6 +18,19 @@ from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Quot
 
 HealthChange = Callable[[PlatformHealth | None], PlatformHealth | None]
 """A health document's change (breaker.py, health.py): None leaves it as it is."""
+HealthSwap = Callable[[PlatformHealth | None], tuple[PlatformHealth | None, PlatformHealth | None]]
+
+
+def health_swap(change: HealthChange) -> HealthSwap:
+    """`change` in a QuotaMutator's shape, for a store's one-document read-modify-write: (the
+    document to write, None: nothing; what `update_health` returns, the document as stored
+    afterwards)."""
+
+    def swap(stored: PlatformHealth | None) -> tuple[PlatformHealth | None, PlatformHealth | None]:
+        written = change(stored)
+        return written, stored if written is None else written
+
+    return swap
 
 
 @dataclass

@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
 from fanfuse.aws_clients import READ_TIMEOUT_S
-from fanfuse.errors import DocumentTooLarge, StoreUnavailable, TaskNotFound
+from fanfuse.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.lifecycle import progress_accepted
 from fanfuse.models import (
     TERMINAL_TASK,
@@ -35,9 +34,17 @@ from fanfuse.models import (
     TaskStatus,
 )
 from fanfuse.store import dynamodb_codec as codec
-from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import (
+    HealthChange,
+    Mutator,
+    QuotaMutator,
+    Snapshot,
+    TaskStore,
+    Writes,
+    health_swap,
+)
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
-from fanfuse.store.surfacing import surfacing
+from fanfuse.store.surfacing import surfacing, until_won
 from fanfuse.store.write_log import WriteLog, patch_op
 
 if TYPE_CHECKING:
@@ -146,19 +153,16 @@ class DynamoStore(TaskStore):
         )
 
     def _contended(self, what: str, once: Callable[[], T]) -> T:
-        """`once` again after a short random wait while it loses races (instances that
-        collided once would collide again in lock step); Unavailable when it never wins."""
-        retrying = Retrying(
-            retry=retry_if_exception_type(Contended),
-            wait=wait_random_exponential(multiplier=0.01, max=MAX_WAIT_S),
-            stop=stop_after_attempt(ATTEMPTS),
-            reraise=True,
+        """`until_won` with this store's tries (ATTEMPTS) and Retry-After."""
+        return until_won(
+            what,
+            once,
+            Contended,
+            attempts=ATTEMPTS,
+            multiplier=0.01,
+            max_wait_s=MAX_WAIT_S,
+            retry_after_s=self.retry_after_s(),
         )
-        try:
-            return retrying(once)
-        except Contended as exc:
-            message = f"{what} still contended; try again"
-            raise StoreUnavailable(message, self.retry_after_s()) from exc
 
     def _conditional(self, call: Callable[[], object]) -> None:
         try:
@@ -362,14 +366,8 @@ class DynamoStore(TaskStore):
 
     def update_health(self, name: str, change: HealthChange) -> PlatformHealth | None:
         """One conditional read-modify-write; a look that changes nothing is one read."""
-
-        def swap(
-            stored: PlatformHealth | None,
-        ) -> tuple[PlatformHealth | None, PlatformHealth | None]:
-            written = change(stored)
-            return written, stored if written is None else written
-
-        return self._swap(codec.HEALTH_PK, name, f"searches_health/{name}", PlatformHealth, swap)
+        path = f"searches_health/{name}"
+        return self._swap(codec.HEALTH_PK, name, path, PlatformHealth, health_swap(change))
 
     def take_quota(self, key: str, mutate: QuotaMutator) -> float | None:
         """One conditional read-modify-write; a refusal is a plain read and nothing else."""

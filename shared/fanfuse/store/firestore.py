@@ -48,7 +48,15 @@ from fanfuse.models import (
     TaskStatus,
 )
 from fanfuse.settings import Settings
-from fanfuse.store.base import HealthChange, Mutator, QuotaMutator, Snapshot, TaskStore, Writes
+from fanfuse.store.base import (
+    HealthChange,
+    Mutator,
+    QuotaMutator,
+    Snapshot,
+    TaskStore,
+    Writes,
+    health_swap,
+)
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
     Bounds,
@@ -63,10 +71,8 @@ if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference, Transaction
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 R = TypeVar("R")
 D = TypeVar("D", bound=BaseModel)
-Health = PlatformHealth | None
 
 MAX_DOCUMENT_BYTES = 1_048_576
 """Firestore's cap on one document's storage size."""
@@ -307,16 +313,7 @@ class FirestoreStore(TaskStore):
         """As `take_quota`: a write conditioned on the version read, read again on a lost race,
         so a look that changes nothing (the breaker closed, the common case) is one read."""
         ref = self._side(HEALTH_SUFFIX, name)
-
-        def swap(
-            stored: PlatformHealth | None,
-        ) -> tuple[PlatformHealth | None, PlatformHealth | None]:
-            written = change(stored)
-            return written, stored if written is None else written
-
-        return self.bounds.contended(
-            ref.path, lambda: self._swap(ref, PlatformHealth, swap, "health")
-        )
+        return self._swap(ref, PlatformHealth, health_swap(change), "health")
 
     # -- API keys -------------------------------------------------------------------------------
 
@@ -375,9 +372,7 @@ class FirestoreStore(TaskStore):
         """
         ref = self._side(QUOTA_SUFFIX, key)
         with self._locks.hold(key, self.bounds.deadline()):
-            return self.bounds.contended(
-                ref.path, lambda: self._swap(ref, QuotaBucket, mutate, "quota")
-            )
+            return self._swap(ref, QuotaBucket, mutate, "quota")
 
     def _swap(
         self,
@@ -387,19 +382,24 @@ class FirestoreStore(TaskStore):
         kind: str,
     ) -> R:
         """Read `ref` as `model`, write what `change` returns (None: nothing), conditioned on
-        the version read (created only if still absent, updated only if not written since)."""
-        snap = ref.get(**self.bounds.call())
-        stored = model.model_validate(decode(snap.to_dict())) if snap.exists else None
-        written, answer = change(stored)
-        if written is not None:
-            data = model_data(written)  # every field (None too): an update replaces the whole
-            if snap.exists:
-                option = self.client.write_option(last_update_time=snap.update_time)
-                ref.update(data, option=option, **self.bounds.call())
-            else:
-                ref.create(data, **self.bounds.call())
-            self.writes.record(kind, [ref.path])
-        return answer
+        the version read (created only if still absent, updated only if not written since);
+        again from the read while the write loses races (`Bounds.contended`)."""
+
+        def once() -> R:
+            snap = ref.get(**self.bounds.call())
+            stored = model.model_validate(decode(snap.to_dict())) if snap.exists else None
+            written, answer = change(stored)
+            if written is not None:
+                data = model_data(written)  # every field (None too): an update replaces all
+                if snap.exists:
+                    option = self.client.write_option(last_update_time=snap.update_time)
+                    ref.update(data, option=option, **self.bounds.call())
+                else:
+                    ref.create(data, **self.bounds.call())
+                self.writes.record(kind, [ref.path])
+            return answer
+
+        return self.bounds.contended(ref.path, once)
 
     def count_in_flight(self, owner: str, now: datetime) -> int:
         """A count() aggregation (one read per 1,000 entries), on the composite index

@@ -32,16 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tenacity import (
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_random_exponential,
-)
-
 from fanfuse.errors import StoreUnavailable
-from fanfuse.store.surfacing import surfacing
+from fanfuse.store.surfacing import surfacing, until_won
 
 if TYPE_CHECKING:
     from google.api_core.retry import Retry
@@ -111,21 +103,20 @@ class Bounds:
             batch.commit(**self.call())
 
     def contended(self, what: str, once: Callable[[], T]) -> T:
-        """`once` (a read and a write conditioned on it) again after a short random wait while
-        it loses races (instances that collided once would collide again in lock step), for
-        at most TRANSACTION_ATTEMPTS tries and `transaction_s`."""
+        """`until_won` for a read and a write conditioned on it: at most TRANSACTION_ATTEMPTS
+        tries and `transaction_s`."""
         from google.api_core.exceptions import Conflict, FailedPrecondition
 
-        retrying = Retrying(
-            retry=retry_if_exception_type((Conflict, FailedPrecondition)),
-            wait=wait_random_exponential(multiplier=0.005, max=0.2),
-            stop=stop_after_attempt(TRANSACTION_ATTEMPTS) | stop_after_delay(self.transaction_s),
-            reraise=True,
+        return until_won(
+            what,
+            once,
+            (Conflict, FailedPrecondition),
+            attempts=TRANSACTION_ATTEMPTS,
+            multiplier=0.005,
+            max_wait_s=0.2,
+            retry_after_s=self.call_s,
+            budget_s=self.transaction_s,
         )
-        try:
-            return retrying(once)
-        except (Conflict, FailedPrecondition) as exc:
-            raise StoreUnavailable(f"{what} still contended; try again", self.call_s) from exc
 
 
 class TaskLocks:
