@@ -22,12 +22,9 @@ from pydantic import BaseModel, ValidationError
 from fanfuse.errors import (
     FanfuseError,
     InvalidRequest,
-    LeaseHeld,
     MethodNotAllowed,
     PayloadTooLarge,
-    RateLimited,
-    StartTooSlow,
-    StoreUnavailable,
+    RetryLater,
     Unauthorized,
     UnsupportedMediaType,
     problems_of,
@@ -152,6 +149,6 @@ def error_answer(exc: FanfuseError) -> Answer:
         headers["Allow"] = ", ".join(exc.allowed)
     elif isinstance(exc, Unauthorized):
         headers["WWW-Authenticate"] = 'Bearer realm="fanfuse", ApiKey header="X-Api-Key"'
-    elif isinstance(exc, RateLimited | LeaseHeld | StartTooSlow | StoreUnavailable):
+    elif isinstance(exc, RetryLater):
         headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_s)))
     return Answer(exc.status_code, exc.body().model_dump(mode="json"), headers)

@@ -53,10 +53,10 @@ class Circuit:
         A probe that said nothing keeps its claim until breaker.PROBE_LEASE_S frees it."""
         now = self.clock()
         failure = outcome.failure
-        answered_by_cache = outcome.cache is not None and outcome.cache.state is CacheState.HIT
+        from_cache = answered_by_cache(outcome)
 
         def change(health: PlatformHealth | None) -> PlatformHealth | None:
-            if outcome.state is PlatformState.SUCCEEDED and not answered_by_cache:
+            if outcome.state is PlatformState.SUCCEEDED and not from_cache:
                 return breaker.on_success(health, now)
             if outcome.state is PlatformState.FAILED and failure is not None:
                 return breaker.on_failure(health, name, failure, now)
@@ -73,8 +73,8 @@ class Circuit:
         advice: a store error here is logged, never the run's failure. The store is read only
         when a sample may be written (health.due)."""
         seconds = outcome.timings.get(Stage.SEARCHING.value)
-        hit = outcome.cache is not None and outcome.cache.state is CacheState.HIT
-        if outcome.state is not PlatformState.SUCCEEDED or seconds is None or hit:
+        asked = outcome.state is PlatformState.SUCCEEDED and not answered_by_cache(outcome)
+        if not asked or seconds is None:
             return
         now = self.clock()
         if name in self._health and not due(self._health[name], now):
@@ -86,6 +86,11 @@ class Circuit:
             )
         except Exception:
             log.warning("could not record %s's latency", name, exc_info=True)
+
+
+def answered_by_cache(outcome: Outcome) -> bool:
+    """Wholly from the cache: the provider was not asked, so the run says nothing of it."""
+    return outcome.cache is not None and outcome.cache.state is CacheState.HIT
 
 
 def suspended(name: str, gate: breaker.Gate) -> Outcome:

@@ -111,15 +111,20 @@ class Forbidden(FanfuseError):
     code = "forbidden"
 
 
-class RateLimited(FanfuseError):
-    """A caller over its quota: 429 with `Retry-After` (whole seconds, rounded up)."""
-
-    status_code = 429
-    code = "rate_limited"
+class RetryLater(FanfuseError):
+    """An error whose answer says when to try again: `Retry-After` (api.error_answer), in whole
+    seconds rounded up from `retry_after_s`."""
 
     def __init__(self, message: str, retry_after_s: float) -> None:
         self.retry_after_s = retry_after_s
         super().__init__(message)
+
+
+class RateLimited(RetryLater):
+    """A caller over its quota: 429 with `Retry-After` (whole seconds, rounded up)."""
+
+    status_code = 429
+    code = "rate_limited"
 
 
 class UnknownPlatform(InvalidRequest):
@@ -142,25 +147,17 @@ class Unavailable(FanfuseError):
     code = "unavailable"
 
 
-class StartTooSlow(Unavailable):
+class StartTooSlow(Unavailable, RetryLater):
     """Storage was so slow at start that too little of the search's time budget was left:
     503 with `Retry-After`, and nothing of the search is kept (SearchService.start)."""
 
-    def __init__(self, message: str, retry_after_s: float) -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(message)
 
-
-class StoreUnavailable(Unavailable):
+class StoreUnavailable(Unavailable, RetryLater):
     """The store did not answer in time (a stalled or overloaded Firestore, a transaction still
     contended when its time ran out): 503 with `Retry-After`, retried by Cloud Tasks. Every
     Firestore call is bounded (store/firestore_calls.py), so a stall ends here, not in a hang."""
 
     code = "store_unavailable"
-
-    def __init__(self, message: str, retry_after_s: float) -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(message)
 
 
 class Unreachable(Unavailable):
@@ -171,17 +168,13 @@ class Unreachable(Unavailable):
     """
 
 
-class LeaseHeld(FanfuseError):
+class LeaseHeld(RetryLater):
     """A platform run another delivery holds the live lease of: 503 with `Retry-After` (the time
     left on the lease), so Cloud Tasks tries again once it may have lapsed; no provider is called.
     """
 
     status_code = 503
     code = "lease_held"
-
-    def __init__(self, message: str, retry_after_s: float) -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(message)
 
 
 class QueueUnavailable(FanfuseError):

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from fanfuse import lifecycle
 from fanfuse.breaker import kind_of
-from fanfuse.cache import QueryCache
 from fanfuse.errors import Blocked, Cancelled, ProviderError
 from fanfuse.models import FailureKind, PlatformRun, PlatformState, Task
 from fanfuse.options import CacheMode
@@ -83,6 +82,7 @@ class Executor:
             platform = self.registry.get(run.name)
             # The run path alone needs the stages, the content settings and the network layer:
             # imported here, so a status or start request never loads them at cold start.
+            from fanfuse.cache import QueryCache
             from fanfuse.content.compress import within_chars
             from fanfuse.content.settings import ContentSettings
             from fanfuse.stages import pipeline

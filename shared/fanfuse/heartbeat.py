@@ -41,7 +41,6 @@ class Heartbeat:
         self.store, self.task_id, self.name, self.token = store, task_id, name, token
         self.lease, self.clock = lease, clock
         self.lost = False
-        self.renewals = 0
         self._beating: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Heartbeat:
@@ -75,8 +74,6 @@ class Heartbeat:
             except Exception as exc:  # a stalled or failing store: the lease has time left
                 log.warning("lease renewal of %s failed: %r", self.name, exc)
                 continue
-            if kept:
-                self.renewals += 1
-            else:
+            if not kept:
                 log.info("lease of %s is no longer this worker's: stopping", self.name)
                 self.lost = True

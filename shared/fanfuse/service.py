@@ -77,8 +77,6 @@ class SearchService:
         self.clock = clock
         self._executor = Executor(store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
-        """The health this process last read or wrote per platform: while it is too recent to
-        be replaced, a run need not read the store to learn so."""
 
     # -- start -------------------------------------------------------------------------------
 
