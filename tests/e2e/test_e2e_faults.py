@@ -172,6 +172,9 @@ def test_a_firestore_stall_while_the_last_platform_fans_in_completes_the_search_
     provider answers, so the worker's progress writes and its fan-in meet the stopped store."""
     accepted, worker, answers = _held_search(e2e)
     task_id = accepted["task_id"]
+    # docs' fan-in is visible once committed, and in the write log a moment later (its process
+    # logs after the commit returns): wait for the log too (start + fan-in), so `before` holds it.
+    e2e.wait_until(lambda: e2e.writes(task_id)[f"searches/{task_id}"] == 2, what="docs' fan-in")
     before = e2e.writes(task_id)
     with e2e.firestore_stopped():
         e2e.stub.release("web_gate")
