@@ -175,6 +175,23 @@ async def test_a_name_resolving_to_public_nat64_and_mapped_addresses_passes() ->
     ]
 
 
+@pytest.mark.parametrize("url", ["http://[::1/", "http://xn--/", "javascript:alert(1)", "ftp://x/"])
+async def test_a_url_that_cannot_be_fetched_is_refused_not_raised(url: str) -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        raise AssertionError("nothing to resolve")
+
+    with pytest.raises(Refused):
+        await check_url(url, OPEN, resolver)
+
+
+async def test_a_name_the_resolver_cannot_encode_is_refused() -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        raise UnicodeError("label too long")  # what the IDNA codec raises for a 64+ label
+
+    with pytest.raises(Refused, match="cannot resolve"):
+        await check_url(f"http://{'a' * 70}.test/", OPEN, resolver)
+
+
 @pytest.mark.parametrize("ip", ["192.0.2.1", "198.18.0.1", "2001:db8::1", "240.0.0.1"])
 def test_documentation_benchmark_and_reserved_space_is_refused(ip: str) -> None:
     assert address_problem(ip, CLOSED) is not None

@@ -181,11 +181,16 @@ def _own_problem(
 async def check_url(
     url: str, policy: AddressPolicy, resolver: Resolver = system_resolver
 ) -> list[str]:
-    """The addresses `url`'s host resolves to, or `Refused` unless every one may be fetched."""
-    parsed = httpx.URL(url)
+    """The addresses `url`'s host resolves to, or `Refused` unless every one may be fetched
+    (a URL that does not parse, or a name that cannot be encoded, is refused too: a result's URL
+    is whatever a provider or a page wrote)."""
+    try:
+        parsed = httpx.URL(url)
+        host = parsed.host  # decoded from IDNA on first use: it can fail here too
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        raise Refused(f"not a URL that can be fetched: {exc}") from exc
     if parsed.scheme not in ("http", "https"):
         raise Refused(f"scheme {parsed.scheme!r} is not fetched")
-    host = parsed.host
     if not host:
         raise Refused("no host")
     if host.lower().rstrip(".") in METADATA_HOSTS:
@@ -195,7 +200,7 @@ async def check_url(
     except ValueError:
         try:
             ips = await resolver(host, parsed.port or (443 if parsed.scheme == "https" else 80))
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # UnicodeError: a label IDNA cannot encode
             raise Refused(f"cannot resolve {host}: {exc}") from exc
     if not ips:
         raise Refused(f"{host} resolves to no address")
