@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fanfuse.errors import ProviderError
-from fanfuse.models import PlatformState, TaskStatus
+from fanfuse.models import Hit, PlatformState, TaskStatus
 from fanfuse.net.guard import AddressPolicy, FetchPolicy, Resolver
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
@@ -56,7 +56,7 @@ async def search(
     resolver: Resolver | None = None,
     log: Path | None = None,
     **over: object,
-):
+) -> tuple[list[list[Hit]], RunRecord]:
     platform = WebSearchMcpPlatform(overrides={"command": command(log), **over})
     record = RunRecord()
     ctx = PlatformContext(
