@@ -24,9 +24,10 @@ deprecated IPv4-compatible `::a.b.c.d`. A form is then fetched only if the form 
 reachable from the Internet: the mapped form is the IPv4 address itself to a dual-stack socket and
 the well-known NAT64 prefix is global (IANA's special-purpose registry); the others are refused as
 non-global unless private addresses are allowed (64:ff9b:1::/48 is local by definition; 6to4 and
-Teredo are "N/A" in the registry and deprecated or relayed, and Python 3.13 calls them non-global
-too; the translated and compatible forms are in reserved space nothing routes). Whatever the
-deployment allows, a metadata IPv4 in any of these forms is refused as cloud metadata.
+Teredo are "N/A" in the registry and deprecated or relayed, and later Pythons' ipaddress (since
+the fix of CPython gh-113171) calls them non-global too; the translated and compatible forms are
+in reserved space nothing routes). Whatever the deployment allows, a metadata IPv4 in any of these
+forms is refused as cloud metadata.
 """
 
 from __future__ import annotations
