@@ -96,6 +96,7 @@ class Executor:
                 runner=self.runner,
                 record=record,
                 report=reporter.step,
+                addresses=self._content,  # a URL a platform has fetched is guarded as ours are
             )
             cache = QueryCache.for_run(
                 self.store,

@@ -3,13 +3,16 @@ pinned connection, against a server on 127.0.0.1 reached through a resolver doub
 
 from __future__ import annotations
 
+import ipaddress
+import re
+
 import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from fanfuse.errors import Refused
 from fanfuse.net import guard
-from fanfuse.net.guard import FetchPolicy, address_problem, check_url, pinned
+from fanfuse.net.guard import FetchPolicy, address_problem, carried_ipv4, check_url, pinned
 from fanfuse.net.runner import Runner
 
 CLOSED = FetchPolicy()
@@ -37,6 +40,156 @@ OPEN = FetchPolicy(allow_private=True, allow_loopback=True)
 )
 def test_only_global_addresses_pass_a_closed_policy(ip: str, problem: str | None) -> None:
     assert address_problem(ip, CLOSED) == problem
+
+
+# Each IPv4 address written in each IPv6 transition form: (address, form, the IPv4 inside, what a
+# closed policy answers). Only strings for the pure decision: nothing connects to any of them.
+# Teredo carries a server and an inverted client (8.8.4.4 the other end of each row).
+TRANSITION_FORMS = [
+    ("::ffff:a01:203", "IPv4-mapped", "10.1.2.3", "private"),
+    ("::ffff:7f00:1", "IPv4-mapped", "127.0.0.1", "loopback"),
+    ("::ffff:a9fe:a9fe", "IPv4-mapped", "169.254.169.254", "cloud metadata"),
+    ("::ffff:c0a8:101", "IPv4-mapped", "192.168.1.1", "private"),
+    ("::ffff:6440:1", "IPv4-mapped", "100.64.0.1", "non-global"),
+    ("::ffff:808:808", "IPv4-mapped", "8.8.8.8", None),
+    ("::a01:203", "IPv4-compatible", "10.1.2.3", "private"),
+    ("::7f00:1", "IPv4-compatible", "127.0.0.1", "loopback"),
+    ("::a9fe:a9fe", "IPv4-compatible", "169.254.169.254", "cloud metadata"),
+    ("::c0a8:101", "IPv4-compatible", "192.168.1.1", "private"),
+    ("::6440:1", "IPv4-compatible", "100.64.0.1", "non-global"),
+    ("::808:808", "IPv4-compatible", "8.8.8.8", "non-global"),  # deprecated, routed nowhere
+    ("::ffff:0:a01:203", "IPv4-translated", "10.1.2.3", "private"),
+    ("::ffff:0:7f00:1", "IPv4-translated", "127.0.0.1", "loopback"),
+    ("::ffff:0:a9fe:a9fe", "IPv4-translated", "169.254.169.254", "cloud metadata"),
+    ("::ffff:0:c0a8:101", "IPv4-translated", "192.168.1.1", "private"),
+    ("::ffff:0:6440:1", "IPv4-translated", "100.64.0.1", "non-global"),
+    ("::ffff:0:808:808", "IPv4-translated", "8.8.8.8", "non-global"),
+    ("64:ff9b::a01:203", "NAT64", "10.1.2.3", "private"),
+    ("64:ff9b::7f00:1", "NAT64", "127.0.0.1", "loopback"),
+    ("64:ff9b::a9fe:a9fe", "NAT64", "169.254.169.254", "cloud metadata"),
+    ("64:ff9b::c0a8:101", "NAT64", "192.168.1.1", "private"),
+    ("64:ff9b::6440:1", "NAT64", "100.64.0.1", "non-global"),
+    ("64:ff9b::808:808", "NAT64", "8.8.8.8", None),  # the well-known prefix is global
+    ("64:ff9b:1::a01:203", "local-use NAT64", "10.1.2.3", "private"),
+    ("64:ff9b:1::7f00:1", "local-use NAT64", "127.0.0.1", "loopback"),
+    ("64:ff9b:1::a9fe:a9fe", "local-use NAT64", "169.254.169.254", "cloud metadata"),
+    ("64:ff9b:1::c0a8:101", "local-use NAT64", "192.168.1.1", "private"),
+    ("64:ff9b:1::6440:1", "local-use NAT64", "100.64.0.1", "non-global"),
+    ("64:ff9b:1::808:808", "local-use NAT64", "8.8.8.8", "non-global"),  # local by definition
+    ("2002:a01:203::1", "6to4", "10.1.2.3", "private"),
+    ("2002:7f00:1::1", "6to4", "127.0.0.1", "loopback"),
+    ("2002:a9fe:a9fe::1", "6to4", "169.254.169.254", "cloud metadata"),
+    ("2002:c0a8:101::1", "6to4", "192.168.1.1", "private"),
+    ("2002:6440:1::1", "6to4", "100.64.0.1", "non-global"),
+    ("2002:808:808::1", "6to4", "8.8.8.8", "non-global"),  # relayed: not reachable as such
+    ("2001:0:808:404:0:ffff:f5fe:fdfc", "Teredo", "10.1.2.3", "private"),
+    ("2001:0:808:404:0:ffff:80ff:fffe", "Teredo", "127.0.0.1", "loopback"),
+    ("2001:0:808:404:0:ffff:5601:5601", "Teredo", "169.254.169.254", "cloud metadata"),
+    ("2001:0:808:404:0:ffff:3f57:fefe", "Teredo", "192.168.1.1", "private"),
+    ("2001:0:808:404:0:ffff:9bbf:fffe", "Teredo", "100.64.0.1", "non-global"),
+    ("2001:0:808:404:0:ffff:f7f7:f7f7", "Teredo", "8.8.8.8", "non-global"),
+    ("2001:0:a01:203:0:ffff:f7f7:fbfb", "Teredo", "10.1.2.3", "private"),  # as the server
+    ("2001:0:7f00:1:0:ffff:f7f7:fbfb", "Teredo", "127.0.0.1", "loopback"),
+    ("2001:0:a9fe:a9fe:0:ffff:f7f7:fbfb", "Teredo", "169.254.169.254", "cloud metadata"),
+    ("2001:0:c0a8:101:0:ffff:f7f7:fbfb", "Teredo", "192.168.1.1", "private"),
+    ("2001:0:6440:1:0:ffff:f7f7:fbfb", "Teredo", "100.64.0.1", "non-global"),
+    ("2001:0:808:808:0:ffff:f7f7:fbfb", "Teredo", "8.8.8.8", "non-global"),
+]
+
+
+@pytest.mark.parametrize(("ip", "form", "ipv4", "problem"), TRANSITION_FORMS)
+def test_an_ipv6_transition_form_is_judged_by_the_ipv4_it_carries(
+    ip: str, form: str, ipv4: str, problem: str | None
+) -> None:
+    carried = carried_ipv4(ipaddress.IPv6Address(ip))
+    assert carried is not None and carried.form == form
+    assert ipaddress.IPv4Address(ipv4) in carried.ipv4
+    assert address_problem(ip, CLOSED) == problem
+
+
+@pytest.mark.parametrize(("ip", "form", "ipv4", "problem"), TRANSITION_FORMS)
+def test_a_policy_that_allows_private_addresses_still_refuses_carried_metadata(
+    ip: str, form: str, ipv4: str, problem: str | None
+) -> None:
+    expected = "cloud metadata" if ipv4 == "169.254.169.254" else None
+    assert address_problem(ip, OPEN) == expected
+
+
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "64:ff9b:1:a9fe:a9:fe00::",  # a /48 NAT64 prefix: the IPv4 around the u octet
+        "64:ff9b:1:a9:fe:a9fe::",  # a /56 prefix
+        "64:ff9b:1:0:a9:fea9:fe00:0",  # a /64 prefix
+        "64:ff9b:1:abcd::a9fe:a9fe",  # a /96 prefix inside the local-use /48
+    ],
+)
+def test_metadata_behind_any_local_use_nat64_prefix_length_is_named(ip: str) -> None:
+    assert address_problem(ip, OPEN) == "cloud metadata"
+    assert address_problem(ip, CLOSED) == "cloud metadata"
+
+
+@pytest.mark.parametrize("ip", ["::", "::1", "2606:4700::1111", "fe80::1", "fd00:ec2::254"])
+def test_plain_ipv6_addresses_carry_no_ipv4(ip: str) -> None:
+    assert carried_ipv4(ipaddress.IPv6Address(ip)) is None
+
+
+def test_loopback_allowed_is_this_machines_loopback_only_in_the_mapped_form() -> None:
+    loopback_only = FetchPolicy(allow_loopback=True)
+    assert address_problem("::ffff:127.0.0.1", loopback_only) is None
+    assert address_problem("::1", loopback_only) is None
+    assert address_problem("2002:7f00:1::1", loopback_only) == "non-global"
+    assert address_problem("::7f00:1", loopback_only) == "non-global"
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("64:ff9b::a9fe:a9fe", "cloud metadata"),
+        ("2002:a01:203::1", "private"),
+        ("::7f00:1", "loopback"),
+        ("2001:0:808:404:0:ffff:5601:5601", "cloud metadata"),
+        ("64:ff9b:1::6440:1", "non-global"),
+    ],
+)
+async def test_a_name_resolving_to_a_transition_form_is_refused(address: str, problem: str) -> None:
+    """The resolver double answers an AAAA-style address; the URL is refused before any fetch."""
+
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["93.184.216.34", address]
+
+    pattern = rf"resolves to a {problem} address \({re.escape(address)}\)"
+    with pytest.raises(Refused, match=pattern):
+        await check_url("https://transition.test/", CLOSED, resolver)
+    with pytest.raises(Refused, match=pattern):  # written as the URL's host, with no lookup
+        await check_url(f"http://[{address}]/", CLOSED, resolver)
+
+
+async def test_a_name_resolving_to_public_nat64_and_mapped_addresses_passes() -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        return ["64:ff9b::808:808", "::ffff:808:808"]
+
+    assert await check_url("https://nat64.test/", CLOSED, resolver) == [
+        "64:ff9b::808:808",
+        "::ffff:808:808",
+    ]
+
+
+@pytest.mark.parametrize("url", ["http://[::1/", "http://xn--/", "javascript:alert(1)", "ftp://x/"])
+async def test_a_url_that_cannot_be_fetched_is_refused_not_raised(url: str) -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        raise AssertionError("nothing to resolve")
+
+    with pytest.raises(Refused):
+        await check_url(url, OPEN, resolver)
+
+
+async def test_a_name_the_resolver_cannot_encode_is_refused() -> None:
+    async def resolver(host: str, port: int) -> list[str]:
+        raise UnicodeError("label too long")  # what the IDNA codec raises for a 64+ label
+
+    with pytest.raises(Refused, match="cannot resolve"):
+        await check_url(f"http://{'a' * 70}.test/", OPEN, resolver)
 
 
 @pytest.mark.parametrize("ip", ["192.0.2.1", "198.18.0.1", "2001:db8::1", "240.0.0.1"])

@@ -11,6 +11,23 @@ deployment allows private or loopback ones; the cloud metadata services are refu
 by number whatever it allows. The request then goes to the address that was checked, not to
 the name: `pinned` puts the address in the URL and keeps the name in `Host` and in TLS (SNI and
 certificate checks), so a second DNS answer (rebinding) cannot send it elsewhere.
+
+An IPv6 address can carry an IPv4 one, and `is_global` does not look inside: in Python 3.11
+`64:ff9b::a9fe:a9fe` (NAT64 of 169.254.169.254), `2002:a01:203::1` (6to4 of 10.1.2.3) and
+`::7f00:1` (IPv4-compatible 127.0.0.1) are all "global", and which of those prefixes count as
+global has changed from one Python release to the next. So the transition forms are decoded here,
+explicitly (`carried_ipv4`), and the IPv4 they lead to is judged by the same rules as if it had
+been resolved itself: IPv4-mapped `::ffff:a.b.c.d` and IPv4-translated `::ffff:0:a.b.c.d`, NAT64's
+well-known `64:ff9b::/96` and local-use `64:ff9b:1::/48` (RFC 6052, RFC 8215), 6to4 `2002::/16`,
+Teredo `2001::/32` (its server and its client, whose address is stored inverted) and the
+deprecated IPv4-compatible `::a.b.c.d`. A form is then fetched only if the form itself is
+reachable from the Internet: the mapped form is the IPv4 address itself to a dual-stack socket and
+the well-known NAT64 prefix is global (IANA's special-purpose registry); the others are refused as
+non-global unless private addresses are allowed (64:ff9b:1::/48 is local by definition; 6to4 and
+Teredo are "N/A" in the registry and deprecated or relayed, and later Pythons' ipaddress (since
+the fix of CPython gh-113171) calls them non-global too; the translated and compatible forms are
+in reserved space nothing routes). Whatever the deployment allows, a metadata IPv4 in any of these
+forms is refused as cloud metadata.
 """
 
 from __future__ import annotations
@@ -73,11 +90,81 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
+@dataclass(frozen=True)
+class Carried:
+    """The IPv4 addresses an IPv6 transition form leads to (`carried_ipv4`)."""
+
+    form: str
+    ipv4: tuple[ipaddress.IPv4Address, ...]
+    reachable: bool
+    """Whether the form's own prefix is reachable from the Internet (see the module's doc)."""
+    other_readings: tuple[ipaddress.IPv4Address, ...] = ()
+    """Where else the IPv4 address may sit (a local-use NAT64 prefix longer than /48 moves it):
+    only a metadata address there is a refusal of its own, since the form is non-global anyway
+    unless private addresses are allowed, and then metadata is the one thing still refused."""
+
+
+NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
+NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
+IPV4_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+RFC6052_LENGTHS = (96, 64, 56, 48)
+"""Where a NAT64 prefix of each length puts the IPv4 address (RFC 6052 section 2.2): the local-use
+prefix is /48, and an operator may use it as it is or any longer prefix inside it."""
+
+
+def _rfc6052_ipv4(addr: ipaddress.IPv6Address, length: int) -> ipaddress.IPv4Address:
+    """The IPv4 address behind a NAT64 prefix of `length` bits: bits 64-71 (the "u" octet) are
+    skipped, so an address cut by them comes in two pieces."""
+    bits = int(addr)
+    if length == 96:
+        return ipaddress.IPv4Address(bits & 0xFFFFFFFF)
+    before_u = 64 - length  # the IPv4 bits that fit between the prefix and the u octet
+    high = (bits >> 64) & ((1 << before_u) - 1)
+    low = (bits >> (56 - (32 - before_u))) & ((1 << (32 - before_u)) - 1)
+    return ipaddress.IPv4Address((high << (32 - before_u)) | low)
+
+
+def carried_ipv4(addr: ipaddress.IPv6Address) -> Carried | None:
+    """The IPv4 address(es) `addr` leads to when it is a transition form, else None. Pure."""
+    if addr.ipv4_mapped is not None:
+        return Carried("IPv4-mapped", (addr.ipv4_mapped,), reachable=True)
+    if addr in NAT64_WELL_KNOWN:
+        return Carried("NAT64", (_rfc6052_ipv4(addr, 96),), reachable=True)
+    if addr in NAT64_LOCAL_USE:
+        last, *others = (_rfc6052_ipv4(addr, n) for n in RFC6052_LENGTHS)
+        return Carried("local-use NAT64", (last,), reachable=False, other_readings=tuple(others))
+    if addr.sixtofour is not None:
+        return Carried("6to4", (addr.sixtofour,), reachable=False)
+    if addr.teredo is not None:
+        return Carried("Teredo", addr.teredo, reachable=False)
+    if addr in IPV4_TRANSLATED:
+        last_32 = ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+        return Carried("IPv4-translated", (last_32,), reachable=False)
+    if addr in IPV4_COMPATIBLE and int(addr) > 1:  # :: and ::1 are not IPv4 addresses
+        return Carried("IPv4-compatible", (ipaddress.IPv4Address(int(addr)),), reachable=False)
+    return None
+
+
 def address_problem(ip: str, policy: AddressPolicy) -> str | None:
-    """Why `ip` may not be fetched, or None."""
+    """Why `ip` may not be fetched, or None. An IPv6 transition form is judged by the IPv4
+    address(es) it leads to, then by whether the form itself is reachable."""
     addr = ipaddress.ip_address(ip.split("%")[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
+    carried = carried_ipv4(addr) if isinstance(addr, ipaddress.IPv6Address) else None
+    if carried is None:
+        return _own_problem(addr, policy)
+    problems = [_own_problem(v4, policy) for v4 in carried.ipv4]
+    if "cloud metadata" in problems or any(v4 in METADATA_IPS for v4 in carried.other_readings):
+        return "cloud metadata"
+    problem = next((p for p in problems if p is not None), None)
+    if problem is None and not carried.reachable and not policy.allow_private:
+        return "non-global"
+    return problem
+
+
+def _own_problem(
+    addr: ipaddress.IPv4Address | ipaddress.IPv6Address, policy: AddressPolicy
+) -> str | None:
     if addr in METADATA_IPS:
         return "cloud metadata"
     if addr.is_global:
@@ -95,11 +182,16 @@ def address_problem(ip: str, policy: AddressPolicy) -> str | None:
 async def check_url(
     url: str, policy: AddressPolicy, resolver: Resolver = system_resolver
 ) -> list[str]:
-    """The addresses `url`'s host resolves to, or `Refused` unless every one may be fetched."""
-    parsed = httpx.URL(url)
+    """The addresses `url`'s host resolves to, or `Refused` unless every one may be fetched
+    (a URL that does not parse, or a name that cannot be encoded, is refused too: a result's URL
+    is whatever a provider or a page wrote)."""
+    try:
+        parsed = httpx.URL(url)
+        host = parsed.host  # decoded from IDNA on first use: it can fail here too
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        raise Refused(f"not a URL that can be fetched: {exc}") from exc
     if parsed.scheme not in ("http", "https"):
         raise Refused(f"scheme {parsed.scheme!r} is not fetched")
-    host = parsed.host
     if not host:
         raise Refused("no host")
     if host.lower().rstrip(".") in METADATA_HOSTS:
@@ -109,7 +201,7 @@ async def check_url(
     except ValueError:
         try:
             ips = await resolver(host, parsed.port or (443 if parsed.scheme == "https" else 80))
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # UnicodeError: a label IDNA cannot encode
             raise Refused(f"cannot resolve {host}: {exc}") from exc
     if not ips:
         raise Refused(f"{host} resolves to no address")

@@ -25,6 +25,7 @@ from fanfuse.net.policy import PROVIDER
 from fanfuse.options import OptionName, OptionUse, SearchOptions
 
 if TYPE_CHECKING:
+    from fanfuse.net.guard import AddressPolicy, Resolver
     from fanfuse.net.runner import Runner
 
 
@@ -104,12 +105,17 @@ class RunRecord:
 
 @dataclass
 class PlatformContext(Generic[S]):
-    """What a platform may use while it runs: its settings, the shared runner, the record."""
+    """What a platform may use while it runs: its settings, the shared runner, the record, and
+    the network guard's address policy and resolver for any URL it asks someone to fetch."""
 
     settings: S
     runner: Runner = field(default_factory=_shared_runner)
     record: RunRecord = field(default_factory=RunRecord)
     report: ProgressFn = _no_progress
+    addresses: AddressPolicy | None = None
+    """The deployment's address policy (its content settings); None: only global addresses."""
+    resolver: Resolver | None = None
+    """None: the system's resolver (tests give a double)."""
 
 
 class Platform(ABC, Generic[S]):

@@ -225,6 +225,8 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
             runner=ctx.runner,
             record=ctx.record,
             report=ctx.report,
+            addresses=ctx.addresses,
+            resolver=ctx.resolver,
         )
         lists = await fallback.search(sub_ctx, params)
         ctx.record.provider = fallback.name

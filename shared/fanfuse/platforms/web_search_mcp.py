@@ -12,6 +12,15 @@ servers print (`**1. Title**`, `URL: ...`, `Description: ...`, `**Full Content:*
 Not one HTTP call, so it implements `search` itself. When content is wanted it asks for full
 content and then fetches up to `targeted_fetches` results that still lack it with
 `get-single-web-page-content` (the query strategy's targeted fetches).
+
+The server fetches pages from wherever it runs, often beside fanfuse, so every result URL is
+put through the network guard first, with the deployment's address policy and resolver (the
+context's), exactly as fanfuse's own page fetches are: a URL the guard refuses is never handed to
+the page tool, and content the search tool already brought for it is not passed on (the server
+fetched it without asking; fanfuse does not hand it on). Either way the result keeps its reason in
+`metadata.fetch_error` and the search goes on. The guard checks the name as it resolves now; the
+server looks it up again itself, so a rebinding DNS answer is beyond what a check here can stop
+(run the server where it can reach nothing private).
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fanfuse.errors import ProviderError
+from fanfuse.errors import ProviderError, Refused
 from fanfuse.models import CallRecord, Hit
 from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
 
@@ -206,16 +215,27 @@ class WebSearchMcpPlatform(Platform[WebSearchMcpSettings]):
             for item in found[: params.limit]
         ]
         if params.include_content:
-            hits = await self._targeted_fetches(session, settings, hits)
+            refused = await refusals(ctx, [h.url for h in hits])
+            for i, reason in enumerate(refused):
+                if reason is not None:
+                    metadata = {**hits[i].metadata, "fetch_error": reason}
+                    hits[i] = hits[i].model_copy(update={"content": None, "metadata": metadata})
+            allowed = [i for i, reason in enumerate(refused) if reason is None]
+            hits = await self._targeted_fetches(session, settings, hits, allowed)
         return hits
 
     async def _targeted_fetches(
-        self, session: ClientSession, settings: WebSearchMcpSettings, hits: list[Hit]
+        self,
+        session: ClientSession,
+        settings: WebSearchMcpSettings,
+        hits: list[Hit],
+        allowed: list[int],
     ) -> list[Hit]:
-        """Fetch up to `targeted_fetches` pages that came back without content."""
+        """Fetch up to `targeted_fetches` pages that came back without content, among the hits
+        at `allowed` (those whose URL the guard lets through)."""
         from mcp.types import TextContent
 
-        lacking = [i for i, h in enumerate(hits) if not h.content][: settings.targeted_fetches]
+        lacking = [i for i in allowed if not hits[i].content][: settings.targeted_fetches]
         for i in lacking:
             args = {"url": hits[i].url, "maxContentLength": settings.max_content_chars}
             try:
@@ -234,3 +254,21 @@ class WebSearchMcpPlatform(Platform[WebSearchMcpSettings]):
                 }
             )
         return hits
+
+
+async def refusals(ctx: PlatformContext[WebSearchMcpSettings], urls: list[str]) -> list[str | None]:
+    """Why the network guard refuses each URL (None: it may be fetched), all checked at once with
+    the context's address policy (only global addresses without one) and resolver."""
+    from fanfuse.net.guard import FetchPolicy, check_url, system_resolver
+
+    policy = ctx.addresses or FetchPolicy()
+    resolver = ctx.resolver or system_resolver
+
+    async def one(url: str) -> str | None:
+        try:
+            await check_url(url, policy, resolver)
+        except Refused as exc:
+            return str(exc)
+        return None
+
+    return list(await asyncio.gather(*(one(url) for url in urls)))

@@ -1,4 +1,13 @@
-"""The embedded TaskQueue: asyncio tasks on the running loop instead of Cloud Tasks."""
+"""The embedded TaskQueue: asyncio tasks on the running loop instead of Cloud Tasks.
+
+Names dedupe as Cloud Tasks names do, for as long as it matters: a name is held from its enqueue
+until its delivery has run (through its timer, if it was delayed, and any LeaseHeld retries), so a
+second enqueue meanwhile is a duplicate. Once it has run the name is forgotten, and so is its
+timer: a `fanfuse serve` that runs for months keeps only what is still to come. A later enqueue of
+the same name is then a second delivery, which the store makes harmless (a terminal platform run
+is not claimed again, a finalized task is not finalized again: lifecycle.py), as Cloud Tasks'
+at-least-once delivery needs anyway.
+"""
 
 from __future__ import annotations
 
@@ -24,8 +33,10 @@ class InProcessQueue(TaskQueue):
         self._loop = loop
         self._handler = handler
         self._names: set[str] = set()
+        """The names enqueued and not yet run: pending, waiting on a timer, or running."""
         self._running: set[asyncio.Task[None]] = set()
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        """The delayed deliveries still to fire, by name (so `close` can cancel them)."""
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
         self._submit(task_name(message.task_id, message.platform), message, None)
@@ -39,33 +50,39 @@ class InProcessQueue(TaskQueue):
             return
         self._names.add(name)
         delay = max(0.0, (at - utcnow()).total_seconds()) if at else 0.0
-        self._loop.call_soon_threadsafe(self._schedule, message, delay)
+        self._loop.call_soon_threadsafe(self._schedule, name, message, delay)
 
-    def _schedule(self, message: Message, delay: float) -> None:
+    def _schedule(self, name: str, message: Message, delay: float) -> None:
         if delay > 0:
-            timer = self._loop.call_later(delay, self._spawn, message)
-            self._timers.add(timer)
+            self._timers[name] = self._loop.call_later(delay, self._fire, name, message)
         else:
-            self._spawn(message)
+            self._spawn(name, message)
 
-    def _spawn(self, message: Message) -> None:
-        task = self._loop.create_task(self._deliver(message))
+    def _fire(self, name: str, message: Message) -> None:
+        del self._timers[name]
+        self._spawn(name, message)
+
+    def _spawn(self, name: str, message: Message) -> None:
+        task = self._loop.create_task(self._deliver(name, message))
         self._running.add(task)
         task.add_done_callback(self._running.discard)
 
-    async def _deliver(self, message: Message) -> None:
+    async def _deliver(self, name: str, message: Message) -> None:
         try:
             await self._handler(message)
         except LeaseHeld as exc:
             # Another delivery (a previous process's, before a restart) holds the run: try again
-            # once its lease may have lapsed, as Cloud Tasks does on the 503's Retry-After.
+            # once its lease may have lapsed, as Cloud Tasks does on the 503's Retry-After. The
+            # name stays held: this delivery is still to come.
             log.info("%s: %s; retrying in %.1f s", message, exc, exc.retry_after_s)
-            self._schedule(message, exc.retry_after_s)
+            self._schedule(name, message, exc.retry_after_s)
+            return
         except Exception:  # a cloud queue would retry; here the deadline finalizes instead
             log.exception("delivery of %s failed", message)
+        self._names.discard(name)
 
     def close(self) -> None:
-        for timer in self._timers:
+        for timer in self._timers.values():
             timer.cancel()
         for task in self._running:
             task.cancel()
