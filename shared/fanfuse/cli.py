@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -18,12 +19,84 @@ from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
 from fanfuse.redact import install_log_redaction
 
+if TYPE_CHECKING:
+    from fanfuse.auth.outbound import ClientAuth
+
 install_log_redaction()  # whatever logging the command turns on, no record shows a secret
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
 CANCEL_TIMEOUT_S = 5.0
 """How long Ctrl-C waits for a remote stack to take the cancel before the process exits anyway."""
+ID_TOKEN_ENV = "FANFUSE_ID_TOKEN"
+"""A Firebase ID token for --endpoint: read from the environment only (a command line is seen by
+every user of the machine in `ps`)."""
+
+AuthName = Literal["api-key", "google-id-token", "firebase", "sigv4"]
+"""`fanfuse.auth.outbound.AuthMode`'s values, spelled here: `--help` need not import httpx."""
+AuthOption = Annotated[
+    AuthName | None,
+    typer.Option(
+        "--auth",
+        envvar="FANFUSE_AUTH",
+        show_default=False,
+        help="how to authenticate to --endpoint (default: inferred: a Firebase token given -> "
+        "firebase, an execute-api host -> sigv4, --audience/--google-credentials -> "
+        "google-id-token, --api-key -> api-key); an API key given is sent with any mode",
+    ),
+]
+AudienceOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="FANFUSE_AUDIENCE",
+        help="google-id-token: the token's audience (default: the called service's URL)",
+    ),
+]
+GoogleCredentialsOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="google-id-token: a service-account key file (default: Application Default "
+        "Credentials: GOOGLE_APPLICATION_CREDENTIALS, or the metadata server)",
+    ),
+]
+IdTokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="FANFUSE_ID_TOKEN_FILE",
+        help=f"firebase: a file holding the Firebase ID token, read on every call (or the token "
+        f"itself in {ID_TOKEN_ENV})",
+    ),
+]
+AwsRegionOption = Annotated[
+    str | None,
+    typer.Option(help="sigv4: the API's region (default: the endpoint's, else AWS_REGION)"),
+]
+
+
+def client_auth(
+    auth: AuthName | None,
+    api_key: str | None,
+    audience: str | None,
+    google_credentials: Path | None,
+    id_token_file: Path | None,
+    aws_region: str | None,
+) -> ClientAuth:
+    """The credential settings of a command that calls --endpoint, from its options and the
+    environment: built here, at the root, and passed down."""
+    from pydantic import SecretStr
+
+    from fanfuse.auth.outbound import AuthMode, ClientAuth
+
+    token = os.environ.get(ID_TOKEN_ENV, "").strip()
+    return ClientAuth(
+        mode=AuthMode(auth) if auth else None,
+        api_key=SecretStr(api_key) if api_key else None,
+        audience=audience,
+        google_credentials=google_credentials,
+        id_token=SecretStr(token) if token else None,
+        id_token_file=id_token_file,
+        aws_region=aws_region,
+    )
 
 
 @app.command()
@@ -73,6 +146,11 @@ def search(
         str | None, typer.Option(help="start_search URL of a deployed or `fanfuse dev` stack")
     ] = None,
     api_key: ApiKeyOption = None,
+    auth: AuthOption = None,
+    audience: AudienceOption = None,
+    google_credentials: GoogleCredentialsOption = None,
+    id_token_file: IdTokenFileOption = None,
+    aws_region: AwsRegionOption = None,
 ) -> None:
     """Run one search and show live progress per platform, then the fused results.
 
@@ -98,8 +176,11 @@ def search(
         "cache": cache,
     }
     payload.update({name: value for name, value in given.items() if value is not None})
+    credentials = client_auth(
+        auth, api_key, audience, google_credentials, id_token_file, aws_region
+    )
     try:
-        view = asyncio.run(_run_search(payload, endpoint, api_key, show_progress=not as_json))
+        view = asyncio.run(_run_search(payload, endpoint, credentials, show_progress=not as_json))
     except FanfuseError as exc:
         raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
     except KeyboardInterrupt:  # the search was cancelled on the way out (_run_search)
@@ -151,14 +232,14 @@ def _number(text: str | None) -> float | str | None:
 
 
 async def _run_search(
-    payload: dict[str, Any], endpoint: str | None, api_key: str | None, show_progress: bool
+    payload: dict[str, Any], endpoint: str | None, credentials: ClientAuth, show_progress: bool
 ) -> TaskView:
     with progress_bars(show_progress) as bars:
         on_update = ProgressView(bars)
         if endpoint:
             from fanfuse.client import HttpSearchClient
 
-            client = HttpSearchClient(endpoint, api_key=api_key)
+            client = HttpSearchClient(endpoint, auth=credentials.build(endpoint))
             accepted = await client.start(payload)
             try:
                 return await client.wait(accepted, on_update)
@@ -299,13 +380,25 @@ def mcp(
         float | None, typer.Option(help="seconds `search` waits at most (default: the deadline)")
     ] = None,
     api_key: ApiKeyOption = None,
+    auth: AuthOption = None,
+    audience: AudienceOption = None,
+    google_credentials: GoogleCredentialsOption = None,
+    id_token_file: IdTokenFileOption = None,
+    aws_region: AwsRegionOption = None,
 ) -> None:
     """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
     from fanfuse.agent.serve import McpOptions, log_to_stderr, serve
 
     log_to_stderr()
+    credentials = client_auth(
+        auth, api_key, audience, google_credentials, id_token_file, aws_region
+    )
+    try:
+        sender = credentials.build(endpoint) if endpoint else None
+    except FanfuseError as exc:
+        raise fail(str(exc), 2) from None
     options = McpOptions(
-        http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait, api_key=api_key
+        http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait, auth=sender
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
         asyncio.run(serve(options))
