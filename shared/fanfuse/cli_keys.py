@@ -3,6 +3,9 @@
 The keys live in the store the runtime uses, so the command and the server agree with no other
 configuration:
 
+- DynamoDB, the Lambdas' store (FANFUSE_DYNAMODB_TABLE, FANFUSE_AWS_REGION, and
+  FANFUSE_AWS_ENDPOINT_URL for moto), with `--dynamodb`, or by default when FANFUSE_CLOUD is
+  `aws`, as the functions choose it (`fanfuse.aws.ports`); credentials from boto3's chain;
 - Firestore, the functions' store (FANFUSE_PROJECT, FANFUSE_COLLECTION), with `--firestore`, or
   by default when FIRESTORE_EMULATOR_HOST is set (the emulator `fanfuse dev` prints);
 - else the embedded runtime's SQLite file (FANFUSE_DB_PATH), the one `fanfuse serve` reads.
@@ -19,7 +22,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -48,17 +51,48 @@ StoreOption = Annotated[
     typer.Option(
         "--firestore/--sqlite",
         show_default=False,
-        help="the store (default: Firestore when FIRESTORE_EMULATOR_HOST is set, else SQLite)",
+        help="the store (default: DynamoDB when FANFUSE_CLOUD=aws, Firestore when "
+        "FIRESTORE_EMULATOR_HOST is set, else SQLite)",
     ),
 ]
+DynamoOption = Annotated[
+    bool,
+    typer.Option(
+        "--dynamodb",
+        help="the Lambdas' DynamoDB table (FANFUSE_DYNAMODB_TABLE, FANFUSE_AWS_REGION)",
+    ),
+]
+StoreKind = Literal["sqlite", "firestore", "dynamodb"]
+
+
+def which_store(firestore: bool | None, dynamodb: bool, cloud: str, emulator: bool) -> StoreKind:
+    """The store a command works on: the one named, else the one the runtime of this
+    environment uses (the Lambdas' on FANFUSE_CLOUD=aws, the emulator's, else SQLite's)."""
+    if dynamodb:
+        if firestore is not None:
+            raise fail("give one store: --dynamodb, --firestore or --sqlite")
+        return "dynamodb"
+    if firestore is not None:
+        return "firestore" if firestore else "sqlite"
+    if cloud == "aws":
+        return "dynamodb"
+    return "firestore" if emulator else "sqlite"
 
 
 @contextmanager
-def opened(firestore: bool | None) -> Iterator[tuple[TaskStore, str]]:
+def opened(firestore: bool | None, dynamodb: bool = False) -> Iterator[tuple[TaskStore, str]]:
     """The store (and where it is, to say so), closed on exit."""
     settings = Settings()
     store: TaskStore
-    if firestore if firestore is not None else bool(os.environ.get("FIRESTORE_EMULATOR_HOST")):
+    emulator = bool(os.environ.get("FIRESTORE_EMULATOR_HOST"))
+    kind = which_store(firestore, dynamodb, settings.cloud, emulator)
+    if kind == "dynamodb":
+        from fanfuse.aws.ports import dynamo_store
+
+        store = dynamo_store(settings)
+        at = f" at {settings.aws_endpoint_url}" if settings.aws_endpoint_url else ""
+        where = f"DynamoDB {settings.aws_region}/{settings.dynamodb_table}{at}"
+    elif kind == "firestore":
         from fanfuse.store.firestore import KEYS_SUFFIX, store_from_settings
 
         store = store_from_settings(settings)
@@ -84,12 +118,13 @@ def create(
         int | None, typer.Option(min=1, help="unfinished searches (default: the deployment's)")
     ] = None,
     firestore: StoreOption = None,
+    dynamodb: DynamoOption = False,
 ) -> None:
     """Create a key and print it, once: only its hash is stored."""
     if not owner.strip():
         raise fail("--owner must not be empty")
     plaintext, record = keys.new_key(owner, label, rate_per_minute, max_in_flight, utcnow())
-    with opened(firestore) as (store, where):
+    with opened(firestore, dynamodb) as (store, where):
         store.put_key(record)
     sys.stdout.write(plaintext + "\n")
     console.print(
@@ -116,9 +151,10 @@ def public(record: ApiKey) -> dict[str, Any]:
 def list_keys(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     firestore: StoreOption = None,
+    dynamodb: DynamoOption = False,
 ) -> None:
     """List the keys, revoked ones too (id, owner, label, limits, dates; never a secret)."""
-    with opened(firestore) as (store, _):
+    with opened(firestore, dynamodb) as (store, _):
         records = store.list_keys()
     if as_json:
         sys.stdout.write(json.dumps([public(r) for r in records], indent=2) + "\n")
@@ -138,12 +174,13 @@ def list_keys(
 def revoke(
     key_id: Annotated[str, typer.Argument(help="the key's id, as `fanfuse keys list` shows it")],
     firestore: StoreOption = None,
+    dynamodb: DynamoOption = False,
 ) -> None:
     """Revoke a key: refused (403) from then on (by a running server once its key cache ends)."""
     if not keys.KEY_ID.match(key_id):
         # Never echo the argument: it may be a whole key, pasted by mistake.
         raise fail("not a key id: give the 16 hex characters `fanfuse keys list` shows")
-    with opened(firestore) as (store, where):
+    with opened(firestore, dynamodb) as (store, where):
         record = store.get_key(key_id)
         if record is None:
             raise fail(f"no key {key_id} in {where}")
