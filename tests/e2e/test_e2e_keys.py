@@ -6,6 +6,7 @@ deployed), and a revoked key is refused by a fresh authenticator on the same sto
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from unittest import mock
 
 from fanfuse.auth.keys import API_KEY_HEADER
@@ -19,7 +20,7 @@ from tests.keys_checks import keys_round_trip
 REQUEST = {"query": "laser", "platform": "docs"}
 
 
-def starts_a_search(runtime: Runtime):  # type: ignore[no-untyped-def]
+def starts_a_search(runtime: Runtime) -> Callable[[str], bool]:
     def accepted(key: str) -> bool:
         return bool(runtime.start(REQUEST, headers={API_KEY_HEADER: key})["task_id"])
 
