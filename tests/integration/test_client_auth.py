@@ -18,6 +18,7 @@ token's subject: the token, not something else, is what the server took as the c
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -172,8 +173,6 @@ def server(
     tmp_path_factory: pytest.TempPathFactory,
     key_sets: tuple[KeySet, KeySet],
 ) -> Iterator[ServeProcess]:
-    import os
-
     tmp = tmp_path_factory.mktemp("serve-auth")
     corpus = tmp / "lab.trec"
     corpus.write_text(
