@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import click
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator
@@ -32,7 +32,7 @@ def keys_round_trip(
     when given, asks a running front whether it takes the key."""
     runner = CliRunner()
 
-    def invoke(*args: str) -> click.testing.Result:
+    def invoke(*args: str) -> Result:
         result = runner.invoke(app, ["keys", *args, *flags], env=dict(env))
         assert result.exit_code == 0, result.output
         return result

@@ -317,7 +317,9 @@ class GoogleIdToken(_Blocking):
                 raise Unreachable(f"cannot get a Google ID token: {exc}") from None
             except exceptions.GoogleAuthError as exc:
                 raise ClientAuthError(f"cannot get a Google ID token: {exc}") from None
-            token: str = credentials.token
+            token = credentials.token
+            if not isinstance(token, str) or not token:
+                raise ClientAuthError("google-auth returned no ID token")
             return token
 
     def _make(self, audience: str, transport: HttpxTransport) -> GoogleCredentials:
@@ -366,7 +368,8 @@ class HttpxTransport:
                 method, url, content=body, headers=headers, timeout=timeout or TOKEN_TIMEOUT_S
             )
         except httpx.HTTPError as exc:
-            raise exceptions.TransportError(f"{url}: {type(exc).__name__}") from None
+            problem = f"{url}: {type(exc).__name__}"
+            raise exceptions.TransportError(problem) from None  # type: ignore[no-untyped-call]
         return _TransportResponse(answer)
 
 
