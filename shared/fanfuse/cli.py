@@ -6,14 +6,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fanfuse.cli_keys import ApiKeyOption
+from fanfuse.cli_keys import (
+    ApiKeyOption,
+    AudienceOption,
+    AuthOption,
+    AwsRegionOption,
+    GoogleCredentialsOption,
+    IdTokenFileOption,
+    client_auth,
+)
 from fanfuse.cli_render import ProgressView, console, fail, out, progress_bars, render_results
 from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
@@ -28,75 +35,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
 CANCEL_TIMEOUT_S = 5.0
 """How long Ctrl-C waits for a remote stack to take the cancel before the process exits anyway."""
-ID_TOKEN_ENV = "FANFUSE_ID_TOKEN"
-"""A Firebase ID token for --endpoint: read from the environment only (a command line is seen by
-every user of the machine in `ps`)."""
-
-AuthName = Literal["api-key", "google-id-token", "firebase", "sigv4"]
-"""`fanfuse.auth.outbound.AuthMode`'s values, spelled here: `--help` need not import httpx."""
-AuthOption = Annotated[
-    AuthName | None,
-    typer.Option(
-        "--auth",
-        envvar="FANFUSE_AUTH",
-        show_default=False,
-        help="how to authenticate to --endpoint (default: inferred: a Firebase token given -> "
-        "firebase, an execute-api host -> sigv4, --audience/--google-credentials -> "
-        "google-id-token, --api-key -> api-key); an API key given is sent with any mode",
-    ),
-]
-AudienceOption = Annotated[
-    str | None,
-    typer.Option(
-        envvar="FANFUSE_AUDIENCE",
-        help="google-id-token: the token's audience (default: the called service's URL)",
-    ),
-]
-GoogleCredentialsOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="google-id-token: a service-account key file (default: Application Default "
-        "Credentials: GOOGLE_APPLICATION_CREDENTIALS, or the metadata server)",
-    ),
-]
-IdTokenFileOption = Annotated[
-    Path | None,
-    typer.Option(
-        envvar="FANFUSE_ID_TOKEN_FILE",
-        help=f"firebase: a file holding the Firebase ID token, read on every call (or the token "
-        f"itself in {ID_TOKEN_ENV})",
-    ),
-]
-AwsRegionOption = Annotated[
-    str | None,
-    typer.Option(help="sigv4: the API's region (default: the endpoint's, else AWS_REGION)"),
-]
-
-
-def client_auth(
-    auth: AuthName | None,
-    api_key: str | None,
-    audience: str | None,
-    google_credentials: Path | None,
-    id_token_file: Path | None,
-    aws_region: str | None,
-) -> ClientAuth:
-    """The credential settings of a command that calls --endpoint, from its options and the
-    environment: built here, at the root, and passed down."""
-    from pydantic import SecretStr
-
-    from fanfuse.auth.outbound import AuthMode, ClientAuth
-
-    token = os.environ.get(ID_TOKEN_ENV, "").strip()
-    return ClientAuth(
-        mode=AuthMode(auth) if auth else None,
-        api_key=SecretStr(api_key) if api_key else None,
-        audience=audience,
-        google_credentials=google_credentials,
-        id_token=SecretStr(token) if token else None,
-        id_token_file=id_token_file,
-        aws_region=aws_region,
-    )
 
 
 @app.command()

@@ -10,6 +10,9 @@ configuration:
   by default when FIRESTORE_EMULATOR_HOST is set (the emulator `fanfuse dev` prints);
 - else the embedded runtime's SQLite file (FANFUSE_DB_PATH), the one `fanfuse serve` reads.
 
+The credential options of the commands that call an endpoint (`search`, `mcp`) are here too, with
+the key's: `client_auth` builds their `ClientAuth` (`fanfuse.auth.outbound`) at the CLI root.
+
 `create` prints the key once, alone on stdout (`export FANFUSE_API_KEY=$(fanfuse keys create
 --owner me)`), and what it stored on stderr; nothing else ever shows a key, or its hash.
 """
@@ -22,7 +25,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -31,6 +35,9 @@ from fanfuse.cli_render import console, fail, out
 from fanfuse.models import ApiKey, utcnow
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+
+if TYPE_CHECKING:
+    from fanfuse.auth.outbound import ClientAuth
 
 keys_app = typer.Typer(
     no_args_is_help=True, help="API keys of the public endpoints: create, list, revoke."
@@ -46,6 +53,77 @@ ApiKeyOption = Annotated[
     ),
 ]
 """`--api-key` of the commands that call an endpoint (`search`, `mcp`)."""
+ID_TOKEN_ENV = "FANFUSE_ID_TOKEN"
+"""A Firebase ID token for --endpoint: read from the environment only (a command line is seen by
+every user of the machine in `ps`)."""
+
+AuthName = Literal["api-key", "google-id-token", "firebase", "sigv4"]
+"""`fanfuse.auth.outbound.AuthMode`'s values, spelled here: `--help` need not import httpx."""
+AuthOption = Annotated[
+    AuthName | None,
+    typer.Option(
+        "--auth",
+        envvar="FANFUSE_AUTH",
+        show_default=False,
+        help="how to authenticate to --endpoint (default: inferred: a Firebase token given -> "
+        "firebase, an execute-api host -> sigv4, --audience/--google-credentials -> "
+        "google-id-token, --api-key -> api-key); an API key given is sent with any mode",
+    ),
+]
+AudienceOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="FANFUSE_AUDIENCE",
+        help="google-id-token: the token's audience (default: the called service's URL)",
+    ),
+]
+GoogleCredentialsOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="google-id-token: a service-account key file (default: Application Default "
+        "Credentials: GOOGLE_APPLICATION_CREDENTIALS, or the metadata server)",
+    ),
+]
+IdTokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="FANFUSE_ID_TOKEN_FILE",
+        help=f"firebase: a file holding the Firebase ID token, read on every call (or the token "
+        f"itself in {ID_TOKEN_ENV})",
+    ),
+]
+AwsRegionOption = Annotated[
+    str | None,
+    typer.Option(help="sigv4: the API's region (default: the endpoint's, else AWS_REGION)"),
+]
+
+
+def client_auth(
+    auth: AuthName | None,
+    api_key: str | None,
+    audience: str | None,
+    google_credentials: Path | None,
+    id_token_file: Path | None,
+    aws_region: str | None,
+) -> ClientAuth:
+    """The credential settings of a command that calls --endpoint, from its options and the
+    environment: built here, at the root, and passed down."""
+    from pydantic import SecretStr
+
+    from fanfuse.auth.outbound import AuthMode, ClientAuth
+
+    token = os.environ.get(ID_TOKEN_ENV, "").strip()
+    return ClientAuth(
+        mode=AuthMode(auth) if auth else None,
+        api_key=SecretStr(api_key) if api_key else None,
+        audience=audience,
+        google_credentials=google_credentials,
+        id_token=SecretStr(token) if token else None,
+        id_token_file=id_token_file,
+        aws_region=aws_region,
+    )
+
+
 StoreOption = Annotated[
     bool | None,
     typer.Option(

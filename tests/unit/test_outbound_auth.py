@@ -43,7 +43,7 @@ from fanfuse.auth.outbound import (
     infer_mode,
     signed_headers,
 )
-from fanfuse.cli import AuthName
+from fanfuse.cli_keys import AuthName
 from fanfuse.client import HttpSearchClient
 from fanfuse.errors import FanfuseError
 from tests.unit.platforms.harness import loopback_server
