@@ -26,6 +26,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from pydantic import SecretStr
 from pytest_httpserver import HTTPServer
+from typer.testing import CliRunner
 from werkzeug import Request, Response
 
 from fanfuse.auth.keys import API_KEY_HEADER
@@ -43,6 +44,7 @@ from fanfuse.auth.outbound import (
     infer_mode,
     signed_headers,
 )
+from fanfuse.cli import app
 from fanfuse.cli_keys import AuthName
 from fanfuse.client import HttpSearchClient
 from fanfuse.errors import FanfuseError
@@ -332,3 +334,12 @@ async def test_a_google_key_file_that_is_not_a_service_account_key_is_named(
         await HttpSearchClient("http://127.0.0.1:9/start_search", auth=auth).start({"query": "q"})
     # A FanfuseError below 500: `fanfuse search` prints it in one line and exits 2.
     assert isinstance(ClientAuthError("x"), FanfuseError) and ClientAuthError.status_code < 500
+
+
+@pytest.mark.parametrize("command", ["search", "mcp"])
+def test_the_commands_say_what_a_mode_lacks_before_calling(command: str) -> None:
+    args = [command, "--endpoint", "http://127.0.0.1:9/start_search", "--auth", "api-key"]
+    result = CliRunner().invoke(app, args + (["q"] if command == "search" else []),
+                                env={"FANFUSE_API_KEY": None})  # fmt: skip
+    assert result.exit_code == 2
+    assert "--auth api-key: give --api-key or FANFUSE_API_KEY" in result.output
