@@ -27,7 +27,14 @@ from fanfuse.aws_clients import sqs_client
 from fanfuse.queue.sqs import ensure_queues
 from fanfuse.settings import Settings
 from tests.aws_fixtures import AWS_ENV
-from tests.signing import GOOGLE_ISSUER, PROJECT, KeySet, claims, firebase_claims, make_key
+from tests.signing import (
+    GOOGLE_ISSUER,
+    PROJECT,
+    KeySet,
+    claims,
+    make_key,
+    user_claims,
+)
 from tests.unit.platforms.harness import loopback_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,9 +121,17 @@ def lambda_env(tmp: Path, settings: Settings, issuers: HTTPServer, prefix: str) 
     google.publish(google_key)
     firebase.publish(firebase_key)
     tokens = {
-        "firebase": firebase_key.sign(firebase_claims(sub="app-user-1")),
-        "google": google_key.sign(claims(GOOGLE_ISSUER, AUDIENCE, sub="backend-sa-2")),
-        "forged": stranger.sign(firebase_claims(sub="app-user-1")),
+        "firebase": firebase_key.sign(user_claims("app-user-1")),
+        "google": google_key.sign(
+            claims(
+                GOOGLE_ISSUER,
+                AUDIENCE,
+                sub="backend-sa-2",
+                email="backend@demo-fanfuse.iam.gserviceaccount.com",
+                email_verified=True,
+            )
+        ),
+        "forged": stranger.sign(user_claims("app-user-1")),
     }
     base = {k: v for k, v in os.environ.items() if not k.startswith(("FANFUSE_", "XDG_", "HF_"))}
     return {

@@ -46,8 +46,8 @@ from tests.signing import (
     PROJECT,
     KeySet,
     SigningKey,
-    firebase_claims,
     make_key,
+    user_claims,
 )
 from tests.unit.platforms.harness import loopback_server
 
@@ -274,13 +274,13 @@ async def test_a_google_id_token_for_another_audience_is_refused(
 
 
 async def test_a_firebase_id_token(server: ServeProcess, firebase_key: SigningKey) -> None:
-    token = firebase_key.sign(firebase_claims(sub="firebase-user-7"))
+    token = firebase_key.sign(user_claims("firebase-user-7"))
     view = await search(server, ClientAuth(id_token=SecretStr(token)))  # inferred: firebase
     assert view.status.value == "completed" and owned_by(view, "firebase-user-7")
 
 
 async def test_a_firebase_token_signed_by_another_key_is_refused(server: ServeProcess) -> None:
-    forged = make_key("firebase-1").sign(firebase_claims(sub="firebase-user-7"))
+    forged = make_key("firebase-1").sign(user_claims("firebase-user-7"))
     with pytest.raises(ApiError) as refused:
         await search(server, ClientAuth(id_token=SecretStr(forged)))
     assert refused.value.status_code == 401
@@ -289,7 +289,7 @@ async def test_a_firebase_token_signed_by_another_key_is_refused(server: ServePr
 def test_fanfuse_search_endpoint_with_a_firebase_token_from_the_environment(
     server: ServeProcess, firebase_key: SigningKey
 ) -> None:
-    token = firebase_key.sign(firebase_claims(sub="cli-user"))
+    token = firebase_key.sign(user_claims("cli-user"))
     result = CliRunner().invoke(
         app,
         ["search", "--endpoint", endpoint(server), "--json", "-p", "docs", "-n", "2", "laser"],
@@ -325,7 +325,7 @@ def test_fanfuse_search_says_what_a_mode_lacks(server: ServeProcess) -> None:
 async def test_the_mcp_remote_backend_sends_the_credential(
     server: ServeProcess, firebase_key: SigningKey
 ) -> None:
-    token = firebase_key.sign(firebase_claims(sub="agent-user"))
+    token = firebase_key.sign(user_claims("agent-user"))
     auth = ClientAuth(id_token=SecretStr(token)).build(endpoint(server))
     async with open_backend(endpoint(server), auth=auth) as backend:
         accepted = await backend.start(REQUEST)
