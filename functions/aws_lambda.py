@@ -2,7 +2,8 @@
 
 Thin on purpose, as functions/main.py is: the handlers live in `fanfuse.aws.front`, over the
 very targets the Cloud Functions run. Every function is deployed with FANFUSE_CLOUD=aws (its
-service then runs on DynamoDB and SQS); infra/aws/lambda.tf names these handlers.
+service then runs on DynamoDB and SQS); infra/aws/lambda.tf names these handlers. On Lambda
+every file is written under /tmp (`front.use_scratch`, before any handler runs).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from fanfuse import cloud
 from fanfuse.aws import front
 from fanfuse.logs import install_json_logging
 from fanfuse.redact import install_log_redaction
+
+front.use_scratch()  # the caches under /tmp: the only writable place on Lambda
 
 if cloud.settings().cloud != "aws":
     raise RuntimeError("the Lambda handlers run on DynamoDB and SQS: set FANFUSE_CLOUD=aws")

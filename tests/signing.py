@@ -91,6 +91,15 @@ def firebase_claims(**extra: Any) -> dict[str, Any]:
     return {**base, **extra}
 
 
+def user_claims(sub: str) -> dict[str, Any]:
+    """A Firebase ID token's claims for a user who signed in with email and password (not an
+    anonymous one), as an app's signed-in user sends them."""
+    provider = {"sign_in_provider": "password", "identities": {"email": [f"{sub}@example.com"]}}
+    return firebase_claims(
+        sub=sub, email=f"{sub}@example.com", email_verified=True, firebase=provider
+    )
+
+
 class KeySet:
     """One issuer's published keys on the test server, at `path`; `hits` counts fetches.
 

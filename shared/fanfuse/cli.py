@@ -8,15 +8,26 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fanfuse.cli_keys import ApiKeyOption
+from fanfuse.cli_keys import (
+    ApiKeyOption,
+    AudienceOption,
+    AuthOption,
+    AwsRegionOption,
+    GoogleCredentialsOption,
+    IdTokenFileOption,
+    client_auth,
+)
 from fanfuse.cli_render import ProgressView, console, fail, out, progress_bars, render_results
 from fanfuse.errors import FanfuseError
 from fanfuse.models import TaskView
 from fanfuse.redact import install_log_redaction
+
+if TYPE_CHECKING:
+    from fanfuse.auth.outbound import ClientAuth
 
 install_log_redaction()  # whatever logging the command turns on, no record shows a secret
 
@@ -73,6 +84,11 @@ def search(
         str | None, typer.Option(help="start_search URL of a deployed or `fanfuse dev` stack")
     ] = None,
     api_key: ApiKeyOption = None,
+    auth: AuthOption = None,
+    audience: AudienceOption = None,
+    google_credentials: GoogleCredentialsOption = None,
+    id_token_file: IdTokenFileOption = None,
+    aws_region: AwsRegionOption = None,
 ) -> None:
     """Run one search and show live progress per platform, then the fused results.
 
@@ -98,8 +114,11 @@ def search(
         "cache": cache,
     }
     payload.update({name: value for name, value in given.items() if value is not None})
+    credentials = client_auth(
+        auth, api_key, audience, google_credentials, id_token_file, aws_region
+    )
     try:
-        view = asyncio.run(_run_search(payload, endpoint, api_key, show_progress=not as_json))
+        view = asyncio.run(_run_search(payload, endpoint, credentials, show_progress=not as_json))
     except FanfuseError as exc:
         raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
     except KeyboardInterrupt:  # the search was cancelled on the way out (_run_search)
@@ -151,14 +170,14 @@ def _number(text: str | None) -> float | str | None:
 
 
 async def _run_search(
-    payload: dict[str, Any], endpoint: str | None, api_key: str | None, show_progress: bool
+    payload: dict[str, Any], endpoint: str | None, credentials: ClientAuth, show_progress: bool
 ) -> TaskView:
     with progress_bars(show_progress) as bars:
         on_update = ProgressView(bars)
         if endpoint:
             from fanfuse.client import HttpSearchClient
 
-            client = HttpSearchClient(endpoint, api_key=api_key)
+            client = HttpSearchClient(endpoint, auth=credentials.build(endpoint))
             accepted = await client.start(payload)
             try:
                 return await client.wait(accepted, on_update)
@@ -299,13 +318,25 @@ def mcp(
         float | None, typer.Option(help="seconds `search` waits at most (default: the deadline)")
     ] = None,
     api_key: ApiKeyOption = None,
+    auth: AuthOption = None,
+    audience: AudienceOption = None,
+    google_credentials: GoogleCredentialsOption = None,
+    id_token_file: IdTokenFileOption = None,
+    aws_region: AwsRegionOption = None,
 ) -> None:
     """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
     from fanfuse.agent.serve import McpOptions, log_to_stderr, serve
 
     log_to_stderr()
+    credentials = client_auth(
+        auth, api_key, audience, google_credentials, id_token_file, aws_region
+    )
+    try:
+        sender = credentials.build(endpoint) if endpoint else None
+    except FanfuseError as exc:
+        raise fail(str(exc), 2) from None
     options = McpOptions(
-        http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait, api_key=api_key
+        http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait, auth=sender
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
         asyncio.run(serve(options))

@@ -3,9 +3,15 @@
 The keys live in the store the runtime uses, so the command and the server agree with no other
 configuration:
 
+- DynamoDB, the Lambdas' store (FANFUSE_DYNAMODB_TABLE, FANFUSE_AWS_REGION, and
+  FANFUSE_AWS_ENDPOINT_URL for moto), with `--dynamodb`, or by default when FANFUSE_CLOUD is
+  `aws`, as the functions choose it (`fanfuse.aws.ports`); credentials from boto3's chain;
 - Firestore, the functions' store (FANFUSE_PROJECT, FANFUSE_COLLECTION), with `--firestore`, or
   by default when FIRESTORE_EMULATOR_HOST is set (the emulator `fanfuse dev` prints);
 - else the embedded runtime's SQLite file (FANFUSE_DB_PATH), the one `fanfuse serve` reads.
+
+The credential options of the commands that call an endpoint (`search`, `mcp`) are here too, with
+the key's: `client_auth` builds their `ClientAuth` (`fanfuse.auth.outbound`) at the CLI root.
 
 `create` prints the key once, alone on stdout (`export FANFUSE_API_KEY=$(fanfuse keys create
 --owner me)`), and what it stored on stderr; nothing else ever shows a key, or its hash.
@@ -19,7 +25,8 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -28,6 +35,9 @@ from fanfuse.cli_render import console, fail, out
 from fanfuse.models import ApiKey, utcnow
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+
+if TYPE_CHECKING:
+    from fanfuse.auth.outbound import ClientAuth
 
 keys_app = typer.Typer(
     no_args_is_help=True, help="API keys of the public endpoints: create, list, revoke."
@@ -43,22 +53,124 @@ ApiKeyOption = Annotated[
     ),
 ]
 """`--api-key` of the commands that call an endpoint (`search`, `mcp`)."""
+ID_TOKEN_ENV = "FANFUSE_ID_TOKEN"
+"""A Firebase ID token for --endpoint: read from the environment only (a command line is seen by
+every user of the machine in `ps`)."""
+
+AuthName = Literal["api-key", "google-id-token", "firebase", "sigv4"]
+"""`fanfuse.auth.outbound.AuthMode`'s values, spelled here: `--help` need not import httpx."""
+AuthOption = Annotated[
+    AuthName | None,
+    typer.Option(
+        "--auth",
+        envvar="FANFUSE_AUTH",
+        show_default=False,
+        help="how to authenticate to --endpoint (default: inferred: a Firebase token given -> "
+        "firebase, an execute-api host -> sigv4, --audience/--google-credentials -> "
+        "google-id-token, --api-key -> api-key); an API key given is sent with any mode",
+    ),
+]
+AudienceOption = Annotated[
+    str | None,
+    typer.Option(
+        envvar="FANFUSE_AUDIENCE",
+        help="google-id-token: the token's audience (default: the called service's URL)",
+    ),
+]
+GoogleCredentialsOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="google-id-token: a service-account key file (default: Application Default "
+        "Credentials: GOOGLE_APPLICATION_CREDENTIALS, or the metadata server)",
+    ),
+]
+IdTokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="FANFUSE_ID_TOKEN_FILE",
+        help=f"firebase: a file holding the Firebase ID token, read on every call (or the token "
+        f"itself in {ID_TOKEN_ENV})",
+    ),
+]
+AwsRegionOption = Annotated[
+    str | None,
+    typer.Option(help="sigv4: the API's region (default: the endpoint's, else AWS_REGION)"),
+]
+
+
+def client_auth(
+    auth: AuthName | None,
+    api_key: str | None,
+    audience: str | None,
+    google_credentials: Path | None,
+    id_token_file: Path | None,
+    aws_region: str | None,
+) -> ClientAuth:
+    """The credential settings of a command that calls --endpoint, from its options and the
+    environment: built here, at the root, and passed down."""
+    from pydantic import SecretStr
+
+    from fanfuse.auth.outbound import AuthMode, ClientAuth
+
+    token = os.environ.get(ID_TOKEN_ENV, "").strip()
+    return ClientAuth(
+        mode=AuthMode(auth) if auth else None,
+        api_key=SecretStr(api_key) if api_key else None,
+        audience=audience,
+        google_credentials=google_credentials,
+        id_token=SecretStr(token) if token else None,
+        id_token_file=id_token_file,
+        aws_region=aws_region,
+    )
+
+
 StoreOption = Annotated[
     bool | None,
     typer.Option(
         "--firestore/--sqlite",
         show_default=False,
-        help="the store (default: Firestore when FIRESTORE_EMULATOR_HOST is set, else SQLite)",
+        help="the store (default: DynamoDB when FANFUSE_CLOUD=aws, Firestore when "
+        "FIRESTORE_EMULATOR_HOST is set, else SQLite)",
     ),
 ]
+DynamoOption = Annotated[
+    bool,
+    typer.Option(
+        "--dynamodb",
+        help="the Lambdas' DynamoDB table (FANFUSE_DYNAMODB_TABLE, FANFUSE_AWS_REGION)",
+    ),
+]
+StoreKind = Literal["sqlite", "firestore", "dynamodb"]
+
+
+def which_store(firestore: bool | None, dynamodb: bool, cloud: str, emulator: bool) -> StoreKind:
+    """The store a command works on: the one named, else the one the runtime of this
+    environment uses (the Lambdas' on FANFUSE_CLOUD=aws, the emulator's, else SQLite's)."""
+    if dynamodb:
+        if firestore is not None:
+            raise fail("give one store: --dynamodb, --firestore or --sqlite")
+        return "dynamodb"
+    if firestore is not None:
+        return "firestore" if firestore else "sqlite"
+    if cloud == "aws":
+        return "dynamodb"
+    return "firestore" if emulator else "sqlite"
 
 
 @contextmanager
-def opened(firestore: bool | None) -> Iterator[tuple[TaskStore, str]]:
+def opened(firestore: bool | None, dynamodb: bool = False) -> Iterator[tuple[TaskStore, str]]:
     """The store (and where it is, to say so), closed on exit."""
     settings = Settings()
     store: TaskStore
-    if firestore if firestore is not None else bool(os.environ.get("FIRESTORE_EMULATOR_HOST")):
+    emulator = bool(os.environ.get("FIRESTORE_EMULATOR_HOST"))
+    kind = which_store(firestore, dynamodb, settings.cloud, emulator)
+    if kind == "dynamodb":
+        from fanfuse.aws.ports import dynamo_store
+
+        store = dynamo_store(settings)
+        at = f" at {settings.aws_endpoint_url}" if settings.aws_endpoint_url else ""
+        where = f"DynamoDB {settings.aws_region}/{settings.dynamodb_table}{at}"
+    elif kind == "firestore":
         from fanfuse.store.firestore import KEYS_SUFFIX, store_from_settings
 
         store = store_from_settings(settings)
@@ -84,12 +196,13 @@ def create(
         int | None, typer.Option(min=1, help="unfinished searches (default: the deployment's)")
     ] = None,
     firestore: StoreOption = None,
+    dynamodb: DynamoOption = False,
 ) -> None:
     """Create a key and print it, once: only its hash is stored."""
     if not owner.strip():
         raise fail("--owner must not be empty")
     plaintext, record = keys.new_key(owner, label, rate_per_minute, max_in_flight, utcnow())
-    with opened(firestore) as (store, where):
+    with opened(firestore, dynamodb) as (store, where):
         store.put_key(record)
     sys.stdout.write(plaintext + "\n")
     console.print(
@@ -116,9 +229,10 @@ def public(record: ApiKey) -> dict[str, Any]:
 def list_keys(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     firestore: StoreOption = None,
+    dynamodb: DynamoOption = False,
 ) -> None:
     """List the keys, revoked ones too (id, owner, label, limits, dates; never a secret)."""
-    with opened(firestore) as (store, _):
+    with opened(firestore, dynamodb) as (store, _):
         records = store.list_keys()
     if as_json:
         sys.stdout.write(json.dumps([public(r) for r in records], indent=2) + "\n")
@@ -138,12 +252,13 @@ def list_keys(
 def revoke(
     key_id: Annotated[str, typer.Argument(help="the key's id, as `fanfuse keys list` shows it")],
     firestore: StoreOption = None,
+    dynamodb: DynamoOption = False,
 ) -> None:
     """Revoke a key: refused (403) from then on (by a running server once its key cache ends)."""
     if not keys.KEY_ID.match(key_id):
         # Never echo the argument: it may be a whole key, pasted by mistake.
         raise fail("not a key id: give the 16 hex characters `fanfuse keys list` shows")
-    with opened(firestore) as (store, where):
+    with opened(firestore, dynamodb) as (store, where):
         record = store.get_key(key_id)
         if record is None:
             raise fail(f"no key {key_id} in {where}")

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.errors import ApiError, Unavailable, Unreachable
 from fanfuse.models import Accepted, ErrorBody, TaskView
 from fanfuse.polling import until_terminal
@@ -96,8 +95,10 @@ class HttpSearchClient:
 
     `start`, `status` and `cancel` are the API's three calls, each one request; `search` starts
     and polls `status_url` until the search is terminal. `http`: a client to reuse across calls
-    (its connection pool); else one per call. `api_key`: sent as `X-Api-Key` with every call
-    (kept out of `repr` and of every message).
+    (its connection pool); else one per call. `auth`: the credential sent with every call
+    (`fanfuse.auth.outbound`: an API key, a Google or Firebase ID token, a SigV4 signature;
+    `ClientAuth(...).build(endpoint)` makes one); `api_key`: shorthand for an API key alone.
+    Neither appears in `repr` or in any message.
     """
 
     def __init__(
@@ -108,12 +109,17 @@ class HttpSearchClient:
         timeout: float = 30.0,
         http: httpx.AsyncClient | None = None,
         api_key: str | None = None,
+        auth: httpx.Auth | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.poll = poll
         self.timeout = timeout
         self.http = http
-        self._headers = {API_KEY_HEADER: api_key} if api_key else {}
+        if auth is None and api_key:
+            from fanfuse.auth.outbound import ApiKeyAuth
+
+            auth = ApiKeyAuth(api_key)
+        self._auth = auth
 
     @asynccontextmanager
     async def _client(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -127,7 +133,8 @@ class HttpSearchClient:
         self, http: httpx.AsyncClient, method: str, url: str, model: type[M], **kw: Any
     ) -> M:
         try:
-            response = await http.request(method, url, headers=self._headers, **kw)
+            auth = httpx.USE_CLIENT_DEFAULT if self._auth is None else self._auth
+            response = await http.request(method, url, auth=auth, **kw)
         except httpx.TransportError as exc:
             raise unreachable(url, exc) from exc
         return _parse(response, model)

@@ -45,6 +45,7 @@ from fanfuse.retrieval.dense import DenseIndex
 from fanfuse.store.sqlite import SqliteStore
 from tests.fakes import task_view
 from tests.health_checks import put_health
+from tests.keys_checks import keys_round_trip
 
 DOCS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",
@@ -555,6 +556,14 @@ def test_keys_create_list_revoke_in_the_runtimes_sqlite_store(tmp_path: Path) ->
     record = store.get_key(key_id)
     store.close()
     assert record is not None and record.owner == "alice" and record.revoked_at is not None
+
+
+def test_keys_round_trip_on_sqlite_as_on_every_store(tmp_path: Path) -> None:
+    """tests/keys_checks.py, also run on Firestore (tests/e2e) and DynamoDB (tests/aws)."""
+    db = tmp_path / "state" / "fanfuse.db"
+    env = {"FIRESTORE_EMULATOR_HOST": None, "FANFUSE_CLOUD": None}
+    for flags in ([], ["--sqlite"]):
+        keys_round_trip(env, flags, f"SQLite {db}", lambda: SqliteStore(db))
 
 
 def test_keys_revoke_refuses_what_is_not_a_stored_key_id_without_echoing_it() -> None:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+import httpx
 from pydantic import BaseModel, Field
 
 from fanfuse.client import HttpSearchClient, api_http
@@ -108,17 +109,17 @@ class RemoteBackend:
 
 @asynccontextmanager
 async def open_backend(
-    endpoint: str | None, settings: Settings | None = None, api_key: str | None = None
+    endpoint: str | None, settings: Settings | None = None, auth: httpx.Auth | None = None
 ) -> AsyncIterator[SearchBackend]:
-    """The remote backend when `endpoint` is given (one connection pool, `api_key` sent with
-    every call), else the embedded one (in process: no credential).
+    """The remote backend when `endpoint` is given (one connection pool, `auth` sent with
+    every call: `fanfuse.auth.outbound`), else the embedded one (in process: no credential).
 
     The embedded one is resident: it resumes the searches a previous MCP process on the same
     database started and left unfinished, while they are within their deadline (runtime.py).
     """
     if endpoint:
         async with api_http(30.0) as http:
-            yield RemoteBackend(HttpSearchClient(endpoint, http=http, api_key=api_key))
+            yield RemoteBackend(HttpSearchClient(endpoint, http=http, auth=auth))
         return
     async with EmbeddedRuntime(settings, resident=True) as runtime:
         yield EmbeddedBackend(runtime)

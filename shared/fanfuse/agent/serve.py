@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import anyio
+import httpx
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
@@ -42,8 +43,9 @@ class McpOptions:
     """A deployed stack's start_search URL; None: the embedded runtime."""
     max_wait: float | None = None
     """How long `search` may wait at most; None: the deployment's deadline (embedded) or 120 s."""
-    api_key: str | None = field(default=None, repr=False)
-    """Sent as `X-Api-Key` to `endpoint` (never shown, not even by repr)."""
+    auth: httpx.Auth | None = field(default=None, repr=False)
+    """The credential sent to `endpoint` (`fanfuse.auth.outbound`; never shown, not even by
+    repr)."""
 
 
 def log_to_stderr(level: int = logging.WARNING) -> None:
@@ -85,7 +87,7 @@ async def serve(options: McpOptions, announce: TextIO = sys.stdout) -> None:
     """Run until stdin closes (stdio) or the process is stopped (HTTP)."""
     settings = Settings()
     max_wait = options.max_wait or (120.0 if options.endpoint else settings.deadline_seconds)
-    async with open_backend(options.endpoint, settings, options.api_key) as backend:
+    async with open_backend(options.endpoint, settings, options.auth) as backend:
         server = build_server(backend, max_wait)
         if options.http:
             await _serve_http(server, options.host, options.port, announce)

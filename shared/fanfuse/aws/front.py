@@ -23,6 +23,12 @@ event into the request a target takes, and the target's answer into what Lambda 
 - A deadline message not yet due (`due_at`, see `queue.sqs`) is checked like any delivery, then
   sent again for its next hop and acknowledged.
 
+Files: on Lambda only /tmp is writable (the code is read-only and HOME may not exist), so the
+entry point (`functions/aws_lambda.py`) calls `use_scratch()` before anything runs: every cache
+written at run time (fanfuse's index cache, FANFUSE_CACHE_DIR: the docs and vectors indexes;
+Hugging Face's and any XDG cache; HOME itself when it cannot be written) goes under the
+temporary directory, unless the deployment set it. Local runs (`fanfuse.aws.local`) keep theirs.
+
 Trust: the queues are reachable only by this deployment's roles (IAM, infra/aws), and on top of
 that every message carries the HMAC of its body (FANFUSE_TASKS_HMAC_SECRET, in dev and in
 production alike), checked by the target as in the local GCP stack; with no secret the targets
@@ -32,6 +38,8 @@ refuse every delivery (fail closed, `auth.tasks.verify_delivery`).
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
@@ -56,6 +64,42 @@ LambdaHandler = Callable[[LambdaEvent, Any], dict[str, Any]]
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 """Every method reaches the target, which answers a wrong one with its own 405 JSON body."""
 TASK_TARGETS = ("run_platform", "aggregate")
+
+
+LAMBDA_MARKER = "AWS_LAMBDA_FUNCTION_NAME"
+"""Set by Lambda in every function's environment: the process runs on Lambda."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Files: only the temporary directory is writable on Lambda
+
+
+def scratch_env(environ: Mapping[str, str], tmp: str, home_writable: bool) -> dict[str, str]:
+    """The variables to set so that nothing is written outside `tmp` on Lambda: the caches'
+    folders the deployment left unset, and HOME when it cannot be written (a library that
+    writes under `~` then writes under `tmp`). Nothing off Lambda."""
+    if LAMBDA_MARKER not in environ:
+        return {}
+    wanted = {
+        "FANFUSE_CACHE_DIR": os.path.join(tmp, "fanfuse"),
+        "HF_HOME": os.path.join(tmp, "huggingface"),
+        "XDG_CACHE_HOME": os.path.join(tmp, ".cache"),
+    }
+    if not home_writable:
+        wanted["HOME"] = tmp
+    return {
+        name: value for name, value in wanted.items() if not environ.get(name) or name == "HOME"
+    }
+
+
+def use_scratch() -> dict[str, str]:
+    """Apply `scratch_env` to this process (its temporary directory: /tmp on Lambda); what
+    was set."""
+    home = os.environ.get("HOME", "")
+    writable = bool(home) and os.path.isdir(home) and os.access(home, os.W_OK)
+    changes = scratch_env(os.environ, tempfile.gettempdir(), writable)
+    os.environ.update(changes)
+    return changes
 
 
 # ---------------------------------------------------------------------------------------------
