@@ -118,3 +118,47 @@ async def test_three_failed_runs_in_a_row_suspend_for_5_s(
         assert_open_for(stored(rt, "searxng"), FailureKind.ERROR, 5)
         assert (await one_run(rt)).state is PlatformState.SUSPENDED
         assert len(server.log) == 3
+
+
+async def test_ten_queries_the_provider_refuses_leave_it_closed_three_5xx_open_it(
+    server: HTTPServer, runner: Runner, settings: Settings
+) -> None:
+    """A caller can make a provider answer 400 at will (a query too long): that is the caller's
+    failure, reported on its run, and never suspends the platform for the other tenants. The
+    provider's own 5xx, three runs in a row, still do."""
+    refused = Response('{"error": "query too long"}', status=400, content_type="application/json")
+    server.expect_request("/search").respond_with_response(refused)
+    platform = cases._searxng(server.url_for(""), max_attempts=1, max_pages=1)
+    async with EmbeddedRuntime(settings, registry=Registry.of([platform]), runner=runner) as rt:
+        for _ in range(10):
+            run = await one_run(rt)
+            assert run.state is PlatformState.FAILED
+            assert run.error is not None and "HTTP 400" in run.error
+            assert "query too long" in run.error
+        assert len(server.log) == 10  # every run asked the provider: nothing suspended
+        health = rt.service.store.get_health().get("searxng")
+        assert health is None or (
+            health.state is BreakerState.CLOSED and health.consecutive_failures == 0
+        )
+
+        # One refused query among several: the others succeed, the refused one is listed.
+        server.clear()
+        bad = {"q": "bad", "format": "json", "pageno": "1"}
+        server.expect_request("/search", query_string=bad).respond_with_response(refused)
+        ok = Response(fixture("searxng/results.json"), content_type="application/json")
+        server.expect_request("/search").respond_with_response(ok)
+        view = await rt.search({"query": ["rust async", "bad"], "cache": "bypass"})
+        [mixed] = view.platform_runs
+        assert mixed.state is PlatformState.SUCCEEDED and mixed.results
+        [failure] = mixed.failed_queries
+        assert failure.query == "bad" and "HTTP 400" in failure.error
+
+        server.clear()
+        server.expect_request("/search").respond_with_response(Response("down", status=503))
+        fresh = {"query": "rust async", "cache": "bypass"}  # the provider, not the cache
+        for failures in (1, 2, 3):
+            assert (await rt.search(fresh)).platform_runs[0].state is PlatformState.FAILED
+            assert stored(rt, "searxng").consecutive_failures == failures
+        assert_open_for(stored(rt, "searxng"), FailureKind.ERROR, 5)
+        assert (await rt.search(fresh)).platform_runs[0].state is PlatformState.SUSPENDED
+        assert len(server.log) == 3
