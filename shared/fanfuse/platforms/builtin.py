@@ -225,6 +225,7 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
             runner=ctx.runner,
             record=ctx.record,
             report=ctx.report,
+            call_budget=ctx.call_budget,  # the fallback's calls are the same search's
         )
         lists = await fallback.search(sub_ctx, params)
         ctx.record.provider = fallback.name
