@@ -227,8 +227,10 @@ def kind_for_status(status: int | None) -> FailureKind:
     429: its rate limit. 401, 403, 407: our credentials or this client refused (the deployment's
     key, an instance that refuses the client). 408 and 5xx, or no answer: the provider's trouble.
     Any other 4xx (400, 404, 413, 422...) answers the request as asked, which a caller shaped
-    (a query too long, an option the provider rejects): the provider is up and said no. A 2xx
-    or 3xx that could not be used (a malformed body) is the provider's.
+    (a query too long, an option the provider rejects): the provider is up and said no. That
+    includes a deployment's wrong endpoint (404 on every query): it fails fast, and suspending the
+    platform would not fix it. A 2xx or 3xx that could not be used (a malformed body) is the
+    provider's.
     """
     if status == 429:
         return FailureKind.RATE_LIMITED

@@ -5,6 +5,7 @@ when the suspension ends exactly one probe request goes out."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from fanfuse import breaker
 from fanfuse.models import (
     BreakerState,
     FailureKind,
@@ -162,3 +164,35 @@ async def test_ten_queries_the_provider_refuses_leave_it_closed_three_5xx_open_i
         assert_open_for(stored(rt, "searxng"), FailureKind.ERROR, 5)
         assert (await rt.search(fresh)).platform_runs[0].state is PlatformState.SUSPENDED
         assert len(server.log) == 3
+
+
+async def test_a_hostile_result_page_never_counts_against_the_provider(
+    server: HTTPServer, runner: Runner, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result page whose charset breaks the decoder (`idna`) is the page's problem, whatever
+    it does to the run (a failure after the searching stage, or the result's content error):
+    the provider answered, so the breaker stays closed however often a caller aims at it."""
+    monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
+    monkeypatch.delenv("FANFUSE_CONTENT_LLM_BASE_URL", raising=False)
+    hit = {"title": "t", "url": server.url_for("/hostile"), "content": "s"}
+    server.expect_request("/search").respond_with_data(
+        json.dumps({"results": [hit]}), content_type="application/json"
+    )
+    page = "<html><body><p>" + "x" * 200 + ".example</p></body></html>"
+    server.expect_request("/hostile").respond_with_data(
+        page, content_type="text/html; charset=idna"
+    )
+    platform = cases._searxng(server.url_for(""), max_pages=1)
+    runs = breaker.FAILURES_TO_OPEN + 2
+    async with EmbeddedRuntime(settings, registry=Registry.of([platform]), runner=runner) as rt:
+        for _ in range(runs):
+            view = await rt.search(
+                {"query": "rust async", "include_content": True, "cache": "bypass"}
+            )
+            assert view.platform_runs[0].state is not PlatformState.SUSPENDED
+        health = rt.service.store.get_health().get("searxng")
+    assert sum(1 for r, _ in server.log if r.path == "/search") == runs
+    assert sum(1 for r, _ in server.log if r.path == "/hostile") == runs
+    assert health is None or (
+        health.state is BreakerState.CLOSED and health.consecutive_failures == 0
+    )
