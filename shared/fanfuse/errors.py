@@ -224,8 +224,9 @@ def kind_for_status(status: int | None) -> FailureKind:
     """Whose failure a provider's final HTTP answer is (None: no answer: a timeout, a refused
     or dropped connection).
 
-    429: its rate limit. 401, 403, 407: our credentials or this client refused (the deployment's
-    key, an instance that refuses the client). 408 and 5xx, or no answer: the provider's trouble.
+    429: its rate limit. 401, 402, 403, 407: our credentials, plan or client refused (the
+    deployment's key, its paid quota spent, an instance that refuses the client: SearXNG takes
+    402 and 403 as access denied too). 408 and 5xx, or no answer: the provider's trouble.
     Any other 4xx (400, 404, 413, 422...) answers the request as asked, which a caller shaped
     (a query too long, an option the provider rejects): the provider is up and said no. That
     includes a deployment's wrong endpoint (404 on every query): it fails fast, and suspending the
@@ -234,7 +235,7 @@ def kind_for_status(status: int | None) -> FailureKind:
     """
     if status == 429:
         return FailureKind.RATE_LIMITED
-    if status in (401, 403, 407):
+    if status in (401, 402, 403, 407):
         return FailureKind.DENIED
     if status is not None and 400 <= status < 500 and status != 408:
         return FailureKind.QUERY

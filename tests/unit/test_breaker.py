@@ -159,6 +159,7 @@ def test_backoff_doubles_from_5_s_to_2_min() -> None:
         (429, FailureKind.RATE_LIMITED),
         (401, FailureKind.DENIED),  # our key: the deployment's, and calling on spends the ban
         (403, FailureKind.DENIED),
+        (402, FailureKind.DENIED),  # the deployment's paid plan is spent
         (407, FailureKind.DENIED),
         (400, FailureKind.QUERY),  # "query too long": the caller's
         (404, FailureKind.QUERY),
