@@ -18,8 +18,18 @@ from pydantic import ValidationError
 
 from fanfuse import lifecycle
 from fanfuse.auth import keys
+from fanfuse.cache import QueryCache, cache_scope
 from fanfuse.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
-from fanfuse.models import CacheEntry, Hit, PlatformHealth, PlatformState, TaskStatus, utcnow
+from fanfuse.models import (
+    CacheEntry,
+    Hit,
+    LimitCut,
+    PlatformHealth,
+    PlatformState,
+    TaskStatus,
+    utcnow,
+)
+from fanfuse.options import CacheMode, SearchOptions
 from fanfuse.quota import Limit
 from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
 from fanfuse.store.write_log import WriteLog
@@ -279,6 +289,34 @@ class StoreContract:
         entry = cache_entry("ck1")
         store.put_cached(entry)
         assert store.get_cached("ck1") == entry and store.get_cached("nope") is None
+
+    def test_an_owners_cache_entry_serves_no_other_owner(self, harness: Harness) -> None:
+        """The cache's scope per owner holds on every store: `cache: only` by another owner
+        misses what one owner searched; a shared scope serves everyone."""
+
+        def view(scope: str | None, mode: CacheMode = CacheMode.AUTO) -> QueryCache:
+            return QueryCache(
+                harness.store, platform="web_ok", fingerprint="f", language=None,
+                include_content=False, options=SearchOptions(), limit=10, ttl_s=600,
+                mode=mode, clock=utcnow, scope=scope,
+            )  # fmt: skip
+
+        alice, bob = cache_scope("alice", shared=False), cache_scope("bob", shared=False)
+        view(alice).save("what alice plans", [Hit(url="https://e.test/a", title="a")], None)
+        assert view(bob, CacheMode.ONLY).lookup("what alice plans") is None
+        assert view(alice, CacheMode.ONLY).lookup("what alice plans") is not None
+        view(None).save("public", [Hit(url="https://e.test/p", title="p")], None)
+        assert view(cache_scope("bob", shared=True), CacheMode.ONLY).lookup("public") is not None
+
+    def test_a_run_cut_by_a_cap_keeps_its_report(self, harness: Harness) -> None:
+        store = harness.store
+        store.create(*make_task("cut1", ["alpha"]))
+        store.transact("cut1", ["alpha"], claim("alpha", utcnow(), "w1"))
+        cut = {"page_fetches": LimitCut(cap=66, used=66, skipped=434)}
+        outcome = succeeded("https://e.test/1")
+        outcome.limits = cut
+        store.transact("cut1", ["alpha"], finish("alpha", outcome, "w1"))
+        assert store.get_runs("cut1")[0].limits == cut
 
     def test_platform_health_round_trips_one_document_per_platform(self, harness: Harness) -> None:
         store = harness.store

@@ -9,10 +9,16 @@ keeps the state in the store (`platform_health/{name}`) so every instance sees i
   retry only makes the block longer;
 - a 429 after the runner's retries, or an access-denied answer (401/403), for RATE_LIMITED_S
   (3 min): quotas and bans of that kind are minutes long;
-- any other failure counts; FAILURES_TO_OPEN in a row suspend for 5 s, doubling with each
-  further failure up to 2 min. Three, because the runner already retried each call and a
-  platform's queries fail one by one: one or two failed runs in a row are noise (a bad query, a
-  deadline shorter than the provider), a third is a pattern.
+- any other failure of the provider's (5xx, timeouts, connection failures, a malformed answer)
+  counts; FAILURES_TO_OPEN in a row suspend for 5 s, doubling with each further failure up to
+  2 min. Three, because the runner already retried each call and a platform's queries fail one
+  by one: one or two failed runs in a row are noise (a deadline shorter than the provider), a
+  third is a pattern.
+
+Only the provider's failures count (`counts_against_provider`): the breaker is shared by every
+tenant, so a failure a caller can cause at will (a query the provider refuses with a 4xx, a
+hostile result page, an option the provider rejects) must not suspend the platform for the
+others. A query the provider refused proves it answers, so it ends a probe as a success would.
 
 When the suspension ends, ONE run claims the probe (half_open, in a store transaction, so two
 instances cannot both probe); its success closes the breaker, its failure reopens it with the
@@ -47,13 +53,46 @@ class Verdict(StrEnum):
     SUSPENDED = "suspended"
 
 
+PROVIDER_FAULTS = frozenset(
+    {FailureKind.CAPTCHA, FailureKind.RATE_LIMITED, FailureKind.DENIED, FailureKind.ERROR}
+)
+SEVERITY = (FailureKind.CAPTCHA, FailureKind.RATE_LIMITED, FailureKind.DENIED, FailureKind.ERROR)
+"""The provider's kinds, longest cool-down first: a run whose queries failed differently is
+taken at its most serious provider failure."""
+
+
+def counts_against_provider(kind: FailureKind) -> bool:
+    """Whether a failure of this kind counts in the platform's breaker.
+
+    Yes for what the provider did: a CAPTCHA or anti-bot page, a 429, access denied (a 401/403
+    for the deployment's own credentials: no caller can fix that, and calling on only spends
+    the ban), and errors (5xx, timeouts, connection failures, a malformed answer). No for
+    QUERY (a 4xx answering the caller's query: the provider is up, the question was refused;
+    counting it would let three crafted queries suspend the platform for every tenant, renewable
+    at the start rate), NOT_ASKED (the provider was never called) and INTERNAL (fanfuse's bug,
+    or a failure after the searching stage: a page's content, the compressor: not the provider).
+    """
+    return kind in PROVIDER_FAULTS
+
+
+def run_kind(kinds: list[FailureKind]) -> FailureKind:
+    """The kind of a run all of whose queries failed: its most serious provider failure if one
+    query met one (a 5xx among refused queries is still the provider's), else the first kind."""
+    for kind in SEVERITY:
+        if kind in kinds:
+            return kind
+    return kinds[0] if kinds else FailureKind.ERROR
+
+
 @dataclass(frozen=True)
 class Gate:
-    """What a run may do now; `reason` and `retry_at` say why and until when when suspended."""
+    """What a run may do now; `reason` and `retry_at` say why and until when when suspended.
+    `probe_token`: the claim this run holds when it is the probe (see `release_probe`)."""
 
     verdict: Verdict
     reason: FailureKind | None = None
     retry_at: datetime | None = None
+    probe_token: str | None = None
 
 
 def backoff_s(failures: int) -> float:
@@ -137,14 +176,20 @@ def on_failure(
     )
 
 
-def kind_of(blocked: bool, statuses: list[int | None]) -> FailureKind:
-    """A failed run's kind: an anti-bot page (`errors.Blocked`), else what its provider calls
-    answered last (429: rate limited, 401/403: denied), else a plain error."""
-    if blocked:
-        return FailureKind.CAPTCHA
-    last = statuses[-1] if statuses else None
-    if last == 429:
-        return FailureKind.RATE_LIMITED
-    if last in (401, 403):
-        return FailureKind.DENIED
-    return FailureKind.ERROR
+def release_probe(
+    health: PlatformHealth | None, token: str, now: datetime
+) -> PlatformHealth | None:
+    """Give back the probe `token` holds when its run said nothing of the provider (the caller's
+    `cache: only`, a cancel, the deadline, a failure after searching): open again with the same,
+    already passed, retry_at, so the next run probes at once instead of every run being
+    suspended until PROBE_LEASE_S frees a claim nobody uses. None: not this token's probe."""
+    if health is None or health.state is not BreakerState.HALF_OPEN or health.probe_token != token:
+        return None
+    return health.model_copy(
+        update={
+            "state": BreakerState.OPEN,
+            "probe_token": None,
+            "probe_claimed_at": None,
+            "updated_at": now,
+        }
+    )

@@ -10,6 +10,14 @@ was searched for.
 Only a query that succeeded is stored: a failed query, or a run that timed out or was cancelled
 before its answer arrived, leaves nothing. The entries live in the task store (a SQLite table, a
 Firestore collection with a TTL field), so every worker of a deployment shares them.
+
+Scope: by default the key also holds the search's owner (the verified caller's subject), so an
+entry serves only the owner who searched it. A shared entry would be an oracle: `cache: only`
+answers at once, without a provider call, exactly when someone searched that query within the
+TTL, so any caller could learn what other tenants search. A deployment whose callers are one
+party may opt in to `FANFUSE_CACHE_SCOPE=shared`: fewer provider calls, at that price.
+Searches with no owner (in-process: the embedded runtime, the Python API, the CLI) share one
+scope: they are the one process's own user.
 """
 
 from __future__ import annotations
@@ -51,7 +59,10 @@ def cache_key(
     language: str | None,
     include_content: bool,
     options: SearchOptions,
+    scope: str | None = None,
 ) -> str:
+    """`scope`: the owner whose entry this is (`cache_scope`); None: shared by every caller
+    (such keys are the ones from before scopes, so a shared deployment keeps its entries)."""
     material = {
         "platform": platform,
         "settings": fingerprint,
@@ -60,7 +71,15 @@ def cache_key(
         "content": include_content,
         "options": options.key(),
     }
+    if scope is not None:
+        material["owner"] = scope
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:40]
+
+
+def cache_scope(owner: str | None, shared: bool) -> str | None:
+    """The scope of a search's entries: its owner's (in-process searches, with no owner, one
+    scope of their own), or None when the deployment shares the cache across callers."""
+    return None if shared else f"owner:{owner or ''}"
 
 
 @dataclass(frozen=True)
@@ -86,10 +105,12 @@ class QueryCache:
         ttl_s: float,
         mode: CacheMode,
         clock: Callable[[], datetime],
+        scope: str | None,
     ) -> None:
         self.store, self.platform, self.fingerprint = store, platform, fingerprint
         self.language, self.include_content, self.options = language, include_content, options
         self.limit, self.ttl_s, self.mode, self.clock = limit, ttl_s, mode, clock
+        self.scope = scope
 
     @classmethod
     def for_run(
@@ -102,9 +123,11 @@ class QueryCache:
         *,
         default_ttl_s: float,
         clock: Callable[[], datetime],
+        scope: str | None,
     ) -> QueryCache:
         """The cache as one platform run uses it: its settings' fingerprint (another key or
-        base URL is another cache) and TTL, else the deployment's `default_ttl_s`."""
+        base URL is another cache) and TTL, else the deployment's `default_ttl_s`, within
+        `scope` (`cache_scope`: the search's owner, unless the deployment shares)."""
         ttl = settings.cache_ttl
         return cls(
             store,
@@ -117,6 +140,7 @@ class QueryCache:
             ttl_s=default_ttl_s if ttl is None else ttl,
             mode=mode,
             clock=clock,
+            scope=scope,
         )
 
     def key(self, query: str) -> str:
@@ -127,6 +151,7 @@ class QueryCache:
             language=self.language,
             include_content=self.include_content,
             options=self.options,
+            scope=self.scope,
         )
 
     def lookup(self, query: str) -> Cached | None:

@@ -16,7 +16,7 @@ from datetime import datetime
 from fanfuse import breaker
 from fanfuse.health import due, observed
 from fanfuse.lifecycle import Outcome
-from fanfuse.models import CacheState, PlatformHealth, PlatformState, Stage
+from fanfuse.models import CacheState, FailureKind, PlatformHealth, PlatformState, Stage
 from fanfuse.store.base import TaskStore
 
 log = logging.getLogger(__name__)
@@ -44,23 +44,29 @@ class Circuit:
             log.warning("could not read %s's breaker; calling it", name, exc_info=True)
             return CALL
         if stored is not None and stored.probe_token == token:
-            return breaker.Gate(breaker.Verdict.PROBE, stored.reason)
+            return breaker.Gate(breaker.Verdict.PROBE, stored.reason, probe_token=token)
         return breaker.may_call(stored, now)
 
-    def record(self, name: str, outcome: Outcome) -> None:
-        """A success closes, a provider failure counts (breaker.on_failure); anything else
-        (cancelled, deadline reached, answered from the cache) says nothing of the provider.
-        A probe that said nothing keeps its claim until breaker.PROBE_LEASE_S frees it."""
+    def record(self, name: str, outcome: Outcome, gate: breaker.Gate = CALL) -> None:
+        """A success closes, a provider failure counts (breaker.on_failure); a query the
+        provider refused (the caller's) counts nothing, but ends a probe as a success: the
+        provider answered. Anything else (cancelled, deadline reached, answered from the cache,
+        not asked, a failure after searching) says nothing of the provider, and a probe that
+        said nothing is given back (breaker.release_probe) for the next run to take."""
         now = self.clock()
         failure = outcome.failure
         from_cache = answered_by_cache(outcome)
+        token = gate.probe_token
 
         def change(health: PlatformHealth | None) -> PlatformHealth | None:
             if outcome.state is PlatformState.SUCCEEDED and not from_cache:
                 return breaker.on_success(health, now)
             if outcome.state is PlatformState.FAILED and failure is not None:
-                return breaker.on_failure(health, name, failure, now)
-            return None
+                if breaker.counts_against_provider(failure):
+                    return breaker.on_failure(health, name, failure, now)
+                if failure is FailureKind.QUERY and token is not None:
+                    return breaker.on_success(health, now)
+            return None if token is None else breaker.release_probe(health, token, now)
 
         try:
             self.store.update_health(name, change)

@@ -135,8 +135,9 @@ def _result_lists(view: TaskView) -> list[tuple[str, list[Result]]]:
 def platform_notes(run: PlatformRun) -> list[str]:
     """What to know about one platform's results, one line each; none when there is nothing.
 
-    `google: filtered include_domains -3 (post_filter), time_range native; cache hit (age 42s)`
-    and `google: query 2 failed: HTTP 500`. A plain cache miss is not news and is left out.
+    `google: filtered include_domains -3 (post_filter), time_range native; cache hit (age 42s);
+    capped page fetches at 66 (434 skipped)` and `google: query 2 failed: HTTP 500`. A plain
+    cache miss is not news and is left out.
     """
     parts = []
     if run.options:
@@ -144,6 +145,10 @@ def platform_notes(run: PlatformRun) -> list[str]:
     cache = _cache(run.cache)
     if cache:
         parts.append(cache)
+    parts += [
+        f"capped {name.replace('_', ' ')} at {cut.cap} ({cut.skipped} skipped)"
+        for name, cut in run.limits.items()
+    ]
     lines = [f"{run.name}: {'; '.join(parts)}"] if parts else []
     lines += [
         f"{run.name}: query {f.query_index + 1} failed: {f.error}" for f in run.failed_queries

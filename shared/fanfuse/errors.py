@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from fanfuse.models import ErrorBody, Problem
+from fanfuse.models import ErrorBody, FailureKind, Problem
 from fanfuse.redact import redact
 
 
@@ -193,17 +193,53 @@ class ProviderError(Exception):
     malformed body); the service turns it into the platform's `failed` state with this message.
     The message is often made from the provider's answer, which may echo the key it was sent:
     it is redacted here, once for every platform (see `fanfuse.redact`).
+
+    `kind` says whose failure it is, for the platform's breaker (`breaker.counts_against_provider`):
+    it is decided where the status is known (the runner, `HttpPlatform`, a platform's own
+    check). None: not said; `fault` takes it as the provider's ERROR, as every failure was
+    before kinds existed, so an unclassified failure still protects the provider.
     """
 
-    def __init__(self, platform: str, message: str) -> None:
+    default_kind: FailureKind | None = None
+
+    def __init__(self, platform: str, message: str, kind: FailureKind | None = None) -> None:
         message = redact(message)
         super().__init__(f"{platform}: {message}")
         self.platform = platform
         self.message = message
+        self.kind = kind or self.default_kind
+
+    @property
+    def fault(self) -> FailureKind:
+        return self.kind or FailureKind.ERROR
 
 
 class Blocked(ProviderError):
     """The provider answered with an anti-bot or captcha page instead of results."""
+
+    default_kind = FailureKind.CAPTCHA
+
+
+def kind_for_status(status: int | None) -> FailureKind:
+    """Whose failure a provider's final HTTP answer is (None: no answer: a timeout, a refused
+    or dropped connection).
+
+    429: its rate limit. 401, 402, 403, 407: our credentials, plan or client refused (the
+    deployment's key, its paid quota spent, an instance that refuses the client: SearXNG takes
+    402 and 403 as access denied too). 408 and 5xx, or no answer: the provider's trouble.
+    Any other 4xx (400, 404, 413, 422...) answers the request as asked, which a caller shaped
+    (a query too long, an option the provider rejects): the provider is up and said no. That
+    includes a deployment's wrong endpoint (404 on every query): it fails fast, and suspending the
+    platform would not fix it. A 2xx or 3xx that could not be used (a malformed body) is the
+    provider's.
+    """
+    if status == 429:
+        return FailureKind.RATE_LIMITED
+    if status in (401, 402, 403, 407):
+        return FailureKind.DENIED
+    if status is not None and 400 <= status < 500 and status != 408:
+        return FailureKind.QUERY
+    return FailureKind.ERROR
 
 
 class Refused(Exception):

@@ -15,11 +15,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from fanfuse import lifecycle
-from fanfuse.breaker import kind_of
-from fanfuse.errors import Blocked, Cancelled, ProviderError
-from fanfuse.models import FailureKind, PlatformRun, PlatformState, Task
-from fanfuse.options import CacheMode
+from fanfuse import lifecycle, limits
+from fanfuse.errors import Cancelled, ProviderError
+from fanfuse.limits import Budget
+from fanfuse.models import FailureKind, PlatformRun, PlatformState, Stage, Task
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.redact import redact
@@ -29,6 +28,7 @@ from fanfuse.store.base import TaskStore
 if TYPE_CHECKING:
     from fanfuse.content.settings import ContentSettings
     from fanfuse.net.runner import Runner
+    from fanfuse.stages.base import Reporter
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,14 @@ class Executor:
         )
         record = RunRecord()
         failure: FailureKind | None = None
+        reporter: Reporter | None = None
+        calls = Budget(limits.share(self.settings.max_provider_calls_per_search, run.of))
+        fetches = Budget(limits.share(self.settings.max_page_fetches_per_search, run.of))
         try:
             platform = self.registry.get(run.name)
             # The run path alone needs the stages, the content settings and the network layer:
             # imported here, so a status or start request never loads them at cold start.
-            from fanfuse.cache import QueryCache
+            from fanfuse.cache import QueryCache, cache_scope
             from fanfuse.content.compress import within_chars
             from fanfuse.content.settings import ContentSettings
             from fanfuse.stages import pipeline
@@ -97,6 +100,7 @@ class Executor:
                 record=record,
                 report=reporter.step,
                 addresses=self._content,  # a URL a platform has fetched is guarded as ours are
+                call_budget=calls,
             )
             cache = QueryCache.for_run(
                 self.store,
@@ -106,8 +110,11 @@ class Executor:
                 task.request.cache,
                 default_ttl_s=self.settings.cache_ttl_seconds,
                 clock=self.clock,
+                scope=cache_scope(task.owner, shared=self.settings.cache_scope == "shared"),
             )
-            stage_run = StageRun(platform, ctx, params, reporter, self._content, cache)
+            stage_run = StageRun(
+                platform, ctx, params, reporter, self._content, cache, fetch_budget=fetches
+            )
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
                 hits = await pipeline.execute(stage_run, planned, stop)
@@ -120,12 +127,10 @@ class Executor:
             error, message = "no result before the deadline", "Timed out"
         except ProviderError as exc:
             hits, state, error, message = [], PlatformState.FAILED, str(exc), ""
-            if task.request.cache is not CacheMode.ONLY:  # else the provider was never asked
-                statuses = [c.status for c in record.calls]
-                failure = kind_of(isinstance(exc, Blocked), statuses)
+            failure = exc.fault if searching(reporter) else FailureKind.INTERNAL
         except Exception as exc:  # a platform's bug must not stop the fan-in
             log.exception("platform %s failed", run.name)
-            failure = FailureKind.ERROR
+            failure = FailureKind.INTERNAL  # ours to fix: suspending the provider cannot
             error = redact(f"{run.name}: {exc!r}")  # its text is unvetted: it may carry a key
             hits, state, message = [], PlatformState.FAILED, ""
         return lifecycle.Outcome(
@@ -140,4 +145,11 @@ class Executor:
             failed_queries=record.failed_queries,
             cache=record.cache,
             failure=failure,
+            limits=limits.cuts({limits.PROVIDER_CALLS: calls, limits.PAGE_FETCHES: fetches}),
         )
+
+
+def searching(reporter: Reporter | None) -> bool:
+    """Whether a run ended in its searching stage (or before it): only there does it talk to its
+    provider; what fails later (a redirect, a result page, the compressor) is not the provider's."""
+    return reporter is None or reporter.stage is Stage.SEARCHING

@@ -18,6 +18,7 @@ from fanfuse.models import (
     CallRecord,
     FailureKind,
     Hit,
+    LimitCut,
     PlatformRun,
     PlatformState,
     Progress,
@@ -49,6 +50,8 @@ class Outcome:
     """A failed run's kind, for the platform's breaker (breaker.py); None: not the provider's."""
     retry_at: datetime | None = None
     """`suspended`: when the platform's breaker lets a call through again."""
+    limits: dict[str, LimitCut] = field(default_factory=dict)
+    """The per-search caps that cut this run (limits.py)."""
 
 
 def claim(name: str, now: datetime, token: str, *, lease: timedelta) -> Mutator:
@@ -178,6 +181,7 @@ def finish(name: str, outcome: Outcome, now: datetime, token: str) -> Mutator:
                 "failed_queries": outcome.failed_queries,
                 "cache": outcome.cache,
                 "retry_at": outcome.retry_at,
+                "limits": outcome.limits,
             }
         )
         counters = progress.add_ended(task.counters, [ended])

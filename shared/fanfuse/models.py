@@ -224,6 +224,14 @@ class CacheEntry(BaseModel):
     expires_at: datetime
 
 
+class LimitCut(BaseModel):
+    """How a per-search cap (Settings.max_*_per_search) cut one platform run's work."""
+
+    cap: int = Field(description="this platform's share: the search's cap / its platforms")
+    used: int
+    skipped: int = Field(description="calls refused (each ends a query's paging), pages unfetched")
+
+
 class PlatformRun(BaseModel):
     """`searches/{task_id}/platforms/{name}`."""
 
@@ -256,6 +264,11 @@ class PlatformRun(BaseModel):
     cache: CacheNote | None = None
     retry_at: datetime | None = Field(
         default=None, description="`suspended`: when the platform will be tried again"
+    )
+    limits: dict[str, LimitCut] = Field(
+        default_factory=dict,
+        description="per-search caps that cut this run (provider_calls, page_fetches); none: "
+        "nothing was cut",
     )
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -316,12 +329,19 @@ class BreakerState(StrEnum):
 
 
 class FailureKind(StrEnum):
-    """Why a platform run failed, as far as its breaker cares (each has its own cool-down)."""
+    """Why a platform run or query failed, as far as its breaker cares: the first four are the
+    provider's (each with its own cool-down), the others never count (breaker.py says why)."""
 
     CAPTCHA = "captcha"
     RATE_LIMITED = "rate_limited"
     DENIED = "denied"
     ERROR = "error"
+    QUERY = "query"
+    """The provider refused the request as asked (400, 404, 413, 422...): the caller's query."""
+    NOT_ASKED = "not_asked"
+    """The provider was not asked (`cache: only` found nothing, a per-search cap)."""
+    INTERNAL = "internal"
+    """fanfuse's own failure (a bug), or one after the searching stage (a page, the compressor)."""
 
 
 class PlatformHealth(BaseModel):

@@ -244,7 +244,7 @@ class SearchService:
         if gate.verdict is Verdict.SUSPENDED:
             return circuit.suspended(run.name, gate)
         outcome = await self._executor.run(task, run, stop)
-        self._circuit.record(run.name, outcome)
+        self._circuit.record(run.name, outcome, gate)
         return outcome
 
     def _resume_fan_in(self, task_id: str) -> None:

@@ -124,3 +124,23 @@ class Settings(BaseSettings):
     max_content_chars: int | None = Field(
         default=None, ge=1, description="cap on the page text kept per result"
     )
+    # Per-search caps on what one request may cost (fanfuse.limits): each platform gets an equal
+    # share, and a cut is reported on its platform document (`limits`).
+    max_provider_calls_per_search: int = Field(
+        default=100,
+        ge=1,
+        description="provider requests one search may make, shared equally by its platforms "
+        "(5 queries on 10 platforms is 50 first pages; deeper paging takes the rest)",
+    )
+    max_page_fetches_per_search: int = Field(
+        default=200,
+        ge=1,
+        description="result pages one search may fetch for content, shared equally by its "
+        "platforms, best ranked first (5 queries x 10 results on 4 platforms)",
+    )
+    cache_scope: Literal["owner", "shared"] = Field(
+        default="owner",
+        description="owner: a cached answer serves only the owner who searched it; shared: "
+        "every caller (fewer provider calls, but `cache: only` then tells any caller that "
+        "someone searched that query within the TTL)",
+    )

@@ -38,7 +38,7 @@ TASK_FIELDS = {
 PLATFORM_FIELDS = {
     "task_id", "name", "index", "of", "state", "stage", "stages", "progress", "percent",
     "message", "attempt", "lease", "lease_until", "retry_at", "results", "error", "provider",
-    "timings", "calls", "options", "failed_queries", "cache", "started_at",
+    "timings", "calls", "options", "failed_queries", "cache", "limits", "started_at",
     "finished_at", "updated_at", "expires_at",
 }  # fmt: skip
 

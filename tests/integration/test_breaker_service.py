@@ -5,6 +5,7 @@ when the suspension ends exactly one probe request goes out."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from fanfuse import breaker
 from fanfuse.models import (
     BreakerState,
     FailureKind,
@@ -118,3 +120,79 @@ async def test_three_failed_runs_in_a_row_suspend_for_5_s(
         assert_open_for(stored(rt, "searxng"), FailureKind.ERROR, 5)
         assert (await one_run(rt)).state is PlatformState.SUSPENDED
         assert len(server.log) == 3
+
+
+async def test_ten_queries_the_provider_refuses_leave_it_closed_three_5xx_open_it(
+    server: HTTPServer, runner: Runner, settings: Settings
+) -> None:
+    """A caller can make a provider answer 400 at will (a query too long): that is the caller's
+    failure, reported on its run, and never suspends the platform for the other tenants. The
+    provider's own 5xx, three runs in a row, still do."""
+    refused = Response('{"error": "query too long"}', status=400, content_type="application/json")
+    server.expect_request("/search").respond_with_response(refused)
+    platform = cases._searxng(server.url_for(""), max_attempts=1, max_pages=1)
+    async with EmbeddedRuntime(settings, registry=Registry.of([platform]), runner=runner) as rt:
+        for _ in range(10):
+            run = await one_run(rt)
+            assert run.state is PlatformState.FAILED
+            assert run.error is not None and "HTTP 400" in run.error
+            assert "query too long" in run.error
+        assert len(server.log) == 10  # every run asked the provider: nothing suspended
+        health = rt.service.store.get_health().get("searxng")
+        assert health is None or (
+            health.state is BreakerState.CLOSED and health.consecutive_failures == 0
+        )
+
+        # One refused query among several: the others succeed, the refused one is listed.
+        server.clear()
+        bad = {"q": "bad", "format": "json", "pageno": "1"}
+        server.expect_request("/search", query_string=bad).respond_with_response(refused)
+        ok = Response(fixture("searxng/results.json"), content_type="application/json")
+        server.expect_request("/search").respond_with_response(ok)
+        view = await rt.search({"query": ["rust async", "bad"], "cache": "bypass"})
+        [mixed] = view.platform_runs
+        assert mixed.state is PlatformState.SUCCEEDED and mixed.results
+        [failure] = mixed.failed_queries
+        assert failure.query == "bad" and "HTTP 400" in failure.error
+
+        server.clear()
+        server.expect_request("/search").respond_with_response(Response("down", status=503))
+        fresh = {"query": "rust async", "cache": "bypass"}  # the provider, not the cache
+        for failures in (1, 2, 3):
+            assert (await rt.search(fresh)).platform_runs[0].state is PlatformState.FAILED
+            assert stored(rt, "searxng").consecutive_failures == failures
+        assert_open_for(stored(rt, "searxng"), FailureKind.ERROR, 5)
+        assert (await rt.search(fresh)).platform_runs[0].state is PlatformState.SUSPENDED
+        assert len(server.log) == 3
+
+
+async def test_a_hostile_result_page_never_counts_against_the_provider(
+    server: HTTPServer, runner: Runner, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result page whose charset breaks the decoder (`idna`) is the page's problem, whatever
+    it does to the run (a failure after the searching stage, or the result's content error):
+    the provider answered, so the breaker stays closed however often a caller aims at it."""
+    monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
+    monkeypatch.delenv("FANFUSE_CONTENT_LLM_BASE_URL", raising=False)
+    hit = {"title": "t", "url": server.url_for("/hostile"), "content": "s"}
+    server.expect_request("/search").respond_with_data(
+        json.dumps({"results": [hit]}), content_type="application/json"
+    )
+    page = "<html><body><p>" + "x" * 200 + ".example</p></body></html>"
+    server.expect_request("/hostile").respond_with_data(
+        page, content_type="text/html; charset=idna"
+    )
+    platform = cases._searxng(server.url_for(""), max_pages=1)
+    runs = breaker.FAILURES_TO_OPEN + 2
+    async with EmbeddedRuntime(settings, registry=Registry.of([platform]), runner=runner) as rt:
+        for _ in range(runs):
+            view = await rt.search(
+                {"query": "rust async", "include_content": True, "cache": "bypass"}
+            )
+            assert view.platform_runs[0].state is not PlatformState.SUSPENDED
+        health = rt.service.store.get_health().get("searxng")
+    assert sum(1 for r, _ in server.log if r.path == "/search") == runs
+    assert sum(1 for r, _ in server.log if r.path == "/hostile") == runs
+    assert health is None or (
+        health.state is BreakerState.CLOSED and health.consecutive_failures == 0
+    )

@@ -28,6 +28,7 @@ from fanfuse.models import (
     BreakerState,
     CacheNote,
     FailureKind,
+    LimitCut,
     PlatformHealth,
     PlatformRun,
     QueryFailure,
@@ -473,13 +474,16 @@ def test_platform_notes_say_filters_cache_and_failed_queries() -> None:
         failed_queries=[
             QueryFailure(platform="brave", query_index=1, query="q2", error="HTTP 500")
         ],
+        limits={"page_fetches": LimitCut(cap=66, used=66, skipped=434)},
     )
     assert platform_notes(run) == [
         "brave: filtered include_domains -3 (post_filter), time_range native, country not applied;"
-        " cache partial: 1 hit, 1 searched (age 42s)",
+        " cache partial: 1 hit, 1 searched (age 42s); capped page fetches at 66 (434 skipped)",
         "brave: query 2 failed: HTTP 500",
     ]
-    quiet = run.model_copy(update={"options": {}, "failed_queries": [], "cache": None})
+    quiet = run.model_copy(
+        update={"options": {}, "failed_queries": [], "cache": None, "limits": {}}
+    )
     assert platform_notes(quiet) == []
 
 

@@ -13,7 +13,11 @@ import pytest
 
 from fanfuse import breaker
 from fanfuse.breaker import Verdict
-from fanfuse.models import BreakerState, FailureKind, PlatformHealth
+from fanfuse.circuit import Circuit
+from fanfuse.errors import Blocked, ProviderError, kind_for_status
+from fanfuse.lifecycle import Outcome
+from fanfuse.models import BreakerState, FailureKind, PlatformHealth, PlatformState
+from fanfuse.store.sqlite import SqliteStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CLOSED = BreakerState.CLOSED
@@ -78,6 +82,7 @@ CAPTCHA, RATE, DENIED, ERROR = (
     FailureKind.DENIED,
     FailureKind.ERROR,
 )
+QUERY, NOT_ASKED, INTERNAL = FailureKind.QUERY, FailureKind.NOT_ASKED, FailureKind.INTERNAL
 PROBED = health(HALF, 3, 5, ERROR, 5)  # a probe claimed at T0+5 s, after 3 errors in a row
 PROBED_7 = health(HALF, 7, 5, ERROR, 5)
 ROWS = [
@@ -149,16 +154,123 @@ def test_backoff_doubles_from_5_s_to_2_min() -> None:
 
 
 @pytest.mark.parametrize(
-    ("blocked", "statuses", "kind"),
+    ("status", "kind"),
     [
-        (True, [200], FailureKind.CAPTCHA),
-        (False, [429], FailureKind.RATE_LIMITED),
-        (False, [200, 403], FailureKind.DENIED),
-        (False, [401], FailureKind.DENIED),
-        (False, [429, 500], FailureKind.ERROR),  # the last answer decides
-        (False, [None], FailureKind.ERROR),  # a timeout or connection error
-        (False, [], FailureKind.ERROR),  # not an HTTP platform
+        (429, FailureKind.RATE_LIMITED),
+        (401, FailureKind.DENIED),  # our key: the deployment's, and calling on spends the ban
+        (403, FailureKind.DENIED),
+        (402, FailureKind.DENIED),  # the deployment's paid plan is spent
+        (407, FailureKind.DENIED),
+        (400, FailureKind.QUERY),  # "query too long": the caller's
+        (404, FailureKind.QUERY),
+        (413, FailureKind.QUERY),
+        (422, FailureKind.QUERY),
+        (408, FailureKind.ERROR),  # the provider timed out
+        (500, FailureKind.ERROR),
+        (503, FailureKind.ERROR),
+        (599, FailureKind.ERROR),
+        (None, FailureKind.ERROR),  # a timeout or connection failure
+        (200, FailureKind.ERROR),  # an answer that could not be used: a malformed body
     ],
 )
-def test_kind_of(blocked: bool, statuses: list[int | None], kind: FailureKind) -> None:
-    assert breaker.kind_of(blocked, statuses) is kind
+def test_kind_for_status(status: int | None, kind: FailureKind) -> None:
+    assert kind_for_status(status) is kind
+
+
+@pytest.mark.parametrize(
+    ("kind", "counts"),
+    [
+        (FailureKind.CAPTCHA, True),
+        (FailureKind.RATE_LIMITED, True),
+        (FailureKind.DENIED, True),
+        (FailureKind.ERROR, True),
+        (FailureKind.QUERY, False),
+        (FailureKind.NOT_ASKED, False),
+        (FailureKind.INTERNAL, False),
+    ],
+)
+def test_counts_against_provider(kind: FailureKind, counts: bool) -> None:
+    assert breaker.counts_against_provider(kind) is counts
+
+
+def test_every_kind_is_decided() -> None:
+    assert set(FailureKind) == set(breaker.SEVERITY) | {
+        FailureKind.QUERY,
+        FailureKind.NOT_ASKED,
+        FailureKind.INTERNAL,
+    }
+
+
+@pytest.mark.parametrize(
+    ("kinds", "kind"),
+    [
+        ([QUERY, QUERY], QUERY),
+        ([QUERY, ERROR], ERROR),  # one 5xx among refused queries: the provider's
+        ([ERROR, RATE, QUERY], RATE),  # the longest cool-down met
+        ([NOT_ASKED, QUERY], NOT_ASKED),
+        ([CAPTCHA], CAPTCHA),
+        ([], ERROR),
+    ],
+)
+def test_run_kind(kinds: list[FailureKind], kind: FailureKind) -> None:
+    assert breaker.run_kind(kinds) is kind
+
+
+def test_error_kinds_default_to_the_provider() -> None:
+    assert ProviderError("p", "x").fault is ERROR  # unclassified: counted, as before kinds
+    assert ProviderError("p", "x", QUERY).fault is QUERY
+    assert Blocked("p", "captcha").fault is CAPTCHA
+
+
+def test_release_probe_gives_back_only_its_own_claim() -> None:
+    mine = PROBED.model_copy(update={"probe_token": "me"})
+    released = breaker.release_probe(mine, "me", at(10))
+    assert released is not None and released.state is OPEN and released.probe_token is None
+    assert released.retry_at == mine.retry_at and released.consecutive_failures == 3
+    assert breaker.may_call(released, at(10)).verdict is Verdict.PROBE  # the next run probes
+    assert breaker.release_probe(PROBED, "me", at(10)) is None  # someone else's probe
+    assert breaker.release_probe(health(), "me", at(10)) is None
+
+
+def circuit(store: SqliteStore) -> Circuit:
+    return Circuit(store, lambda: datetime.now(UTC))
+
+
+def failed(kind: FailureKind) -> Outcome:
+    return Outcome(state=PlatformState.FAILED, error="p: HTTP 400", failure=kind)
+
+
+def test_ten_caller_failures_leave_the_breaker_closed_three_errors_open_it() -> None:
+    store = SqliteStore(":memory:")
+    rules = circuit(store)
+    for _ in range(10):
+        assert rules.admit("p").verdict is Verdict.CALL
+        rules.record("p", failed(QUERY))
+    assert store.get_health().get("p") is None  # nothing counted, nothing written
+    for _ in range(3):
+        rules.record("p", failed(ERROR))
+    assert store.get_health()["p"].state is OPEN
+
+
+@pytest.mark.parametrize(
+    ("kind", "state"),
+    [(QUERY, CLOSED), (NOT_ASKED, OPEN), (INTERNAL, OPEN), (ERROR, OPEN)],
+)
+def test_a_probe_refused_for_the_query_closes_one_not_asked_gives_it_back(
+    kind: FailureKind, state: BreakerState
+) -> None:
+    store = SqliteStore(":memory:")
+    rules = circuit(store)
+    past = datetime.now(UTC) - timedelta(seconds=1)
+    store.update_health(
+        "p", lambda _: health(OPEN, 3, None, ERROR).model_copy(update={"retry_at": past})
+    )
+    gate = rules.admit("p")
+    assert gate.verdict is Verdict.PROBE and gate.probe_token is not None
+    assert rules.admit("p").verdict is Verdict.SUSPENDED  # one probe at a time
+    rules.record("p", failed(kind), gate)
+    after = store.get_health()["p"]
+    assert after.state is state and after.probe_token is None
+    if kind in (NOT_ASKED, INTERNAL):  # said nothing: the next run probes at once
+        assert after.consecutive_failures == 3
+        assert rules.admit("p").verdict is Verdict.PROBE

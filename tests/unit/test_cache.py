@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import SecretStr
 
-from fanfuse.cache import QueryCache, cache_key, settings_fingerprint
+from fanfuse.cache import QueryCache, cache_key, cache_scope, settings_fingerprint
 from fanfuse.errors import DocumentTooLarge
 from fanfuse.models import CacheEntry, Hit
 from fanfuse.options import CacheMode, SearchOptions
@@ -37,6 +37,7 @@ def make(
     mode: CacheMode = CacheMode.AUTO,
     ttl: float = 600,
     options: SearchOptions | None = None,
+    scope: str | None = None,
 ) -> QueryCache:
     return QueryCache(
         store,
@@ -49,6 +50,7 @@ def make(
         ttl_s=ttl,
         mode=mode,
         clock=clock,
+        scope=scope,
     )
 
 
@@ -141,3 +143,31 @@ def test_an_entry_too_large_to_store_is_skipped_not_an_error() -> None:
     store, clock = TooLargeStore(":memory:"), Clock()
     make(store, clock).save("q", answer(1), provider=None)
     assert make(store, clock).lookup("q") is None
+
+
+def test_an_owners_entry_serves_only_that_owner_unless_the_deployment_shares() -> None:
+    """`cache: only` must not tell owner B that owner A searched this query: B's lookup in its
+    own scope misses, while A's hits; a deployment that opts in to sharing serves both."""
+    store, clock = SqliteStore(":memory:"), Clock()
+    alice, bob = cache_scope("alice", shared=False), cache_scope("bob", shared=False)
+    make(store, clock, scope=alice).save("secret plans", answer(2), provider=None)
+    assert make(store, clock, scope=bob, mode=CacheMode.ONLY).lookup("secret plans") is None
+    assert make(store, clock, scope=cache_scope(None, shared=False)).lookup("secret plans") is None
+    assert make(store, clock, scope=alice, mode=CacheMode.ONLY).lookup("secret plans") is not None
+
+    shared = cache_scope("alice", shared=True)
+    assert shared is None and shared == cache_scope("bob", shared=True)
+    make(store, clock, scope=shared).save("public", answer(2), provider=None)
+    assert make(store, clock, scope=cache_scope("bob", shared=True)).lookup("public") is not None
+
+
+def test_the_owner_is_part_of_the_key_unless_shared() -> None:
+    def key(scope: str | None) -> str:
+        return cache_key(
+            "web", "f", "q", language=None, include_content=False, options=SearchOptions(),
+            scope=scope,
+        )  # fmt: skip
+
+    a, b = cache_scope("a", shared=False), cache_scope("b", shared=False)
+    assert len({key(a), key(b), key(cache_scope(None, shared=False)), key(None)}) == 4
+    assert key(cache_scope("a", shared=True)) == key(cache_scope("b", shared=True)) == key(None)

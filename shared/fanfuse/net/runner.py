@@ -35,7 +35,7 @@ import httpx
 from pydantic import JsonValue
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from fanfuse.errors import ProviderError
+from fanfuse.errors import ProviderError, kind_for_status
 from fanfuse.models import CallRecord
 from fanfuse.net.policy import USER_AGENT, CallPolicy
 from fanfuse.redact import SecretFilter, credentials, redact, redact_url, remember
@@ -281,7 +281,9 @@ class Runner:
                 else f"connection failed ({exc.reason})"
             )
             raise ProviderError(
-                platform, f"{what}; gave up after {attempts} attempt(s) on {shown_url}"
+                platform,
+                f"{what}; gave up after {attempts} attempt(s) on {shown_url}",
+                kind_for_status(exc.status),  # 429: rate limited; 5xx, no answer: an error
             ) from exc
         finally:
             elapsed = round(self.clock() - started, 4)

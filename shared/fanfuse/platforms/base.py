@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fanfuse.limits import Budget
 from fanfuse.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
 from fanfuse.net.policy import PROVIDER
 from fanfuse.options import OptionName, OptionUse, SearchOptions
@@ -116,6 +117,8 @@ class PlatformContext(Generic[S]):
     """The deployment's address policy (its content settings); None: only global addresses."""
     resolver: Resolver | None = None
     """None: the system's resolver (tests give a double)."""
+    call_budget: Budget | None = None
+    """This run's share of the search's provider calls (limits.py); None: not capped."""
 
 
 class Platform(ABC, Generic[S]):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
+from fanfuse.models import FailureKind, Hit
 from fanfuse.net.runner import RequestSpec
 from fanfuse.options import OptionName, SearchOptions, TimeRange
 from fanfuse.platforms.base import SearchParams
@@ -112,6 +112,7 @@ class BravePlatform(HttpPlatform[BraveSettings]):
                 self.name,
                 f"HTTP 422: credentials rejected (check {self.settings_env_name('api_key')}): "
                 f"{error_detail(resp.body)}",
+                FailureKind.DENIED,  # our key, not the caller's query: a 422 only by its status
             )
         super().check_response(resp)
 

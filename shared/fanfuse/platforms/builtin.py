@@ -227,6 +227,7 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
             report=ctx.report,
             addresses=ctx.addresses,
             resolver=ctx.resolver,
+            call_budget=ctx.call_budget,  # the fallback's calls are the same search's
         )
         lists = await fallback.search(sub_ctx, params)
         ctx.record.provider = fallback.name

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pydantic import SecretStr
 
 from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
+from fanfuse.models import FailureKind, Hit
 from fanfuse.net.runner import RequestSpec
 from fanfuse.options import OptionName, SafeSearch, SearchOptions, TimeRange
 from fanfuse.platforms.base import SearchParams
@@ -114,6 +114,7 @@ class GooglePlatform(HttpPlatform[GoogleSettings]):
                 self.name,
                 f"HTTP 400: credentials rejected (check {self.settings_env_name('api_key')}): "
                 f"{detail}",
+                FailureKind.DENIED,  # our key, not the caller's query: a 400 only by its status
             )
         super().check_response(resp)
 

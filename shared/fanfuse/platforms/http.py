@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
-from fanfuse.errors import ProviderError, unwrap_group_error
-from fanfuse.models import Hit
+from fanfuse.errors import ProviderError, kind_for_status, unwrap_group_error
+from fanfuse.models import FailureKind, Hit
 from fanfuse.net.policy import PROVIDER, CallPolicy
 from fanfuse.net.runner import RequestSpec, Response
 from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
@@ -138,9 +138,11 @@ class HttpPlatform(Platform[H]):
             keys = ", ".join(self.settings_env_name(k) for k in self.key_fields)
             hint = f" (check {keys})" if keys else ""
             raise ProviderError(
-                self.name, f"HTTP {resp.status}: credentials rejected{hint}{suffix}"
+                self.name,
+                f"HTTP {resp.status}: credentials rejected{hint}{suffix}",
+                FailureKind.DENIED,
             )
-        raise ProviderError(self.name, f"HTTP {resp.status}{suffix}")
+        raise ProviderError(self.name, f"HTTP {resp.status}{suffix}", kind_for_status(resp.status))
 
     # -- I/O, shared by all HTTP platforms ---------------------------------------------------
 
@@ -169,8 +171,24 @@ class HttpPlatform(Platform[H]):
             params=params,
             settings=settings,
         )
-        self.check_response(resp)
+        try:
+            self.check_response(resp)
+        except ProviderError as exc:  # an adapter's own check: whose failure, by the status
+            exc.kind = exc.kind or kind_for_status(resp.status)
+            raise
         return self.parse_response(resp)
+
+    def _may_call(self, ctx: PlatformContext[H], first: bool) -> bool:
+        """Whether the run's share of provider calls (limits.py) allows one more request; a
+        query's first page refused is that query's failure (not asked), a later one ends its
+        paging with the pages it has."""
+        if ctx.call_budget is None or ctx.call_budget.take():
+            return True
+        if first:
+            cap = ctx.call_budget.cap
+            message = f"not asked: this platform's share of the search's calls ({cap}) is spent"
+            raise ProviderError(self.name, message, FailureKind.NOT_ASKED)
+        return False
 
     async def _collect(
         self, ctx: PlatformContext[H], queries: list[str], params: SearchParams
@@ -179,7 +197,9 @@ class HttpPlatform(Platform[H]):
         lists: list[list[Hit]] = [[] for _ in queries]
         seen: list[set[str]] = [set() for _ in queries]
         page: PageToken = None
-        for _ in range(max(ctx.settings.max_pages, 1)):
+        for n in range(max(ctx.settings.max_pages, 1)):
+            if not self._may_call(ctx, first=n == 0):
+                break
             result = await self._page(ctx, queries, params, page)
             added = 0
             for hit in result.hits:
@@ -210,7 +230,13 @@ class HttpPlatform(Platform[H]):
         for extra in supplemental_queries(shaped):
             if len(found) >= params.limit:
                 break
-            for hit in (await self._collect(ctx, [extra], params))[0]:
+            try:
+                more = (await self._collect(ctx, [extra], params))[0]
+            except ProviderError as exc:
+                if exc.kind is FailureKind.NOT_ASKED:  # the call cap: keep what was found
+                    break
+                raise
+            for hit in more:
                 if hit.url not in seen and len(found) < params.limit:
                     seen.add(hit.url)
                     meta = {**hit.metadata, "supplemental_query": extra}

@@ -15,6 +15,7 @@ from typing import Any
 from fanfuse import progress
 from fanfuse.cache import QueryCache
 from fanfuse.content.settings import ContentSettings
+from fanfuse.limits import Budget
 from fanfuse.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
@@ -88,6 +89,8 @@ class StageRun:
     content: ContentSettings
     cache: QueryCache | None = None
     """None: this run neither reads nor writes the cache."""
+    fetch_budget: Budget | None = None
+    """This run's share of the search's page fetches (limits.py); None: not capped."""
 
     @property
     def runner(self) -> Runner:

@@ -24,10 +24,13 @@ async def fetch_content(run: StageRun, hits: list[Hit]) -> list[Hit]:
         text, facts = await fetch_page(run.runner, key, hit.url, run.content, run.calls)
         return hit.model_copy(update={"content": text, "metadata": {**hit.metadata, **facts}})
 
+    wanted = [i for i, h in enumerate(hits) if not h.content]
+    if run.fetch_budget is not None:  # the search's page-fetch cap: best ranked first
+        wanted = run.fetch_budget.choose(hits, wanted)
     return await run.each_hit(
         Stage.FETCHING_CONTENT,
         hits,
-        [i for i, h in enumerate(hits) if not h.content],
+        wanted,
         fetch,
         concurrency=run.content.concurrency,
         errors=(Refused, NotExtracted, ProviderError),

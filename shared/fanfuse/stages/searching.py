@@ -13,8 +13,9 @@ import asyncio
 import dataclasses
 
 from fanfuse import filters, progress
+from fanfuse.breaker import run_kind
 from fanfuse.errors import ProviderError, unwrap_group_error
-from fanfuse.models import CacheNote, CacheState, Hit, QueryFailure, Stage
+from fanfuse.models import CacheNote, CacheState, FailureKind, Hit, QueryFailure, Stage
 from fanfuse.options import CacheMode
 from fanfuse.platforms.base import SearchParams
 from fanfuse.stages.base import StageRun
@@ -40,7 +41,7 @@ async def search(run: StageRun, hits: list[Hit]) -> list[Hit]:
     missing = [qi for qi, answer in enumerate(answers) if answer is None]
     if missing and run.cache is not None and run.cache.mode is CacheMode.ONLY:
         for qi in missing:
-            answers[qi] = ProviderError(run.platform.name, NOT_CACHED)
+            answers[qi] = ProviderError(run.platform.name, NOT_CACHED, FailureKind.NOT_ASKED)
     elif missing:
         fresh = await _ask(run, [queries[qi] for qi in missing])
         for qi, answer in zip(missing, fresh, strict=True):
@@ -77,10 +78,13 @@ def _lists(run: StageRun, answers: list[Answer | None]) -> list[list[Hit]]:
     run.ctx.record.failed_queries = failures
     if len(failures) == len(queries):
         errors = [a for a in answers if isinstance(a, ProviderError)]
+        kind = run_kind([e.fault for e in errors])  # whose failure the run's is, for its breaker
         if len(queries) == 1 or len({e.message for e in errors}) == 1:
+            errors[0].kind = kind
             raise errors[0]
         detail = "; ".join(f"query {f.query_index + 1}: {f.error}" for f in failures)
-        raise ProviderError(run.platform.name, f"all {len(queries)} queries failed: {detail}")
+        message = f"all {len(queries)} queries failed: {detail}"
+        raise ProviderError(run.platform.name, message, kind)
     return [answer if isinstance(answer, list) else [] for answer in answers]
 
 
