@@ -86,8 +86,14 @@ def claims(iss: object, aud: object, **extra: Any) -> dict[str, Any]:
 
 
 def firebase_claims(**extra: Any) -> dict[str, Any]:
-    """A Firebase ID token's claims for PROJECT, signed in a minute ago; `extra` overrides."""
-    base = claims(FIREBASE_ISSUER, PROJECT, auth_time=int(time.time()) - 60)
+    """A Firebase ID token's claims for PROJECT, signed in a minute ago with a password;
+    `extra` overrides."""
+    base = claims(
+        FIREBASE_ISSUER,
+        PROJECT,
+        auth_time=int(time.time()) - 60,
+        firebase={"sign_in_provider": "password", "identities": {}},
+    )
     return {**base, **extra}
 
 

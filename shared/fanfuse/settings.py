@@ -102,6 +102,21 @@ class Settings(BaseSettings):
         default=None,
         description="accept Firebase ID tokens of this project (aud and issuer); None: refuse",
     )
+    id_token_principals: list[str] = Field(
+        default_factory=list,
+        description="Google ID tokens: the accounts that may call, by verified `email` (a "
+        "service account's address) or `sub`; none: no Google ID token is accepted, whatever "
+        "its audience (anyone can mint one naming any audience)",
+    )
+    firebase_sign_in_providers: list[str] | None = Field(
+        default=None,
+        description="Firebase ID tokens: the sign-in providers accepted (`password`, "
+        "`google.com`, ...); None: any but `anonymous`",
+    )
+    firebase_allow_anonymous: bool = Field(
+        default=False,
+        description="accept Firebase users signed in anonymously (each is a caller of its own)",
+    )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"

@@ -35,6 +35,7 @@ from tests.unit.platforms.harness import loopback_server
 AUDIENCE = "fanfuse-api"
 SA = "fanfuse-tasks@demo-fanfuse.iam.gserviceaccount.com"
 TARGET = "https://run-platform-abc-uc.a.run.app"
+CALLER_SA = "caller@demo-fanfuse.iam.gserviceaccount.com"
 
 
 class Clock:
@@ -88,6 +89,7 @@ def settings(google: KeySet, firebase: KeySet) -> Settings:
     return Settings(
         firebase_project=PROJECT,
         id_token_audiences=[AUDIENCE],
+        id_token_principals=[CALLER_SA, "1077", "jwk-user"],
         google_certs_url=google.url,
         firebase_certs_url=firebase.url,
         tasks_service_account=SA,
