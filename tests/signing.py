@@ -111,6 +111,8 @@ class KeySet:
         self.document: dict[str, Any] = {}
         self.headers: dict[str, str] = {}
         self.hits = 0
+        self.failing: int | None = None
+        """An HTTP status to answer instead of the set (the issuer's endpoint is down)."""
         self._lock = threading.Lock()
         server.expect_request(path).respond_with_handler(self._answer)
 
@@ -125,6 +127,8 @@ class KeySet:
     def _answer(self, request: Request) -> Response:
         with self._lock:
             self.hits += 1
+        if self.failing is not None:
+            return Response("unavailable", status=self.failing)
         return Response(
             json.dumps(self.document), headers=self.headers, mimetype="application/json"
         )
