@@ -132,3 +132,19 @@ class KeySet:
         return Response(
             json.dumps(self.document), headers=self.headers, mimetype="application/json"
         )
+
+
+def task_signature(
+    target: str,
+    body: bytes,
+    secret: str,
+    *,
+    not_before: float | None = None,
+    lifetime: float = 1800,
+) -> str:
+    """`X-Fanfuse-Signature` for `body` delivered to `target`, valid from `not_before` (None:
+    now) for `lifetime` seconds, as the queues sign it (`fanfuse.auth.tasks.sign`)."""
+    from fanfuse.auth.tasks import sign
+
+    start = int(time.time() if not_before is None else not_before)
+    return sign(target, body, secret, not_before=start, expires=start + int(lifetime))

@@ -368,8 +368,8 @@ class Caller(BaseModel):
     """Who is calling a public endpoint, as verified by `fanfuse.auth` (never as claimed).
 
     `subject` becomes the owner of the searches it starts, namespaced by the credential's kind
-    (`key:`, `firebase:`, `google:`, `gateway:`, `local:`; auth.callers). The limits are the caller's own
-    (an API key's), or None for the deployment's defaults (`Settings.rate_per_minute`,
+    (`key:`, `firebase:`, `google:`, `gateway:`, `local:`; auth.callers). The limits are the
+    caller's own (an API key's), or None for the deployment's defaults (`Settings.rate_per_minute`,
     `Settings.max_in_flight`).
     """
 

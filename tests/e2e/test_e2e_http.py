@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -14,11 +15,12 @@ import pytest
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import USERINFO_HEADER as USERINFO
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.devstack import FunctionProcess
 from fanfuse.models import utcnow
 from fanfuse.store.write_log import WriteLog
 from tests.e2e.cloud import TERMINAL, Cloud, http_client
+from tests.signing import task_signature
 
 
 def problems(response: httpx.Response) -> dict[str, str]:
@@ -159,10 +161,17 @@ def test_task_targets_refuse_deliveries_the_queue_did_not_sign(e2e: Cloud) -> No
     run = {"task_id": task_id, "platform": "web_ok"}
     for target, body in (("aggregate", cut_short), ("run_platform", run)):
         other_body = json.dumps({**body, "task_id": "another"}).encode()
+        body_bytes = json.dumps(body).encode()
+        elsewhere = "run_platform" if target == "aggregate" else "aggregate"
+        expired = task_signature(
+            target, body_bytes, e2e.tasks_secret, not_before=time.time() - 7200, lifetime=60
+        )
         for forged in (
             {"signed": False},  # it says it comes from Cloud Tasks, and nothing proves it
-            {"headers": {SIGNATURE_HEADER: sign(json.dumps(body).encode(), "a-guess")}},
-            {"headers": {SIGNATURE_HEADER: e2e.signature(other_body)}},  # another body's
+            {"headers": {SIGNATURE_HEADER: task_signature(target, body_bytes, "a-guess")}},
+            {"headers": {SIGNATURE_HEADER: e2e.signature(target, other_body)}},  # another body's
+            {"headers": {SIGNATURE_HEADER: e2e.signature(elsewhere, body_bytes)}},  # other target
+            {"headers": {SIGNATURE_HEADER: expired}},
             {"signed": False, "headers": {"Authorization": "Bearer e30.e30."}},
         ):
             answer = e2e.deliver(target, body, **forged)  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from fanfuse.auth import keys
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.devstack import (
     DEFAULT_FUNCTIONS_SOURCE,
     FUNCTION_TARGETS,
@@ -57,7 +57,7 @@ from fanfuse.models import ApiKey
 from fanfuse.queue.base import queue_id
 from fanfuse.store.firestore import KEYS_SUFFIX
 from tests.e2e.cloud import TERMINAL, Cloud, http_client
-from tests.signing import KeySet, SigningKey, claims, make_key
+from tests.signing import KeySet, SigningKey, claims, make_key, task_signature
 
 PROVIDER_KEY = "AIzaE2E-provider-canary-" + secrets.token_urlsafe(18)
 KEYED = ("keyed_ok", "keyed_bad")
@@ -348,7 +348,7 @@ def test_no_secret_shows_in_a_log_a_document_or_an_answer(
 
     # Forged task deliveries: signed with a guess, or carrying a bearer token.
     run = json.dumps({"task_id": held["task_id"], "platform": "web_gate"}).encode()
-    guessed = {SIGNATURE_HEADER: sign(run, secrets.token_urlsafe(32))}
+    guessed = {SIGNATURE_HEADER: task_signature("run_platform", run, secrets.token_urlsafe(32))}
     refused(e2e.deliver("run_platform", run, signed=False, headers=guessed))
     cut_short = {"task_id": task_id, "deadline": True}
     with_token = {"Authorization": f"Bearer {made_up}"}

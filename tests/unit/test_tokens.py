@@ -376,7 +376,9 @@ def test_a_google_token_is_accepted_only_from_a_listed_principal(
     def check(token: str) -> object:
         return caller_claims(token, settings, certs=cache)
 
-    listed = key.sign(claims(GOOGLE_ISSUER, AUDIENCE, sub="9", email=CALLER_SA, email_verified=True))
+    listed = key.sign(
+        claims(GOOGLE_ISSUER, AUDIENCE, sub="9", email=CALLER_SA, email_verified=True)
+    )
     assert check(listed)["sub"] == "9"
     assert caller_subject(check(listed)) == "google:9"
     # Any service account of any project can mint a token for our audience: not enough.
