@@ -299,16 +299,41 @@ def mcp(
         float | None, typer.Option(help="seconds `search` waits at most (default: the deadline)")
     ] = None,
     api_key: ApiKeyOption = None,
+    require_auth: Annotated[
+        bool,
+        typer.Option(
+            "--require-auth",
+            help="verify callers (X-Api-Key or Bearer ID token) on loopback too; any other "
+            "--host always does",
+        ),
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a Host name clients use to reach --http (repeatable); loopback's "
+            "and --host's are served already"
+        ),
+    ] = None,
 ) -> None:
     """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
-    from fanfuse.agent.serve import McpOptions, log_to_stderr, serve
+    from fanfuse.agent.serve import ExposedRemote, McpOptions, log_to_stderr, serve
 
     log_to_stderr()
     options = McpOptions(
-        http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait, api_key=api_key
+        http=http,
+        host=host,
+        port=port,
+        endpoint=endpoint,
+        max_wait=max_wait,
+        api_key=api_key,
+        require_auth=require_auth,
+        allowed_hosts=allowed_host or [],
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
-        asyncio.run(serve(options))
+        try:
+            asyncio.run(serve(options))
+        except ExposedRemote as exc:
+            raise fail(str(exc)) from None
 
 
 @app.command()

@@ -121,6 +121,16 @@ class Settings(BaseSettings):
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
     )
+    mcp_require_auth: bool = Field(
+        default=False,
+        description="`fanfuse mcp --http` verifies callers (API key or ID token) on a loopback "
+        "bind too; any other bind always does",
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="`fanfuse mcp --http`: Host names served besides loopback's and the bound "
+        "address (the DNS-rebinding checks refuse any other Host 421, Origin 403)",
+    )
     tasks_hmac_secret: SecretStr | None = Field(
         default=None,
         description="local stacks: the task targets accept only bodies signed with this secret "
