@@ -121,17 +121,27 @@ async def serve(options: McpOptions, announce: TextIO = sys.stdout) -> None:
     async with open_backend(options.endpoint, settings, options.api_key) as backend:
         server = build_server(backend, max_wait, gated)
         if options.http:
-            names = [*settings.mcp_allowed_hosts, *options.allowed_hosts]
-            app = server.streamable_http_app(
-                host=options.host, transport_security=access.transport_security(options.host, names)
-            )
+            auth = None
             if gated:
                 assert isinstance(backend, EmbeddedBackend)  # an endpoint was refused above
-                app = access.CallerGate(app, Authenticator(settings, backend.runtime.service.store))
+                auth = Authenticator(settings, backend.runtime.service.store)
+            names = [*settings.mcp_allowed_hosts, *options.allowed_hosts]
+            app = http_app(server, options.host, names, auth)
             await _serve_http(app, options.host, options.port, announce)
         else:
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
+
+
+def http_app(
+    server: Server[Any], host: str, names: list[str], auth: Authenticator | None
+) -> ASGIApp:
+    """The streamable HTTP app for a bind to `host`: the Host/Origin checks for the served
+    names, behind the caller gate when `auth` (agent/access.py)."""
+    app = server.streamable_http_app(
+        host=host, transport_security=access.transport_security(host, names)
+    )
+    return app if auth is None else access.CallerGate(app, auth)
 
 
 async def _serve_http(app: ASGIApp, host: str, port: int, announce: TextIO) -> None:
