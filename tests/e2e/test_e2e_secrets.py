@@ -225,6 +225,7 @@ class Deployment:
             self.project,
             sub=subject,
             auth_time=int(time.time()) - 60,
+            firebase={"sign_in_provider": "password", "identities": {}},
         )
         return (signer or self.issuer).sign(issued, kid=self.issuer.kid)
 
@@ -317,7 +318,7 @@ def test_no_secret_shows_in_a_log_a_document_or_an_answer(
     e2e.wait_until(
         lambda: e2e.task_doc(token_task)["status"] in TERMINAL, what="the token's search"
     )
-    assert e2e.task_doc(token_task)["owner"] == "firebase-user"
+    assert e2e.task_doc(token_task)["owner"] == "firebase:firebase-user"
 
     # A search cancelled while it runs.
     e2e.pause("web_gate")
