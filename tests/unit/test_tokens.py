@@ -373,7 +373,7 @@ def test_bearer_takes_the_token_of_an_authorization_header() -> None:
 def test_a_google_token_is_accepted_only_from_a_listed_principal(
     key: SigningKey, settings: Settings, cache: CertCache
 ) -> None:
-    def check(token: str) -> object:
+    def check(token: str) -> dict[str, Any]:
         return caller_claims(token, settings, certs=cache)
 
     listed = key.sign(
