@@ -22,19 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from tests.mcp_harness import child_env, http_server, structured, text
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+from tests.mcp_harness import ACCEPT, INITIALIZE, child_env, http_server, structured, text
 
 
 @pytest.fixture
@@ -78,20 +66,20 @@ def as_key(url: str, key: str) -> Client:
 
 def test_without_a_credential_every_request_is_401(served: str) -> None:
     for headers in ({}, {API_KEY_HEADER: "ff_0123456789abcdef_" + "x" * 43}):
-        answer = httpx.post(served, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+        answer = httpx.post(served, json=INITIALIZE, headers={**ACCEPT, **headers})
         assert answer.status_code == 401, answer.text
         assert answer.json()["error"] == "unauthorized"
         assert answer.headers["WWW-Authenticate"].startswith("Bearer")
     garbage = {"Authorization": "Bearer " + "[" * 1500}
-    answer = httpx.post(served, json=INITIALIZE, headers={**MCP_HEADERS, **garbage})
+    answer = httpx.post(served, json=INITIALIZE, headers={**ACCEPT, **garbage})
     assert answer.status_code == 401, answer.text
-    assert httpx.get(served, headers=MCP_HEADERS).status_code == 401  # the SSE stream too
+    assert httpx.get(served, headers=ACCEPT).status_code == 401  # the SSE stream too
 
 
 def test_a_foreign_host_or_origin_is_refused_even_with_a_key(
     served: str, env: dict[str, str]
 ) -> None:
-    key = {API_KEY_HEADER: new_key(env, "alice"), **MCP_HEADERS}
+    key = {API_KEY_HEADER: new_key(env, "alice"), **ACCEPT}
     port = served.split(":")[2].split("/")[0]
     rebound = httpx.post(served, json=INITIALIZE, headers={**key, "Host": f"evil.example:{port}"})
     assert rebound.status_code == 421, rebound.text

@@ -34,6 +34,7 @@ from fanfuse.platforms import Registry
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 from tests.fakes import FakePlatform
+from tests.mcp_harness import ACCEPT, INITIALIZE
 
 
 @pytest.mark.parametrize(
@@ -135,19 +136,6 @@ async def test_the_embedded_backend_shows_and_cancels_only_the_callers_own_searc
     assert (await backend.cancel(local.task_id, LOCAL_CALLER)).status is TaskStatus.CANCELLED
     ownerless = service.start(payload)  # the embedded CLI's: everyone's, as before
     assert (await backend.status(ownerless.task_id, LOCAL_CALLER)).task_id == ownerless.task_id
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
 def test_the_app_for_a_non_loopback_bind_answers_401_without_a_key(
