@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     firebase_sign_in_providers: list[str] | None = Field(
         default=None,
         description="Firebase ID tokens: the sign-in providers accepted (`password`, "
-        "`google.com`, ...); None: any but `anonymous`",
+        "`google.com`, ...); None: any. `anonymous` is decided by firebase_allow_anonymous alone",
     )
     firebase_allow_anonymous: bool = Field(
         default=False,

@@ -137,7 +137,6 @@ def fetch(url: str) -> tuple[object, str | None]:
 @dataclass(frozen=True)
 class _KeySet:
     keys: dict[str, str]
-    fetched_at: float
     fresh_until: float
 
 
@@ -165,9 +164,9 @@ def wants_fetch(held: _KeySet | None, kid: str, now: float) -> bool:
     return held is None or now >= held.fresh_until or kid not in held.keys
 
 
-def usable(held: _KeySet | None, now: float) -> bool:
+def usable(held: _KeySet, now: float) -> bool:
     """Whether a held set may still verify: fresh, or stale by less than MAX_STALE."""
-    return held is not None and now < held.fresh_until + MAX_STALE
+    return now < held.fresh_until + MAX_STALE
 
 
 class CertCache:
@@ -192,10 +191,10 @@ class CertCache:
             source = self._source(url)
             if wants_fetch(source.held, kid, now) and may_fetch(source, now):
                 self._refresh(url, source, now)
-            if not usable(source.held, now):
+            held = source.held
+            if held is None or not usable(held, now):
                 raise CertsUnavailable(source.failure or f"{url}: no key set held")
-            assert source.held is not None
-            return source.held.keys.get(kid)
+            return held.keys.get(kid)
 
     def _refresh(self, url: str, source: _Source, now: float) -> None:
         """One fetch; a failure is recorded (and logged), the set held stays."""
@@ -207,7 +206,7 @@ class CertCache:
             source.failure = str(exc)
             log.warning("key set fetch failed, next try in %.0f s: %s", RETRY_INTERVAL, exc)
             return
-        source.held = _KeySet(keys, now, now + cache_seconds(cache_control))
+        source.held = _KeySet(keys, now + cache_seconds(cache_control))
         source.failure = None
 
     def _source(self, url: str) -> _Source:
