@@ -37,6 +37,8 @@ from fanfuse.models import Caller
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 """The names a local client uses for a loopback server (the SDK's own default list)."""
+WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+"""Bind addresses meaning every interface: no client sends one as its Host."""
 LOCAL_CALLER = Caller(subject="local:mcp", via="local")
 CALLER_KEY = "fanfuse.caller"
 """Where the gate leaves the verified Caller in the ASGI scope, for the tool call to read."""
@@ -69,7 +71,7 @@ def _bracketed(name: str) -> str:
 
 def served_names(host: str, extra: list[str]) -> list[str]:
     """The host names the server answers to: loopback's, the bound host, the configured ones."""
-    bound = [] if host.strip() in ("", "0.0.0.0", "::", "[::]") else [host.strip()]
+    bound = [] if host.strip() in WILDCARDS else [host.strip()]
     return list(dict.fromkeys(_bracketed(n.lower()) for n in (*LOOPBACK_NAMES, *bound, *extra)))
 
 

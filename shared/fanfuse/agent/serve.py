@@ -126,6 +126,12 @@ async def serve(options: McpOptions, announce: TextIO = sys.stdout) -> None:
                 assert isinstance(backend, EmbeddedBackend)  # an endpoint was refused above
                 auth = Authenticator(settings, backend.runtime.service.store)
             names = [*settings.mcp_allowed_hosts, *options.allowed_hosts]
+            if not names and options.host.strip() in access.WILDCARDS:
+                log.warning(
+                    "bound to %s with no --allowed-host: only loopback Host names are served "
+                    "(any other is 421)",
+                    options.host,
+                )
             app = http_app(server, options.host, names, auth)
             await _serve_http(app, options.host, options.port, announce)
         else:
