@@ -157,3 +157,25 @@ def test_the_app_for_a_non_loopback_bind_answers_401_without_a_key(
         foreign = client.post("/mcp", json=INITIALIZE, headers={**key, "Host": "evil.example"})
         assert foreign.status_code == 421
         assert client.post("/mcp", json=INITIALIZE, headers=key).status_code == 200
+
+
+def test_an_mcp_session_belongs_to_the_caller_that_opened_it(
+    backend: EmbeddedBackend, settings: Settings
+) -> None:
+    store = backend.runtime.service.store
+    server = build_server(backend, 10.0, gated=True)
+    app = http_app(server, "0.0.0.0", [], Authenticator(settings, store))
+    credentials = {}
+    for owner in ("alice", "bob"):
+        plaintext, record = keys.new_key(owner, "", None, None, utcnow())
+        store.put_key(record)
+        credentials[owner] = {API_KEY_HEADER: plaintext, **ACCEPT}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    with TestClient(app, base_url="http://127.0.0.1:8765") as client:
+        opened = client.post("/mcp", json=INITIALIZE, headers=credentials["alice"])
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        theirs = client.post("/mcp", json=listing, headers={**credentials["bob"], **session})
+        assert theirs.status_code == 404 and theirs.json()["message"] == "no such MCP session"
+        assert client.delete("/mcp", headers={**credentials["bob"], **session}).status_code == 404
+        mine = client.post("/mcp", json=listing, headers={**credentials["alice"], **session})
+        assert mine.status_code == 200, mine.text

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections import OrderedDict
 from typing import Any
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fanfuse import api
 from fanfuse.auth.callers import Authenticator
@@ -40,6 +41,9 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 WILDCARDS = ("", "0.0.0.0", "::", "[::]")
 """Bind addresses meaning every interface: no client sends one as its Host."""
 LOCAL_CALLER = Caller(subject="local:mcp", via="local")
+SESSION_HEADER = "mcp-session-id"
+SESSIONS = 10_000
+"""Sessions whose opener the gate remembers; an older one is refused (404) and reopened."""
 CALLER_KEY = "fanfuse.caller"
 """Where the gate leaves the verified Caller in the ASGI scope, for the tool call to read."""
 
@@ -110,11 +114,17 @@ class CallerGate:
     deployment behind something that authenticates for it, and nothing stands in front of this
     server. The check runs on the event loop, as `fanfuse serve`'s does (a key read is a local
     SQLite read, cached; an ID token's key set is fetched rarely, certs.py).
+
+    An MCP session belongs to the caller whose request opened it (the answer that carried its
+    `Mcp-Session-Id`): another caller naming it gets the SDK's own answer to an unknown session,
+    404, so a session id seen in a log or a proxy does not let another tenant close the session
+    or read its stream. The last SESSIONS sessions are remembered (the SDK ends idle ones).
     """
 
     def __init__(self, app: ASGIApp, authenticator: Authenticator) -> None:
         self.app = app
         self.auth = authenticator
+        self._owners: OrderedDict[str, str] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -128,13 +138,35 @@ class CallerGate:
             await _refuse(exc, send)
             return
         scope[CALLER_KEY] = caller
-        await self.app(scope, receive, send)
+        session = Headers(scope=scope).get(SESSION_HEADER)
+        if session is not None:
+            if self._owners.get(session) != caller.subject:
+                body = {"error": "not_found", "message": "no such MCP session", "problems": []}
+                await _send_json(404, body, {}, send)
+                return
+            await self.app(scope, receive, send)
+            return
+
+        async def opening(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                opened = Headers(raw=message.get("headers", [])).get(SESSION_HEADER)
+                if opened is not None:
+                    self._owners[opened] = caller.subject
+                    while len(self._owners) > SESSIONS:
+                        self._owners.popitem(last=False)
+            await send(message)
+
+        await self.app(scope, receive, opening)
 
 
 async def _refuse(exc: FanfuseError, send: Send) -> None:
     answer = api.error_answer(exc)
-    body = json.dumps(answer.body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in answer.headers.items()]
-    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await _send_json(answer.status, answer.body, answer.headers, send)
+
+
+async def _send_json(status: int, body: dict[str, Any], extra: dict[str, str], send: Send) -> None:
+    data = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
