@@ -19,6 +19,19 @@ from mcp import StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
 SHARED = Path(__file__).resolve().parents[1] / "shared"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+"""A raw `initialize` request, for probing the HTTP transport without the SDK's client."""
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+"""The Accept header streamable HTTP requires of a POST."""
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:

@@ -86,8 +86,14 @@ def claims(iss: object, aud: object, **extra: Any) -> dict[str, Any]:
 
 
 def firebase_claims(**extra: Any) -> dict[str, Any]:
-    """A Firebase ID token's claims for PROJECT, signed in a minute ago; `extra` overrides."""
-    base = claims(FIREBASE_ISSUER, PROJECT, auth_time=int(time.time()) - 60)
+    """A Firebase ID token's claims for PROJECT, signed in a minute ago with a password;
+    `extra` overrides."""
+    base = claims(
+        FIREBASE_ISSUER,
+        PROJECT,
+        auth_time=int(time.time()) - 60,
+        firebase={"sign_in_provider": "password", "identities": {}},
+    )
     return {**base, **extra}
 
 
@@ -114,6 +120,8 @@ class KeySet:
         self.document: dict[str, Any] = {}
         self.headers: dict[str, str] = {}
         self.hits = 0
+        self.failing: int | None = None
+        """An HTTP status to answer instead of the set (the issuer's endpoint is down)."""
         self._lock = threading.Lock()
         server.expect_request(path).respond_with_handler(self._answer)
 
@@ -128,6 +136,24 @@ class KeySet:
     def _answer(self, request: Request) -> Response:
         with self._lock:
             self.hits += 1
+        if self.failing is not None:
+            return Response("unavailable", status=self.failing)
         return Response(
             json.dumps(self.document), headers=self.headers, mimetype="application/json"
         )
+
+
+def task_signature(
+    target: str,
+    body: bytes,
+    secret: str,
+    *,
+    not_before: float | None = None,
+    lifetime: float = 1800,
+) -> str:
+    """`X-Fanfuse-Signature` for `body` delivered to `target`, valid from `not_before` (None:
+    now) for `lifetime` seconds, as the queues sign it (`fanfuse.auth.tasks.sign`)."""
+    from fanfuse.auth.tasks import sign
+
+    start = int(time.time() if not_before is None else not_before)
+    return sign(target, body, secret, not_before=start, expires=start + int(lifetime))

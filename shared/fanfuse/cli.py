@@ -323,9 +323,24 @@ def mcp(
     google_credentials: GoogleCredentialsOption = None,
     id_token_file: IdTokenFileOption = None,
     aws_region: AwsRegionOption = None,
+    require_auth: Annotated[
+        bool,
+        typer.Option(
+            "--require-auth",
+            help="verify callers (X-Api-Key or Bearer ID token) on loopback too; any other "
+            "--host always does",
+        ),
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a Host name clients use to reach --http (repeatable); loopback's "
+            "and --host's are served already"
+        ),
+    ] = None,
 ) -> None:
     """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
-    from fanfuse.agent.serve import McpOptions, log_to_stderr, serve
+    from fanfuse.agent.serve import ExposedRemote, McpOptions, log_to_stderr, serve
 
     log_to_stderr()
     credentials = client_auth(
@@ -336,10 +351,20 @@ def mcp(
     except FanfuseError as exc:
         raise fail(str(exc), 2) from None
     options = McpOptions(
-        http=http, host=host, port=port, endpoint=endpoint, max_wait=max_wait, auth=sender
+        http=http,
+        host=host,
+        port=port,
+        endpoint=endpoint,
+        max_wait=max_wait,
+        auth=sender,
+        require_auth=require_auth,
+        allowed_hosts=allowed_host or [],
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
-        asyncio.run(serve(options))
+        try:
+            asyncio.run(serve(options))
+        except ExposedRemote as exc:
+            raise fail(str(exc)) from None
 
 
 @app.command()

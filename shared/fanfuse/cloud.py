@@ -26,7 +26,8 @@ an exception's message.
 Identity. The three public targets authenticate their caller first, before anything is read
 or written (`fanfuse.auth.callers`: an API key, an ID token, or API Gateway's claims when
 FANFUSE_TRUST_GATEWAY says the functions sit behind it); the caller's subject becomes the search's
-`owner` (what `firestore.rules` compare with `request.auth.uid`), and a search with an owner is
+`owner` (`firebase:<uid>` for a Firebase user, what `firestore.rules` compare with
+`'firebase:' + request.auth.uid`), and a search with an owner is
 visible (status, cancel) only to that caller. The OpenAPI document needs no credential.
 """
 

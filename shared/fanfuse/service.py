@@ -113,12 +113,14 @@ class SearchService:
 
         `caller` is the verified caller (None: in-process, as the embedded runtime and the
         Python API are): its subject owns the search, and its quotas apply (admission.py),
-        checked before anything is written. The deadline runs from the first clock read, when
-        the request arrived; see `_write` for a store too slow to leave time for the search.
+        checked before anything is written. A `local` caller (an MCP server's one local user,
+        agent/access.py) owns its searches but, being in process, is not admitted. The deadline
+        runs from the first clock read, when the request arrived; see `_write` for a store too
+        slow to leave time for the search.
         """
         request = self.validate(payload)
         now = self.clock()
-        if caller is not None:
+        if caller is not None and caller.via != "local":
             admission.admit(self.store, caller, self.settings, now)
         owner = caller.subject if caller is not None else None
         task_id = uuid.uuid4().hex

@@ -102,9 +102,34 @@ class Settings(BaseSettings):
         default=None,
         description="accept Firebase ID tokens of this project (aud and issuer); None: refuse",
     )
+    id_token_principals: list[str] = Field(
+        default_factory=list,
+        description="Google ID tokens: the accounts that may call, by verified `email` (a "
+        "service account's address) or `sub`; none: no Google ID token is accepted, whatever "
+        "its audience (anyone can mint one naming any audience)",
+    )
+    firebase_sign_in_providers: list[str] | None = Field(
+        default=None,
+        description="Firebase ID tokens: the sign-in providers accepted (`password`, "
+        "`google.com`, ...); None: any. `anonymous` is decided by firebase_allow_anonymous alone",
+    )
+    firebase_allow_anonymous: bool = Field(
+        default=False,
+        description="accept Firebase users signed in anonymously (each is a caller of its own)",
+    )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
+    )
+    mcp_require_auth: bool = Field(
+        default=False,
+        description="`fanfuse mcp --http` verifies callers (API key or ID token) on a loopback "
+        "bind too; any other bind always does",
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="`fanfuse mcp --http`: Host names served besides loopback's and the bound "
+        "address (the DNS-rebinding checks refuse any other Host 421, Origin 403)",
     )
     tasks_hmac_secret: SecretStr | None = Field(
         default=None,

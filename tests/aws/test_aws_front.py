@@ -51,7 +51,7 @@ class FakeService:
         self.delivered: list[Any] = []
 
     def status(self, task_id: str) -> TaskView:
-        return task_view(task_id, "alice")
+        return task_view(task_id, "key:alice")
 
     def _answer(self, message: Any) -> str:
         self.delivered.append(message)

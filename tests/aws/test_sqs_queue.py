@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from fanfuse.auth.tasks import sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
 from fanfuse.aws_clients import sqs_client
 from fanfuse.devstack.moto_app import ThreadedMoto
+from fanfuse.errors import Unauthorized
 from fanfuse.models import utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, queue_id
 from fanfuse.queue.sqs import (
@@ -67,7 +68,10 @@ def test_a_platform_message_goes_to_its_platform_queue_signed(queue: SqsQueue) -
     (received,) = receive(queue, "sec_edgar")
     assert received["Body"] == message.model_dump_json()
     signature = received["MessageAttributes"][SIGNATURE_ATTRIBUTE]["StringValue"]
-    assert signature == sign(received["Body"].encode(), SECRET)
+    headers = {SIGNATURE_HEADER: signature}
+    verify_delivery("run_platform", headers, received["Body"].encode(), queue.settings)
+    with pytest.raises(Unauthorized, match="does not match the body and target"):
+        verify_delivery("aggregate", headers, received["Body"].encode(), queue.settings)
     assert receive(queue, "docs") == []
 
 
@@ -117,12 +121,11 @@ def test_redeliver_sends_the_same_body_with_the_due_time(queue: SqsQueue) -> Non
     arn = queue.client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
         "Attributes"
     ]["QueueArn"]
-    queue.redeliver(arn, body, utcnow() + timedelta(seconds=1))
+    queue.redeliver(arn, body, utcnow() + timedelta(seconds=1), "aggregate")
     (received,) = receive(queue, "aggregate", wait=5)
     assert received["Body"] == body
-    assert received["MessageAttributes"][SIGNATURE_ATTRIBUTE]["StringValue"] == sign(
-        body.encode(), SECRET
-    )
+    headers = {SIGNATURE_HEADER: received["MessageAttributes"][SIGNATURE_ATTRIBUTE]["StringValue"]}
+    verify_delivery("aggregate", headers, body.encode(), queue.settings)
 
 
 def test_retry_in_makes_a_message_visible_again_early(queue: SqsQueue) -> None:

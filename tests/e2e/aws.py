@@ -83,7 +83,7 @@ class AwsCloud(Runtime):
         content = body if isinstance(body, str) else json.dumps(body)
         attributes = {}
         if signed:
-            signature = self.signature(content.encode())
+            signature = self.signature(target, content.encode())
             attributes[SIGNATURE_ATTRIBUTE] = {"stringValue": signature, "dataType": "String"}
         name = AGGREGATE_QUEUE if target == "aggregate" else json.loads(content)["platform"]
         queue = queue_id(self.addresses.queue_prefix, name)

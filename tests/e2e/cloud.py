@@ -35,7 +35,7 @@ from unittest import mock
 import httpx
 from google.cloud import firestore
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.client import KEEPALIVE_EXPIRY
 from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
 from fanfuse.models import TERMINAL_TASK
@@ -45,6 +45,7 @@ from fanfuse.store.write_log import WriteLog
 from fanfuse.testing import StubSearxServer
 from tests import option_scenarios
 from tests.fakes import make_task as make_task
+from tests.signing import task_signature
 
 SHORT_DEADLINE = 3.0
 LEASE_SECONDS = 4.5
@@ -156,9 +157,9 @@ class Runtime:
         (unless `signed` is False); the target's answer."""
         raise NotImplementedError
 
-    def signature(self, content: bytes) -> str:
-        """What the stack's queue signs a task body with."""
-        return sign(content, self.tasks_secret)
+    def signature(self, target: str, content: bytes) -> str:
+        """What the stack's queue signs a task body for `target` with."""
+        return task_signature(target, content, self.tasks_secret)
 
     def pause(self, platform: str) -> None:
         """Hold a platform's queue: its tasks wait there (the test delivers them itself)."""
@@ -241,7 +242,7 @@ class Cloud(Runtime):
         if from_cloud_tasks:
             sent["X-CloudTasks-TaskName"] = f"manual-{time.monotonic_ns()}"
         if signed:
-            sent[SIGNATURE_HEADER] = self.signature(content)
+            sent[SIGNATURE_HEADER] = self.signature(target, content)
         return self.http.post(
             self.url(target), content=content, headers={**sent, **(headers or {})}
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -14,11 +15,12 @@ import pytest
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import USERINFO_HEADER as USERINFO
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.devstack import FunctionProcess
 from fanfuse.models import utcnow
 from fanfuse.store.write_log import WriteLog
 from tests.e2e.cloud import TERMINAL, Cloud, http_client
+from tests.signing import task_signature
 
 
 def problems(response: httpx.Response) -> dict[str, str]:
@@ -159,10 +161,17 @@ def test_task_targets_refuse_deliveries_the_queue_did_not_sign(e2e: Cloud) -> No
     run = {"task_id": task_id, "platform": "web_ok"}
     for target, body in (("aggregate", cut_short), ("run_platform", run)):
         other_body = json.dumps({**body, "task_id": "another"}).encode()
+        body_bytes = json.dumps(body).encode()
+        elsewhere = "run_platform" if target == "aggregate" else "aggregate"
+        expired = task_signature(
+            target, body_bytes, e2e.tasks_secret, not_before=time.time() - 7200, lifetime=60
+        )
         for forged in (
             {"signed": False},  # it says it comes from Cloud Tasks, and nothing proves it
-            {"headers": {SIGNATURE_HEADER: sign(json.dumps(body).encode(), "a-guess")}},
-            {"headers": {SIGNATURE_HEADER: e2e.signature(other_body)}},  # another body's
+            {"headers": {SIGNATURE_HEADER: task_signature(target, body_bytes, "a-guess")}},
+            {"headers": {SIGNATURE_HEADER: e2e.signature(target, other_body)}},  # another body's
+            {"headers": {SIGNATURE_HEADER: e2e.signature(elsewhere, body_bytes)}},  # other target
+            {"headers": {SIGNATURE_HEADER: expired}},
             {"signed": False, "headers": {"Authorization": "Bearer e30.e30."}},
         ):
             answer = e2e.deliver(target, body, **forged)  # type: ignore[arg-type]
@@ -248,8 +257,8 @@ def test_the_key_owner_owns_the_search_and_another_owner_cannot_see_or_cancel_it
     e2e.pause("web_gate")  # the search stays running, so a cancel would succeed for its owner
     accepted = e2e.start({"query": "electrons", "platform": "docs,web_gate"})
     task_id = accepted["task_id"]
-    assert e2e.task_doc(task_id)["owner"] == "local"
-    assert e2e.status(task_id).json()["owner"] == "local"
+    assert e2e.task_doc(task_id)["owner"] == "key:local"
+    assert e2e.status(task_id).json()["owner"] == "key:local"
 
     bob = stored_key(e2e, "bob")
     cancel = e2e.url("cancel_search")
@@ -286,13 +295,13 @@ def test_the_gateway_header_is_ignored_unless_the_gateway_is_trusted(
     # Not behind a gateway (the stack's functions): anyone could set the header.
     assert_401(anonymous.post(e2e.url("start_search"), json=body, headers=alice))
     spoofed = e2e.start(body, headers=alice)  # with the stack's key too: the key decides
-    assert e2e.task_doc(spoofed["task_id"])["owner"] == "local"
+    assert e2e.task_doc(spoofed["task_id"])["owner"] == "key:local"
 
     # Behind the gateway, its claims name the caller.
     trusted = anonymous.post(trusting_start, json=body, headers=alice)
     assert trusted.status_code == 202, trusted.text
     task_id = trusted.json()["task_id"]
-    assert e2e.task_doc(task_id)["owner"] == "alice-uid"
+    assert e2e.task_doc(task_id)["owner"] == "gateway:alice-uid"
     assert e2e.status(task_id).status_code == 404  # the `local` key's owner is not alice
     garbled = anonymous.post(trusting_start, json=body, headers={USERINFO: "%%%"})
     assert_401(garbled)
@@ -315,6 +324,6 @@ def test_a_caller_at_its_cap_of_searches_in_flight_gets_a_429_with_retry_after(
     assert refused.headers["Retry-After"] == "5"
     body = refused.json()
     assert body["error"] == "rate_limited" and "at most 10 at once" in body["message"]
-    assert e2e.store.count_in_flight("busy-uid", utcnow()) == 10
+    assert e2e.store.count_in_flight("key:busy-uid", utcnow()) == 10
     other = stored_key(e2e, "idle-uid")  # a cap of its own
     e2e.start({"query": "electrons", "platform": "web_ok"}, headers=other)

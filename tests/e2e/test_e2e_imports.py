@@ -45,7 +45,7 @@ def probe(e2e: Cloud, target: str, method: str, body: dict[str, Any]) -> dict[st
     data = json.dumps(body)
     headers = {API_KEY_HEADER: e2e.addresses.api_key or ""}  # the caller's key
     if method == "POST":
-        headers[SIGNATURE_HEADER] = e2e.signature(data.encode())  # as the queue signs
+        headers[SIGNATURE_HEADER] = e2e.signature(target, data.encode())  # as the queue signs
     if "PYTHONPATH" in os.environ:  # a checkout run without installing it: import that one
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     done = subprocess.run(

@@ -45,7 +45,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from fanfuse.auth import keys
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.devstack import (
     DEFAULT_FUNCTIONS_SOURCE,
     FUNCTION_TARGETS,
@@ -57,7 +57,7 @@ from fanfuse.models import ApiKey
 from fanfuse.queue.base import queue_id
 from fanfuse.store.firestore import KEYS_SUFFIX
 from tests.e2e.cloud import TERMINAL, Cloud, http_client
-from tests.signing import KeySet, SigningKey, claims, make_key
+from tests.signing import KeySet, SigningKey, claims, make_key, task_signature
 
 PROVIDER_KEY = "AIzaE2E-provider-canary-" + secrets.token_urlsafe(18)
 KEYED = ("keyed_ok", "keyed_bad")
@@ -225,6 +225,7 @@ class Deployment:
             self.project,
             sub=subject,
             auth_time=int(time.time()) - 60,
+            firebase={"sign_in_provider": "password", "identities": {}},
         )
         return (signer or self.issuer).sign(issued, kid=self.issuer.kid)
 
@@ -317,7 +318,7 @@ def test_no_secret_shows_in_a_log_a_document_or_an_answer(
     e2e.wait_until(
         lambda: e2e.task_doc(token_task)["status"] in TERMINAL, what="the token's search"
     )
-    assert e2e.task_doc(token_task)["owner"] == "firebase-user"
+    assert e2e.task_doc(token_task)["owner"] == "firebase:firebase-user"
 
     # A search cancelled while it runs.
     e2e.pause("web_gate")
@@ -348,7 +349,7 @@ def test_no_secret_shows_in_a_log_a_document_or_an_answer(
 
     # Forged task deliveries: signed with a guess, or carrying a bearer token.
     run = json.dumps({"task_id": held["task_id"], "platform": "web_gate"}).encode()
-    guessed = {SIGNATURE_HEADER: sign(run, secrets.token_urlsafe(32))}
+    guessed = {SIGNATURE_HEADER: task_signature("run_platform", run, secrets.token_urlsafe(32))}
     refused(e2e.deliver("run_platform", run, signed=False, headers=guessed))
     cut_short = {"task_id": task_id, "deadline": True}
     with_token = {"Authorization": f"Bearer {made_up}"}

@@ -108,17 +108,29 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FirestoreEmul
     with FirestoreEmulator(PROJECT, log_dir=tmp_path_factory.mktemp("firestore-rules")) as em:
         em.load_rules(RULES.read_text())
         admin = Client(em, ADMIN)
-        for task_id, owner in (("t-alice", "alice"), ("t-bob", "bob")):
+        for task_id, owner in OWNED:
             assert admin.patch(f"searches/{task_id}", {"owner": owner, "status": "running"}) == 200
             assert admin.patch(f"searches/{task_id}/platforms/docs", {"state": "running"}) == 200
             assert admin.patch(f"searches/{task_id}/contents/r1", {"content": "text"}) == 200
         assert admin.patch("other/x", {"a": "b"}) == 200
         for path in SERVER_ONLY:  # each claims alice as owner: that opens nothing
-            assert admin.patch(path, {"owner": "alice", "secret_sha256": "0" * 64}) == 200
+            assert admin.patch(path, {"owner": "firebase:alice", "secret_sha256": "0" * 64}) == 200
         yield em
 
 
+OWNED = [
+    ("t-alice", "firebase:alice"),
+    ("t-bob", "firebase:bob"),
+    ("t-key-alice", "key:alice"),  # `fanfuse keys create --owner alice`: not the Firebase alice
+    ("t-google-alice", "google:alice"),
+    ("t-bare-alice", "alice"),  # stored before owners were namespaced: nobody's now
+]
 DOCS = ["searches/t-alice", "searches/t-alice/platforms/docs", "searches/t-alice/contents/r1"]
+NOT_HERS = [
+    f"searches/{task_id}{sub}"
+    for task_id in ("t-key-alice", "t-google-alice", "t-bare-alice")
+    for sub in ("", "/platforms/docs", "/contents/r1")
+]
 SERVER_ONLY = [
     "searches_keys/0123456789abcdef",
     "searches_quota/alice",
@@ -141,6 +153,14 @@ def test_another_user_cannot_read(emulator: FirestoreEmulator, path: str) -> Non
     assert Client(emulator, token("bob")).get(path) == 403
 
 
+@pytest.mark.parametrize("path", NOT_HERS)
+def test_a_search_another_kind_of_credential_started_is_not_the_firebase_users(
+    emulator: FirestoreEmulator, path: str
+) -> None:
+    """Owner `key:alice`, `google:alice` or a bare `alice`: not readable with uid alice."""
+    assert Client(emulator, token("alice")).get(path) == 403
+
+
 @pytest.mark.parametrize("path", DOCS)
 def test_an_anonymous_caller_cannot_read(emulator: FirestoreEmulator, path: str) -> None:
     assert Client(emulator, None).get(path) == 403
@@ -148,8 +168,10 @@ def test_an_anonymous_caller_cannot_read(emulator: FirestoreEmulator, path: str)
 
 def test_a_user_lists_only_their_own_searches(emulator: FirestoreEmulator) -> None:
     alice = Client(emulator, token("alice"))
-    assert alice.query_owner("alice") == (200, ["t-alice"])
-    assert alice.query_owner("bob")[0] == 403
+    assert alice.query_owner("firebase:alice") == (200, ["t-alice"])
+    assert alice.query_owner("firebase:bob")[0] == 403
+    assert alice.query_owner("alice")[0] == 403
+    assert alice.query_owner("key:alice")[0] == 403
     assert alice.query_owner(None)[0] == 403
 
 
@@ -168,9 +190,10 @@ def test_the_functions_own_collections_are_closed_to_every_client(
     collection, _, doc_id = path.rpartition("/")
     assert client.get(path) == 403
     assert client.list(collection) == 403
-    assert client.query(collection.rpartition("/")[2], "alice") == 403
-    assert client.patch(path, {"owner": uid or "nobody"}) == 403
-    assert client.create(collection, f"new-{doc_id}", {"owner": uid or "nobody"}) == 403
+    claimed = f"firebase:{uid or 'nobody'}"
+    assert client.query(collection.rpartition("/")[2], "firebase:alice") == 403
+    assert client.patch(path, {"owner": claimed}) == 403
+    assert client.create(collection, f"new-{doc_id}", {"owner": claimed}) == 403
     assert client.delete(path) == 403
     assert Client(emulator, ADMIN).get(path) == 200  # still there, as seeded
 
@@ -180,10 +203,10 @@ def test_no_client_writes_anything(emulator: FirestoreEmulator, uid: str | None)
     client = Client(emulator, token(uid) if uid else None)
     me = uid or "nobody"
     for path in DOCS:
-        assert client.patch(path, {"owner": me, "status": "completed"}) == 403, path
+        assert client.patch(path, {"owner": f"firebase:{me}", "status": "completed"}) == 403, path
         assert client.delete(path) == 403, path
     # New documents, even ones that claim the caller as owner.
-    assert client.create("searches", f"new-{me}", {"owner": me}) == 403
+    assert client.create("searches", f"new-{me}", {"owner": f"firebase:{me}"}) == 403
     assert client.create("searches/t-alice/platforms", "new", {"state": "queued"}) == 403
     assert client.create("searches/t-alice/contents", "new", {"content": "x"}) == 403
     assert client.patch(f"searches/t-{me}/platforms/web", {"state": "succeeded"}) == 403

@@ -134,7 +134,7 @@ def test_callers_are_verified_as_the_functions_verify_them(
 ) -> None:
     accepted = http.post("/start_search", json={"query": "laser", "platform": "docs"}).json()
     task_id = accepted["task_id"]
-    assert http.get(accepted["status_url"]).json()["owner"] == "local"
+    assert http.get(accepted["status_url"]).json()["owner"] == "key:local"
     before = tasks_written(env)
     routes = [
         ("POST", "/start_search", {"query": "q", "platform": "docs"}),

@@ -26,6 +26,7 @@ from tests.fakes import task_view
 
 KEY = keys.API_KEY_HEADER
 USERINFO = callers.USERINFO_HEADER
+FIREBASE = "https://securetoken.google.com/demo-fanfuse"
 
 
 class Clock:
@@ -154,7 +155,7 @@ def test_a_valid_key_is_its_owner_with_its_limits(store: CountingStore) -> None:
     plaintext, record = issue(store, "alice", rate=5, in_flight=2)
     caller = authenticator(store).caller({KEY: plaintext})
     assert caller == Caller(
-        subject="alice", via="api_key", key_id=record.key_id, rate_per_minute=5, max_in_flight=2
+        subject="key:alice", via="api_key", key_id=record.key_id, rate_per_minute=5, max_in_flight=2
     )
 
 
@@ -194,7 +195,7 @@ def test_headers_are_found_whatever_their_case(store: CountingStore) -> None:
         StarletteHeaders({"X-API-KEY": plaintext}),
     ):
         caller = auth.caller(headers)
-        assert caller is not None and caller.subject == "alice"
+        assert caller is not None and caller.subject == "key:alice"
 
 
 # -- the key cache ---------------------------------------------------------------------------
@@ -265,9 +266,9 @@ def test_the_gateway_header_is_ignored_unless_the_gateway_is_trusted(store: Coun
 def test_a_trusted_gateway_names_the_caller_by_sub(store: CountingStore) -> None:
     auth = authenticator(store, trust_gateway=True)
     caller = auth.caller({USERINFO: userinfo({"sub": "alice", "email": "a@example.com"})})
-    assert caller == Caller(subject="alice", via="gateway")
+    assert caller == Caller(subject="gateway:alice", via="gateway")
     padded = base64.urlsafe_b64encode(json.dumps({"sub": "bob"}).encode()).decode()
-    assert auth.caller({USERINFO: padded}) == Caller(subject="bob", via="gateway")
+    assert auth.caller({USERINFO: padded}) == Caller(subject="gateway:bob", via="gateway")
     for bad in ("%%%", userinfo(["sub"]), userinfo({"sub": ""}), userinfo({"sub": 7}), ""):
         with pytest.raises(Unauthorized, match="not base64url JSON claims with a `sub`"):
             auth.caller({USERINFO: bad})
@@ -279,10 +280,10 @@ def test_a_trusted_gateway_names_the_caller_by_sub(store: CountingStore) -> None
 def test_a_bearer_token_is_its_verified_sub(
     store: CountingStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen = claims_double(monkeypatch, {"sub": "uid-7", "aud": "fanfuse"})
+    seen = claims_double(monkeypatch, {"sub": "uid-7", "aud": "fanfuse", "iss": FIREBASE})
     auth = authenticator(store)
     assert auth.caller({"Authorization": "Bearer tok.en.x"}) == Caller(
-        subject="uid-7", via="id_token"
+        subject="firebase:uid-7", via="id_token"
     )
     assert auth.caller({"Authorization": "bearer  tok.en.y "}) is not None
     assert seen == ["tok.en.x", "tok.en.y"]
@@ -325,7 +326,7 @@ def test_a_key_wins_over_a_token_and_the_gateway(
         USERINFO: userinfo({"sub": "gateway-user"}),
     }
     caller = auth.caller(headers)
-    assert caller is not None and (caller.subject, caller.via) == ("key-owner", "api_key")
+    assert caller is not None and (caller.subject, caller.via) == ("key:key-owner", "api_key")
     with pytest.raises(Unauthorized):  # a bad key is not rescued by the others
         auth.caller({**headers, KEY: "nonsense"})
     assert seen == []
@@ -337,10 +338,12 @@ def test_a_trusted_gateway_wins_over_the_bearer_token_it_replaced(
     seen = claims_double(monkeypatch, {"sub": "gateway-service-account"})
     auth = authenticator(store, trust_gateway=True)
     headers = {"Authorization": "Bearer t", USERINFO: userinfo({"sub": "alice"})}
-    assert auth.caller(headers) == Caller(subject="alice", via="gateway")
+    assert auth.caller(headers) == Caller(subject="gateway:alice", via="gateway")
     assert seen == []
     untrusting = authenticator(store)
-    assert untrusting.caller(headers) == Caller(subject="gateway-service-account", via="id_token")
+    assert untrusting.caller(headers) == Caller(
+        subject="google:gateway-service-account", via="id_token"
+    )
 
 
 def test_no_credential_is_401_naming_both_ways_unless_auth_is_off(store: CountingStore) -> None:

@@ -23,7 +23,8 @@ from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 from werkzeug.datastructures import Headers
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign, verify_delivery
+from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
+from fanfuse.errors import Unauthorized
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
 from fanfuse.settings import Settings
@@ -156,8 +157,20 @@ def test_with_a_task_secret_each_body_is_signed_as_its_target_checks(
     queue.enqueue_aggregate(AggregateMessage(task_id="t", deadline=True))
     for request, target in zip(rec.requests, ("run_platform", "aggregate"), strict=True):
         http = request.task.http_request
-        assert http.headers[SIGNATURE_HEADER] == sign(http.body, "s3cret")
+        assert http.headers[SIGNATURE_HEADER].startswith("t=")
         verify_delivery(target, Headers(dict(http.headers)), http.body, queue.settings)
+        other = "aggregate" if target == "run_platform" else "run_platform"
+        with pytest.raises(Unauthorized, match="does not match the body and target"):
+            verify_delivery(other, Headers(dict(http.headers)), http.body, queue.settings)
+    # A deadline scheduled in an hour is signed from then: read early from the queue, refused.
+    at = datetime.now(UTC) + timedelta(hours=1)
+    queue.enqueue_aggregate(AggregateMessage(task_id="t2", deadline=True), at)
+    http = rec.requests[-1].task.http_request
+    with pytest.raises(Unauthorized, match="not valid yet"):
+        verify_delivery("aggregate", Headers(dict(http.headers)), http.body, queue.settings)
+    verify_delivery(
+        "aggregate", Headers(dict(http.headers)), http.body, queue.settings, at.timestamp()
+    )
     make_queue(host, emulator=True).enqueue_platform(PlatformMessage(task_id="u", platform="docs"))
     assert SIGNATURE_HEADER not in rec.requests[-1].task.http_request.headers  # no secret
 

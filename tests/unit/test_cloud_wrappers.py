@@ -19,13 +19,14 @@ from werkzeug.routing import RequestRedirect
 
 from fanfuse import cloud
 from fanfuse.auth import keys
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.errors import QueueUnavailable, StoreUnavailable, TaskExpired, UnknownPlatform
 from fanfuse.models import Caller, TaskView, utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from tests.fakes import task_view
+from tests.signing import task_signature
 
 SECRET = "wrapper-tests"
 KEY, RECORD = keys.new_key("alice", "", 5, None, utcnow())
@@ -84,7 +85,8 @@ def call(
     service = error if isinstance(error, _Service) else _Service(error)
     cloud._service = service  # type: ignore[assignment]
     data = json.dumps(body)
-    signed = {SIGNATURE_HEADER: sign(data.encode(), SECRET), **(headers or {})}
+    signature = task_signature(target.__name__, data.encode(), SECRET)
+    signed = {SIGNATURE_HEADER: signature, **(headers or {})}
     with app.test_request_context(
         "/t1", method=method, data=data, content_type="application/json", headers=signed
     ):
@@ -160,18 +162,21 @@ def test_start_search_hands_the_service_the_keys_caller(app: flask.Flask) -> Non
     service = _Service(QueueUnavailable("no queue"))
     call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
     assert service.calls == [
-        ("start", Caller(subject="alice", via="api_key", key_id=RECORD.key_id, rate_per_minute=5))
+        (
+            "start",
+            Caller(subject="key:alice", via="api_key", key_id=RECORD.key_id, rate_per_minute=5),
+        )
     ]
 
 
 def test_someone_elses_search_is_404_and_is_not_cancelled(app: flask.Flask) -> None:
-    theirs = _Service(QueueUnavailable("no queue"), owner="bob")
+    theirs = _Service(QueueUnavailable("no queue"), owner="key:bob")
     status = call(app, cloud.search_status, theirs, {}, AS_ALICE, "GET")
     assert status.status_code == 404 and status.get_json()["error"] == "not_found"
     cancel = call(app, cloud.cancel_search, theirs, {"task_id": "t1"}, AS_ALICE)
     assert cancel.status_code == 404
     assert theirs.calls == [("status", "t1"), ("status", "t1")]  # never ("cancel", ...)
-    mine = _Service(QueueUnavailable("no queue"), owner="alice")
+    mine = _Service(QueueUnavailable("no queue"), owner="key:alice")
     assert call(app, cloud.search_status, mine, {}, AS_ALICE, "GET").status_code == 200
 
 
@@ -184,13 +189,13 @@ class _Expired(_Service):
 
 
 def test_an_expired_search_is_410_to_its_owner_and_404_to_anyone_else(app: flask.Flask) -> None:
-    mine = _Expired(QueueUnavailable("no queue"), owner="alice")
+    mine = _Expired(QueueUnavailable("no queue"), owner="key:alice")
     status = call(app, cloud.search_status, mine, {}, AS_ALICE, "GET")
     assert status.status_code == 410 and status.get_json()["error"] == "expired"
     assert "results" not in status.get_json() and "queries" not in status.get_json()
     cancel = call(app, cloud.cancel_search, mine, {"task_id": "t1"}, AS_ALICE)
     assert cancel.status_code == 410
-    theirs = _Expired(QueueUnavailable("no queue"), owner="bob")
+    theirs = _Expired(QueueUnavailable("no queue"), owner="key:bob")
     for target, body in ((cloud.search_status, {}), (cloud.cancel_search, {"task_id": "t1"})):
         answer = call(app, target, theirs, body, AS_ALICE, "GET" if body == {} else "POST")
         assert answer.status_code == 404 and answer.get_json()["error"] == "not_found"
@@ -212,7 +217,7 @@ def test_a_revoked_key_is_403(app: flask.Flask) -> None:
 def test_status_reads_the_task_id_after_the_functions_own_name(
     app: flask.Flask, path: str, task_id: str
 ) -> None:
-    service = _Service(RuntimeError("unused"), owner="alice")
+    service = _Service(RuntimeError("unused"), owner="key:alice")
     cloud._service = service  # type: ignore[assignment]
     with app.test_request_context(path, method="GET", headers=AS_ALICE):
         answer = cloud.search_status(flask.request)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import flask
@@ -20,11 +21,11 @@ from werkzeug.datastructures import Headers
 
 from fanfuse import cloud
 from fanfuse.auth import certs
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign, verify_delivery
+from fanfuse.auth.tasks import SIGNATURE_HEADER, signature_for, verify_delivery
 from fanfuse.errors import FanfuseError, Forbidden, Unauthorized
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
-from tests.signing import GOOGLE_ISSUER, KeySet, claims, make_key
+from tests.signing import GOOGLE_ISSUER, KeySet, claims, make_key, task_signature
 
 SECRET = "local-stack-secret"
 BODY = b'{"task_id": "t1", "platform": "docs"}'
@@ -34,9 +35,18 @@ LOCAL = Settings(tasks_hmac_secret=SecretStr(SECRET))
 NOTHING = Settings(tasks_hmac_secret=None, tasks_service_account=None)
 
 
-def deliver(headers: dict[str, str], settings: Settings) -> None:
-    """Check a delivery of BODY to run_platform (headers looked up as Flask does)."""
-    verify_delivery("run_platform", Headers(headers), BODY, settings)
+def deliver(
+    headers: dict[str, str],
+    settings: Settings,
+    target: str = "run_platform",
+    now: float | None = None,
+) -> None:
+    """Check a delivery of BODY to `target` (headers looked up as Flask does)."""
+    verify_delivery(target, Headers(headers), BODY, settings, now)
+
+
+def signed(body: bytes = BODY, secret: str = SECRET, target: str = "run_platform") -> str:
+    return task_signature(target, body, secret)
 
 
 def refusal(error: type[FanfuseError], headers: dict[str, str], settings: Settings) -> str:
@@ -53,8 +63,17 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def test_a_body_signed_with_the_secret_is_accepted() -> None:
-    deliver({SIGNATURE_HEADER: sign(BODY, SECRET)}, LOCAL)
-    deliver({SIGNATURE_HEADER.lower(): sign(BODY, SECRET)}, LOCAL)
+    deliver({SIGNATURE_HEADER: signed()}, LOCAL)
+    deliver({SIGNATURE_HEADER.lower(): signed()}, LOCAL)
+
+
+NOT_THE_FORM = "is not `t=<not before>,e=<expires>,sha256=<hex>`"
+
+
+def stretched(signature: str, expires: int) -> str:
+    """The same MAC with another expiry written in: what a replayer would try."""
+    t, _, mac = signature.split(",")
+    return f"{t},e={expires},{mac}"
 
 
 @pytest.mark.parametrize(
@@ -62,9 +81,12 @@ def test_a_body_signed_with_the_secret_is_accepted() -> None:
     [
         ({}, f"no {SIGNATURE_HEADER} header"),
         ({SIGNATURE_HEADER: ""}, f"no {SIGNATURE_HEADER} header"),
-        ({SIGNATURE_HEADER: sign(BODY, "another-secret")}, "does not match the body"),
-        ({SIGNATURE_HEADER: sign(BODY + b" ", SECRET)}, "does not match the body"),  # altered
-        ({SIGNATURE_HEADER: sign(BODY, SECRET).removeprefix("sha256=")}, "does not match the body"),
+        ({SIGNATURE_HEADER: signed(secret="another-secret")}, "does not match the body and target"),
+        ({SIGNATURE_HEADER: signed(BODY + b" ")}, "does not match the body and target"),  # altered
+        ({SIGNATURE_HEADER: signed(target="aggregate")}, "does not match the body and target"),
+        ({SIGNATURE_HEADER: stretched(signed(), 2**35)}, "does not match the body and target"),
+        ({SIGNATURE_HEADER: signed().split(",")[-1]}, NOT_THE_FORM),  # the old `sha256=` form
+        ({SIGNATURE_HEADER: "t=1,e=2,sha256=" + "[" * 64}, NOT_THE_FORM),
         ({"Authorization": "Bearer a.b.c"}, f"no {SIGNATURE_HEADER} header"),
     ],
 )
@@ -75,9 +97,27 @@ def test_a_missing_or_wrong_signature_is_unauthorized(headers: dict[str, str], w
     assert SECRET not in message
 
 
+def test_a_signature_is_valid_only_inside_its_window() -> None:
+    """Signed at 1,000,000 for 30 minutes: refused before (a deadline read from the queue
+    early), accepted within (the queue's retries), refused after (a replay)."""
+    settings = LOCAL.model_copy(update={"ttl_minutes": 30.0})
+    at = datetime.fromtimestamp(1_000_000, UTC)
+    headers = {SIGNATURE_HEADER: signature_for("run_platform", BODY, SECRET, settings, at)}
+    assert "not valid yet" in refusal_at(headers, 1_000_000 - 31)
+    for now in (1_000_000 - 30, 1_000_000, 1_000_000 + 1800 + 30):
+        deliver(headers, settings, now=now)
+    assert refusal_at(headers, 1_000_000 + 1800 + 31).endswith("has expired")
+
+
+def refusal_at(headers: dict[str, str], now: float) -> str:
+    with pytest.raises(Unauthorized) as caught:
+        deliver(headers, LOCAL, now=now)
+    return str(caught.value)
+
+
 @pytest.mark.parametrize("settings", [NOTHING, Settings(tasks_hmac_secret=SecretStr(""))])
 def test_with_nothing_configured_every_delivery_is_refused(settings: Settings) -> None:
-    for headers in ({}, {SIGNATURE_HEADER: sign(BODY, "")}, {"Authorization": "Bearer x"}):
+    for headers in ({}, {SIGNATURE_HEADER: signed(secret="")}, {"Authorization": "Bearer x"}):
         message = refusal(Forbidden, headers, settings)
         assert "FANFUSE_TASKS_SERVICE_ACCOUNT" in message
         assert "FANFUSE_TASKS_HMAC_SECRET" in message
@@ -108,8 +148,8 @@ def test_in_production_the_tasks_service_accounts_token_is_required(
     deliver(bearer(token), settings)
 
     assert "no Authorization: Bearer token" in refusal(Unauthorized, {}, settings)
-    signed = {SIGNATURE_HEADER: sign(BODY, "")}  # no secret configured: a signature means nothing
-    assert "no Authorization: Bearer token" in refusal(Unauthorized, signed, settings)
+    hmac_only = {SIGNATURE_HEADER: signed(secret="")}  # no secret configured: it means nothing
+    assert "no Authorization: Bearer token" in refusal(Unauthorized, hmac_only, settings)
     elsewhere = key.sign(claims(GOOGLE_ISSUER, URL + "/aggregate", **account))
     assert "audience" in refusal(Unauthorized, bearer(elsewhere), settings)
     stranger = key.sign(claims(GOOGLE_ISSUER, URL, email="me@example.com", email_verified=True))
@@ -170,6 +210,10 @@ DELIVERIES = [
 FROM_TASKS = {cloud.TASK_NAME_HEADER: "projects/p/locations/l/queues/q/tasks/t1--x"}
 
 
+def other_target(target: Any) -> str:
+    return "aggregate" if target.__name__ == "run_platform" else "run_platform"
+
+
 @pytest.mark.parametrize(("target", "body"), DELIVERIES)
 def test_the_wrapper_refuses_unsigned_deliveries_before_anything_runs(
     service: _Recording, target: Any, body: dict[str, Any]
@@ -178,8 +222,10 @@ def test_the_wrapper_refuses_unsigned_deliveries_before_anything_runs(
     for headers in (
         {},
         FROM_TASKS,  # the task-name header proves nothing: still 401, never a 200 "dropped"
-        {**FROM_TASKS, SIGNATURE_HEADER: sign(data, "guessed")},
-        {SIGNATURE_HEADER: sign(json.dumps({**body, "task_id": "t2"}).encode(), SECRET)},
+        {**FROM_TASKS, SIGNATURE_HEADER: task_signature(target.__name__, data, "guessed")},
+        {SIGNATURE_HEADER: signed(json.dumps({**body, "task_id": "t2"}).encode())},
+        {SIGNATURE_HEADER: signed(data, target=other_target(target))},
+        {SIGNATURE_HEADER: task_signature(target.__name__, data, SECRET, not_before=0)},
     ):
         answer = post(target, body, headers)
         assert answer.status_code == 401, answer.get_json()
@@ -193,7 +239,7 @@ def test_the_wrapper_refuses_everything_when_nothing_is_configured(
     service: _Recording, target: Any, body: dict[str, Any]
 ) -> None:
     cloud._settings = NOTHING
-    answer = post(target, body, {SIGNATURE_HEADER: sign(json.dumps(body).encode(), SECRET)})
+    answer = post(target, body, {SIGNATURE_HEADER: signed(json.dumps(body).encode())})
     assert answer.status_code == 403 and answer.get_json()["error"] == "forbidden"
     assert service.calls == []
 
@@ -202,7 +248,8 @@ def test_the_wrapper_refuses_everything_when_nothing_is_configured(
 def test_the_wrapper_runs_a_signed_delivery(
     service: _Recording, target: Any, body: dict[str, Any]
 ) -> None:
-    answer = post(target, body, {SIGNATURE_HEADER: sign(json.dumps(body).encode(), SECRET)})
+    signature = signed(json.dumps(body).encode(), target=target.__name__)
+    answer = post(target, body, {SIGNATURE_HEADER: signature})
     assert answer.status_code == 200, answer.get_json()
     assert len(service.calls) == 1 and service.calls[0].task_id == "t1"  # type: ignore[attr-defined]
 

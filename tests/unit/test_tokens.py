@@ -6,6 +6,9 @@ certificates the test server publishes, exactly as it would Google's and Firebas
 
 from __future__ import annotations
 
+import base64
+import math
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -16,8 +19,16 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from fanfuse.auth import certs as certs_module
-from fanfuse.auth.certs import MAX_AGE, MIN_INTERVAL, CertCache, cache_seconds, keys_of
-from fanfuse.auth.tokens import bearer, caller_claims, task_claims
+from fanfuse.auth.certs import (
+    MAX_AGE,
+    MAX_STALE,
+    MIN_INTERVAL,
+    RETRY_INTERVAL,
+    CertCache,
+    cache_seconds,
+    keys_of,
+)
+from fanfuse.auth.tokens import bearer, caller_claims, caller_subject, task_claims
 from fanfuse.errors import FanfuseError, Forbidden, Unauthorized, Unavailable
 from fanfuse.settings import Settings
 from tests.signing import (
@@ -35,6 +46,7 @@ from tests.unit.platforms.harness import loopback_server
 AUDIENCE = "fanfuse-api"
 SA = "fanfuse-tasks@demo-fanfuse.iam.gserviceaccount.com"
 TARGET = "https://run-platform-abc-uc.a.run.app"
+CALLER_SA = "caller@demo-fanfuse.iam.gserviceaccount.com"
 
 
 class Clock:
@@ -88,6 +100,7 @@ def settings(google: KeySet, firebase: KeySet) -> Settings:
     return Settings(
         firebase_project=PROJECT,
         id_token_audiences=[AUDIENCE],
+        id_token_principals=[CALLER_SA, "1077", "jwk-user"],
         google_certs_url=google.url,
         firebase_certs_url=firebase.url,
         tasks_service_account=SA,
@@ -352,3 +365,164 @@ def test_bearer_takes_the_token_of_an_authorization_header() -> None:
     assert bearer("bearer  abc ") == "abc"
     for header in (None, "", "Bearer", "Bearer ", "Basic abc", "abc"):
         assert bearer(header) is None
+
+
+# -- whose tokens: principals, sign-in providers, anonymous users ------------------------------
+
+
+def test_a_google_token_is_accepted_only_from_a_listed_principal(
+    key: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    def check(token: str) -> dict[str, Any]:
+        return caller_claims(token, settings, certs=cache)
+
+    listed = key.sign(
+        claims(GOOGLE_ISSUER, AUDIENCE, sub="9", email=CALLER_SA, email_verified=True)
+    )
+    assert check(listed)["sub"] == "9"
+    assert caller_subject(check(listed)) == "google:9"
+    # Any service account of any project can mint a token for our audience: not enough.
+    stranger = claims(GOOGLE_ISSUER, AUDIENCE, sub="666", email="x@evil.iam.gserviceaccount.com")
+    for token in (
+        key.sign({**stranger, "email_verified": True}),
+        key.sign(claims(GOOGLE_ISSUER, AUDIENCE, sub="7", email=CALLER_SA)),  # email unverified
+        key.sign(claims(GOOGLE_ISSUER, AUDIENCE, sub="7", email=CALLER_SA, email_verified="true")),
+    ):
+        assert "FANFUSE_ID_TOKEN_PRINCIPALS" in refused(Forbidden, token, check)
+    nobody = settings.model_copy(update={"id_token_principals": []})
+    assert "FANFUSE_ID_TOKEN_PRINCIPALS" in refused(
+        Forbidden, listed, lambda t: caller_claims(t, nobody, certs=cache)
+    )
+
+
+def test_anonymous_firebase_users_are_refused_unless_allowed(
+    key: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    anonymous = key.sign(firebase_claims(firebase={"sign_in_provider": "anonymous"}))
+    message = refused(Forbidden, anonymous, lambda t: caller_claims(t, settings, certs=cache))
+    assert "anonymous users may not call (FANFUSE_FIREBASE_ALLOW_ANONYMOUS)" in message
+    allowing = settings.model_copy(update={"firebase_allow_anonymous": True})
+    assert caller_subject(caller_claims(anonymous, allowing, certs=cache)) == "firebase:user-1"
+    for bad in ({}, {"firebase": "password"}, {"firebase": {"sign_in_provider": 3}}):
+        token = key.sign({**firebase_claims(), "firebase": None, **bad})
+        message = refused(Forbidden, token, lambda t: caller_claims(t, allowing, certs=cache))
+        assert "names no sign-in provider" in message
+
+
+def test_firebase_sign_in_providers_are_an_allow_list(
+    key: SigningKey, settings: Settings, cache: CertCache
+) -> None:
+    only_google = settings.model_copy(update={"firebase_sign_in_providers": ["google.com"]})
+
+    def check(token: str) -> object:
+        return caller_claims(token, only_google, certs=cache)
+
+    assert check(key.sign(firebase_claims(firebase={"sign_in_provider": "google.com"})))
+    password = key.sign(firebase_claims())
+    assert "sign-in provider 'password' is not accepted" in refused(Forbidden, password, check)
+    custom = key.sign(firebase_claims(firebase={"sign_in_provider": "custom"}))
+    assert "FANFUSE_FIREBASE_SIGN_IN_PROVIDERS" in refused(Forbidden, custom, check)
+    assert caller_claims(password, settings, certs=cache)  # None (the default): any but anonymous
+
+
+# -- malformed tokens: always a 401, whatever the bytes ----------------------------------------
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+MALFORMED_TOKENS = {
+    "a header of 1,500 nested [": f"{b64(b'[' * 1500)}.{b64(b'{}')}.c2ln",
+    "claims of 1,500 nested [": f"{b64(b'{}')}.{b64(b'[' * 1500)}.c2ln",
+    "1,500 [ as the token": "[" * 1500,
+    "a non-JSON header": f"{b64(b'not json')}.{b64(b'{}')}.c2ln",
+    "a header that is a JSON list": f"{b64(b'[]')}.{b64(b'{}')}.c2ln",
+    "claims that are a JSON list": f"{b64(b'{}')}.{b64(b'[1]')}.c2ln",
+    "a header of invalid UTF-8": f"{b64(bytes([0xFF, 0xFE]))}.{b64(b'{}')}.c2ln",
+    "a huge integer in the header": b64(b'{"alg": ' + b"9" * 5000 + b"}") + ".e30.c2ln",
+    "random bytes": b64(bytes(random.Random(7).randrange(256) for _ in range(600))),
+    "non-ASCII": "é.é.é",
+    "too long": "a" * 20_000 + ".e30.c2ln",
+    "four parts": "e30.e30.e30.e30",
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED_TOKENS)
+def test_a_malformed_token_is_a_401_never_an_exception(
+    settings: Settings, cache: CertCache, name: str
+) -> None:
+    token = MALFORMED_TOKENS[name]
+    message = refused(Unauthorized, token, lambda t: caller_claims(t, settings, certs=cache))
+    assert "not a well-formed JWT" in message or "neither Firebase nor Google" in message
+    with pytest.raises(Unauthorized):
+        task_claims(token, TARGET, settings, certs=cache)
+
+
+# -- key sets: bounded refetches after a failure, the last good set served ---------------------
+
+
+def test_a_failing_key_set_endpoint_costs_one_fetch_per_retry_interval_and_the_last_set_serves(
+    key: SigningKey, settings: Settings, firebase: KeySet, clock: Clock
+) -> None:
+    """100 verifications over 100 s while the issuer's endpoint answers 500: a handful of
+    fetches (one per RETRY_INTERVAL), and every valid token still verifies with the stale set."""
+    firebase.publish(key, max_age=60)
+    cache = CertCache(clock=clock)
+    token = key.sign(firebase_claims())
+    caller_claims(token, settings, certs=cache)
+    firebase.failing = 500
+    clock.now += 61  # the set is stale now
+    for _ in range(100):
+        assert caller_claims(token, settings, certs=cache)["sub"] == "user-1"
+        clock.now += 1
+    assert firebase.hits == 1 + math.ceil(100 / RETRY_INTERVAL)
+    firebase.failing = None
+    clock.now += RETRY_INTERVAL
+    caller_claims(token, settings, certs=cache)  # recovered: fresh again, no more fetches
+    caller_claims(token, settings, certs=cache)
+    assert firebase.hits == 2 + math.ceil(100 / RETRY_INTERVAL)
+
+
+def test_unknown_kids_against_a_failing_endpoint_do_not_turn_into_fetches(
+    key: SigningKey, settings: Settings, firebase: KeySet, clock: Clock
+) -> None:
+    firebase.publish(key, max_age=3600)
+    cache = CertCache(clock=clock)
+    caller_claims(key.sign(firebase_claims()), settings, certs=cache)
+    firebase.failing = 503
+    for i in range(100):
+        clock.now += 1
+        forged = key.sign(firebase_claims(), kid=f"made-up-{i}")
+        refused(Unauthorized, forged, lambda t: caller_claims(t, settings, certs=cache))
+    # first miss at +10 s may fetch, then one per RETRY_INTERVAL after the failure
+    assert firebase.hits <= 1 + 1 + math.ceil(100 / RETRY_INTERVAL)
+
+
+def test_no_set_held_and_the_endpoint_failing_is_unavailable_without_a_fetch_per_request(
+    key: SigningKey, settings: Settings, firebase: KeySet, clock: Clock
+) -> None:
+    firebase.failing = 500
+    cache = CertCache(clock=clock)
+    token = key.sign(firebase_claims())
+    for _ in range(50):
+        refused(Unavailable, token, lambda t: caller_claims(t, settings, certs=cache))
+    assert firebase.hits == 1
+    clock.now += RETRY_INTERVAL
+    firebase.failing = None
+    assert caller_claims(token, settings, certs=cache)["sub"] == "user-1"
+    assert firebase.hits == 2
+
+
+def test_a_stale_set_stops_verifying_after_max_stale(
+    key: SigningKey, settings: Settings, firebase: KeySet, clock: Clock
+) -> None:
+    firebase.publish(key, max_age=60)
+    cache = CertCache(clock=clock)
+    token = key.sign(firebase_claims())
+    caller_claims(token, settings, certs=cache)
+    firebase.failing = 500
+    clock.now += 60 + MAX_STALE - 1
+    assert caller_claims(token, settings, certs=cache)
+    clock.now += RETRY_INTERVAL
+    refused(Unavailable, token, lambda t: caller_claims(t, settings, certs=cache))

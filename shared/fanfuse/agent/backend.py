@@ -2,8 +2,12 @@
 
 The tools are written once against `SearchBackend`; `EmbeddedBackend` runs the service in this
 process (SQLite, in-process queue), `RemoteBackend` calls a deployed stack's HTTP API through
-`HttpSearchClient`. Both raise FanfuseError with the HTTP API's message (a bad field is an
-InvalidRequest or a 400 ApiError naming it), which the tools return as a tool error.
+`HttpSearchClient`. Every call names the caller it acts for (agent/access.py): the embedded
+backend makes it the owner of what it starts and shows and cancels nothing of another owner (404,
+as the API answers); the remote one is used only unauthenticated on loopback, where the one
+caller is the local user, and the stack checks its own key. Both raise FanfuseError with the
+HTTP API's message (a bad field is an InvalidRequest or a 400 ApiError naming it), which the
+tools return as a tool error.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ from typing import Any, Protocol
 import httpx
 from pydantic import BaseModel, Field
 
+from fanfuse.auth.callers import visible_status
 from fanfuse.client import HttpSearchClient, api_http
 from fanfuse.errors import TaskNotFound
-from fanfuse.models import Accepted, PlatformInfo, TaskView
+from fanfuse.models import Accepted, Caller, PlatformInfo, TaskView
 from fanfuse.runtime import EmbeddedRuntime
 from fanfuse.settings import Settings
 
@@ -37,11 +42,11 @@ class SearchBackend(Protocol):
     poll: float
     """Seconds between status reads while a tool waits for a search."""
 
-    async def start(self, payload: dict[str, Any]) -> Accepted: ...
+    async def start(self, payload: dict[str, Any], caller: Caller) -> Accepted: ...
 
-    async def status(self, task_id: str) -> TaskView: ...
+    async def status(self, task_id: str, caller: Caller) -> TaskView: ...
 
-    async def cancel(self, task_id: str) -> TaskView: ...
+    async def cancel(self, task_id: str, caller: Caller) -> TaskView: ...
 
     async def platforms(self) -> Platforms: ...
 
@@ -53,13 +58,14 @@ class EmbeddedBackend:
         self.runtime = runtime
         self.poll = poll
 
-    async def start(self, payload: dict[str, Any]) -> Accepted:
-        return self.runtime.service.start(payload)
+    async def start(self, payload: dict[str, Any], caller: Caller) -> Accepted:
+        return self.runtime.service.start(payload, caller=caller)
 
-    async def status(self, task_id: str) -> TaskView:
-        return self.runtime.service.status(task_id)
+    async def status(self, task_id: str, caller: Caller) -> TaskView:
+        return visible_status(self.runtime.service.status, task_id, caller)
 
-    async def cancel(self, task_id: str) -> TaskView:
+    async def cancel(self, task_id: str, caller: Caller) -> TaskView:
+        visible_status(self.runtime.service.status, task_id, caller)  # 404/410 before a write
         return self.runtime.service.cancel(task_id)
 
     async def platforms(self) -> Platforms:
@@ -79,7 +85,7 @@ class RemoteBackend:
         self.poll = client.poll
         self._accepted: OrderedDict[str, Accepted] = OrderedDict()
 
-    async def start(self, payload: dict[str, Any]) -> Accepted:
+    async def start(self, payload: dict[str, Any], caller: Caller) -> Accepted:
         accepted = await self.client.start(payload)
         self._accepted[accepted.task_id] = accepted
         while len(self._accepted) > REMEMBERED:
@@ -92,10 +98,10 @@ class RemoteBackend:
         except KeyError:
             raise TaskNotFound(task_id) from None
 
-    async def status(self, task_id: str) -> TaskView:
+    async def status(self, task_id: str, caller: Caller) -> TaskView:
         return await self.client.status(self._known(task_id))
 
-    async def cancel(self, task_id: str) -> TaskView:
+    async def cancel(self, task_id: str, caller: Caller) -> TaskView:
         return await self.client.cancel(self._known(task_id))
 
     async def platforms(self) -> Platforms:

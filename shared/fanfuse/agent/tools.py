@@ -21,7 +21,7 @@ from pydantic.json_schema import JsonSchemaMode
 from fanfuse.agent.backend import Platforms, SearchBackend
 from fanfuse.agent.render import Digest, digest, markdown
 from fanfuse.errors import FanfuseError, InvalidRequest, problems_of
-from fanfuse.models import Accepted, TaskView
+from fanfuse.models import Accepted, Caller, TaskView
 from fanfuse.polling import until_terminal
 from fanfuse.request import SearchRequest
 
@@ -130,19 +130,21 @@ class Tools:
         self.max_wait = max_wait
 
     async def call(
-        self, name: str, arguments: dict[str, Any] | None, report: Report
+        self, name: str, arguments: dict[str, Any] | None, report: Report, caller: Caller
     ) -> CallToolResult:
+        """Run tool `name` for `caller` (agent/access.py), who owns what it starts and sees
+        only its own searches."""
         args = dict(arguments or {})
         try:
             if name == "search":
-                return of_view(await self.search(args, report))
+                return of_view(await self.search(args, report, caller))
             if name == "start_search":
-                accepted = await self.backend.start(args)
+                accepted = await self.backend.start(args, caller)
                 return answer(started(accepted.task_id), accepted)
             if name == "get_search_status":
-                return of_view(await self.backend.status(_ref(args).task_id))
+                return of_view(await self.backend.status(_ref(args).task_id, caller))
             if name == "cancel_search":
-                return of_view(await self.backend.cancel(_ref(args).task_id))
+                return of_view(await self.backend.cancel(_ref(args).task_id, caller))
             if name == "list_platforms":
                 _validated(NoArguments, args)
                 return _platforms(await self.backend.platforms())
@@ -153,19 +155,19 @@ class Tools:
             return tool_error(f"internal error: {type(exc).__name__}: {exc}")
         return tool_error(f"unknown tool {name!r}")
 
-    async def search(self, args: dict[str, Any], report: Report) -> TaskView:
+    async def search(self, args: dict[str, Any], report: Report, caller: Caller) -> TaskView:
         """Start, then poll until terminal or the bound; progress on each change.
 
         When the caller cancels the call, the search is cancelled too: nobody will read it.
         """
-        accepted = await self.backend.start(args)
+        accepted = await self.backend.start(args, caller)
         task_id = accepted.task_id
         sent: tuple[float, str] | None = None
         latest: TaskView | None = None
 
         async def fetch() -> TaskView:
             nonlocal sent, latest
-            latest = view = await self.backend.status(task_id)
+            latest = view = await self.backend.status(task_id, caller)
             percent = max(view.progress.percent, sent[0] if sent else 0.0)  # never backwards
             if (percent, view.progress.message) != sent:
                 sent = (percent, view.progress.message)
@@ -179,13 +181,13 @@ class Tools:
                 await until_terminal(fetch, interval=self.backend.poll)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                await self._cancel_quietly(task_id)
+                await self._cancel_quietly(task_id, caller)
             raise
         return latest or first
 
-    async def _cancel_quietly(self, task_id: str) -> None:
+    async def _cancel_quietly(self, task_id: str, caller: Caller) -> None:
         try:
-            await self.backend.cancel(task_id)
+            await self.backend.cancel(task_id, caller)
         except FanfuseError as exc:  # already over, or the stack is gone: nothing to stop
             log.info("cancelling %s after the call was cancelled: %s", task_id, exc)
 

@@ -4,13 +4,24 @@ A request is read for one credential, the first of these it carries (the others 
 
 1. `X-Api-Key: ff_{key_id}_{secret}`: the key's stored record decides. A garbled key, an unknown
    one and a wrong secret are all 401, with one message, so an answer never tells whether a key
-   id exists; a revoked key is 403, and only once its secret matched. The subject is the key's
-   owner, its limits the key's own.
+   id exists; a revoked key is 403, and only once its secret matched. The subject is
+   `key:<the key's owner>`, its limits the key's own.
 2. `X-Apigateway-Api-Userinfo`, only when `settings.trust_gateway` says the functions are
    reachable solely through API Gateway, which verified the caller's JWT and forwards its claims
-   (base64url JSON). Without that setting the header is ignored: anyone can set it.
+   (base64url JSON); the subject is `gateway:<sub>`. Without that setting the header is
+   ignored: anyone can set it.
 3. `Authorization: Bearer <ID token>`: a Firebase or Google-signed ID token, verified by
-   `fanfuse.auth.tokens.caller_claims` (signature, issuer, audience, expiry). The subject is `sub`.
+   `fanfuse.auth.tokens.caller_claims` (signature, issuer, audience, expiry, principal). The
+   subject is `firebase:<uid>` or `google:<sub>`.
+
+Subjects are namespaced by the kind of credential (`OWNER_NAMESPACES`) because each kind lets a
+different party choose the name: whoever runs `fanfuse keys create --owner X` picks X, Firebase
+picks uids, Google picks `sub`s. Without the prefix, a key made for owner `<someone's uid>` would
+read that user's searches. A key record stores its owner as given; the prefix is added here,
+when the Caller is built, so no key needs rewriting. Searches stored before the prefix existed
+keep their bare owner, which no caller's subject equals any more: they are seen by nobody and
+expire within `ttl_minutes` (30 min by default), and none is rewritten, since a bare owner does
+not say which kind of credential made it (see docs/security.md, "Owners").
 
 Why this order: behind Cloud Functions' IAM or API Gateway, `Authorization` carries the
 platform's own token (the invoker's, or the gateway's service account's, the caller's original
@@ -49,6 +60,9 @@ USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
 KEY_CACHE_SECONDS = 30.0
 """How long a process reuses a key record it read: the bound on a revocation's delay."""
 KEY_CACHE_SIZE = 1024
+OWNER_NAMESPACES = ("key", "firebase", "google", "gateway", "local")
+"""The prefixes of `Caller.subject`: API keys, Firebase and Google ID tokens, API Gateway's
+claims, and the fixed owner of an unauthenticated local MCP server (`agent.backend`)."""
 HOW = (
     f"send an API key as {API_KEY_HEADER} (`fanfuse keys create`) or an ID token as "
     f"{AUTHORIZATION}: Bearer <token>"
@@ -71,7 +85,7 @@ def key_caller(record: ApiKey | None, secret: str) -> Caller:
     if record.revoked_at is not None:
         raise Forbidden(f"API key {record.key_id} was revoked; ask for a new one")
     return Caller(
-        subject=record.owner,
+        subject=f"key:{record.owner}",
         via="api_key",
         key_id=record.key_id,
         rate_per_minute=record.rate_per_minute,
@@ -84,12 +98,12 @@ def gateway_caller(header: str) -> Caller:
     try:
         padded = header.strip() + "=" * (-len(header.strip()) % 4)
         claims = json.loads(base64.urlsafe_b64decode(padded))
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, RecursionError):
         claims = None
     subject = claims.get("sub") if isinstance(claims, dict) else None
     if not isinstance(subject, str) or not subject:
         raise Unauthorized(f"{USERINFO_HEADER}: not base64url JSON claims with a `sub`")
-    return Caller(subject=subject, via="gateway")
+    return Caller(subject=f"gateway:{subject}", via="gateway")
 
 
 def visible(view: TaskView, caller: Caller | None) -> TaskView:
@@ -160,7 +174,7 @@ class Authenticator:
             subject = claims.get("sub")
             if not isinstance(subject, str) or not subject:
                 raise Unauthorized("the ID token has no `sub`")
-            return Caller(subject=subject, via="id_token")
+            return Caller(subject=tokens.caller_subject(claims), via="id_token")
         if self.settings.auth_required:
             raise Unauthorized(f"no credentials: {HOW}")
         return None

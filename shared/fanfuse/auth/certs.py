@@ -9,7 +9,14 @@ serving concurrent requests must not. `CertCache` keeps one key set per URL:
 - a token signed with a key id the set does not hold refetches it once (key rotation: Google
   publishes a new key before signing with it), but never more often than MIN_INTERVAL, so forged
   key ids cannot turn requests into fetches;
-- one lock per URL: concurrent misses wait for a single fetch instead of each making one.
+- one lock per URL: concurrent misses wait for a single fetch instead of each making one;
+- a failed fetch is not retried for RETRY_INTERVAL: until then every verification that needs the
+  set is answered from what is held, or refused at once (CertsUnavailable) when nothing is, so
+  an issuer that is down (or slow: FETCH_TIMEOUT each) costs one fetch per interval, not one per
+  request. The attempts of one URL, successful or not, are at least MIN_INTERVAL apart;
+- while a refresh fails, the last good set keeps verifying for up to MAX_STALE past its
+  freshness (Google publishes a key days before it signs with it and keeps it for days after),
+  so an outage of the issuer's endpoint is not an outage of every caller with a valid token.
 
 Both formats Google publishes are read: `{kid: x509 PEM}` (oauth2/v1/certs, Firebase's
 securetoken endpoint) and a JWK set (oauth2/v3/certs), whose RSA keys become PEM public keys, so
@@ -19,11 +26,14 @@ google-auth verifies either the same way.
 from __future__ import annotations
 
 import base64
+import logging
 import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 MAX_AGE = 3600.0
 """Longest a key set is trusted without asking again (seconds)."""
@@ -31,6 +41,10 @@ DEFAULT_AGE = 300.0
 """How long a key set is kept when its answer gives no max-age."""
 MIN_INTERVAL = 10.0
 """Shortest time between two fetches of one URL, whatever happens (refetch on unknown kid)."""
+RETRY_INTERVAL = 30.0
+"""After a failed fetch, how long before the next attempt (requests meanwhile use what is held)."""
+MAX_STALE = 6 * 3600.0
+"""How long past its freshness a key set may still verify while every refresh fails."""
 FETCH_TIMEOUT = 5.0
 
 MAX_AGE_DIRECTIVE = re.compile(r"(?:^|[,\s])max-age\s*=\s*\"?(\d+)", re.IGNORECASE)
@@ -123,8 +137,36 @@ def fetch(url: str) -> tuple[object, str | None]:
 @dataclass(frozen=True)
 class _KeySet:
     keys: dict[str, str]
-    fetched_at: float
     fresh_until: float
+
+
+@dataclass
+class _Source:
+    """One URL: its last good set, and when it was last asked (and how that went)."""
+
+    held: _KeySet | None = None
+    attempted_at: float | None = None
+    failure: str | None = None
+    """Why the last attempt failed; None: it succeeded (or none was made)."""
+
+
+def may_fetch(source: _Source, now: float) -> bool:
+    """Whether a fetch may be made now: none yet, else MIN_INTERVAL since the last attempt,
+    RETRY_INTERVAL when it failed."""
+    if source.attempted_at is None:
+        return True
+    wait = RETRY_INTERVAL if source.failure is not None else MIN_INTERVAL
+    return now - source.attempted_at >= wait
+
+
+def wants_fetch(held: _KeySet | None, kid: str, now: float) -> bool:
+    """Whether the set must be asked again for `kid`: none held, stale, or `kid` unknown."""
+    return held is None or now >= held.fresh_until or kid not in held.keys
+
+
+def usable(held: _KeySet, now: float) -> bool:
+    """Whether a held set may still verify: fresh, or stale by less than MAX_STALE."""
+    return now < held.fresh_until + MAX_STALE
 
 
 class CertCache:
@@ -133,31 +175,43 @@ class CertCache:
     def __init__(self, fetch: Fetch = fetch, clock: Callable[[], float] = time.monotonic) -> None:
         self._fetch = fetch
         self._clock = clock
-        self._sets: dict[str, _KeySet] = {}
+        self._sources: dict[str, _Source] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
     def key(self, url: str, kid: str) -> str | None:
-        """The PEM for `kid` published at `url`, fetching only when the set is stale, or the
-        kid unknown and the last fetch at least MIN_INTERVAL ago. None: no such key.
+        """The PEM for `kid` published at `url`, fetching only when the set is stale or the kid
+        unknown, and the rate allows it (`may_fetch`). None: no such key.
 
-        Raises CertsUnavailable when a fetch is needed and fails.
+        Raises CertsUnavailable when no usable set is held and none can be fetched now (the
+        fetch failed, or one failed less than RETRY_INTERVAL ago).
         """
         with self._lock(url):
             now = self._clock()
-            held = self._sets.get(url)
-            if held is None or now >= held.fresh_until or self._may_refetch(held, kid, now):
-                held = self._refresh(url, now)
+            source = self._source(url)
+            if wants_fetch(source.held, kid, now) and may_fetch(source, now):
+                self._refresh(url, source, now)
+            held = source.held
+            if held is None or not usable(held, now):
+                raise CertsUnavailable(source.failure or f"{url}: no key set held")
             return held.keys.get(kid)
 
-    def _may_refetch(self, held: _KeySet, kid: str, now: float) -> bool:
-        return kid not in held.keys and now - held.fetched_at >= MIN_INTERVAL
+    def _refresh(self, url: str, source: _Source, now: float) -> None:
+        """One fetch; a failure is recorded (and logged), the set held stays."""
+        source.attempted_at = now
+        try:
+            document, cache_control = self._fetch(url)
+            keys = keys_of(document)
+        except CertsUnavailable as exc:
+            source.failure = str(exc)
+            log.warning("key set fetch failed, next try in %.0f s: %s", RETRY_INTERVAL, exc)
+            return
+        source.held = _KeySet(keys, now + cache_seconds(cache_control))
+        source.failure = None
 
-    def _refresh(self, url: str, now: float) -> _KeySet:
-        document, cache_control = self._fetch(url)
-        held = _KeySet(keys_of(document), now, now + cache_seconds(cache_control))
-        self._sets[url] = held
-        return held
+    def _source(self, url: str) -> _Source:
+        with self._guard:
+            return self._sources.setdefault(url, _Source())
 
     def _lock(self, url: str) -> threading.Lock:
         with self._guard:
@@ -165,7 +219,7 @@ class CertCache:
 
     def clear(self) -> None:
         with self._guard:
-            self._sets.clear()
+            self._sources.clear()
 
 
 CERTS = CertCache()

@@ -5,18 +5,26 @@ publishes (`auth.certs` fetches and caches them):
 
 - Firebase ID tokens (`iss` https://securetoken.google.com/<project>, `aud` the project), for
   apps whose users sign in with Firebase Authentication; accepted when
-  `settings.firebase_project` is set.
+  `settings.firebase_project` is set, for the sign-in providers of
+  `settings.firebase_sign_in_providers` (None: any), never `anonymous` unless
+  `settings.firebase_allow_anonymous`: an anonymous user is whoever opened the app, and would
+  otherwise be a tenant per click.
 - Google-signed ID tokens (`iss` accounts.google.com), for service accounts and Google users;
-  accepted for the audiences in `settings.id_token_audiences`.
+  accepted for the audiences in `settings.id_token_audiences`, and only from the principals in
+  `settings.id_token_principals` (a verified `email`, or a `sub`): any Google account, every
+  service account of every project included, can mint a token naming any audience, so the
+  audience says who the token is for, never who may call.
 - Cloud Tasks' OIDC tokens: Google-signed, `aud` the task target's URL, `email` the tasks
   service account (`task_claims`, used by `auth.tasks`).
 
 google-auth's `jwt.decode` checks the signature with the published key and the time claims
 (with CLOCK_SKEW); the claims it does not know (issuer, subject, `auth_time`, the task token's
 account) are checked here by `claim_problem`. Every refusal says what failed and never repeats
-the token: an Unauthorized (401) for a token that does not verify, a Forbidden (403) for a task
-token that verifies but belongs to someone else, an Unavailable (503) when the issuer's keys
-cannot be fetched (the caller's token may be fine: try again).
+the token: an Unauthorized (401) for a token that does not verify (a malformed one included:
+whatever bytes arrive, the answer is a 401, never a RecursionError or ValueError escaping as a
+503), a Forbidden (403) for a token that verifies but whose principal may not call (a task token
+of another account, a Google account not allowed, an anonymous Firebase user), an Unavailable
+(503) when the issuer's keys cannot be fetched (the caller's token may be fine: try again).
 """
 
 from __future__ import annotations
@@ -36,6 +44,14 @@ ALGORITHM = "RS256"
 """What Google and Firebase sign with; anything else (`none` above all) is refused."""
 GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 FIREBASE_ISSUER = "https://securetoken.google.com/"
+MAX_TOKEN_CHARS = 16_384
+"""Longer is no ID token (Google's and Firebase's are 1-2 KB): refused before it is decoded."""
+ANONYMOUS = "anonymous"
+"""Firebase's `sign_in_provider` for a user who never signed in."""
+MALFORMED = (ValueError, TypeError, RecursionError, OverflowError)
+"""What decoding an arbitrary string as a JWT may raise besides google-auth's own errors: bad
+base64 or JSON (ValueError, UnicodeError), JSON nested deep enough to exhaust the parser
+(RecursionError: a header of 1,500 `[`), huge numbers (OverflowError)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,8 @@ class Issuer:
     certs_url: str
     signs_in: bool = False
     """Firebase: the token records when the user signed in (`auth_time`), never in the future."""
+    namespace: str = "google"
+    """The prefix of the callers it names (`google:<sub>`, `firebase:<uid>`, models.Caller)."""
 
 
 def firebase(settings: Settings) -> Issuer | None:
@@ -61,6 +79,7 @@ def firebase(settings: Settings) -> Issuer | None:
         audiences=frozenset({project}),
         certs_url=settings.firebase_certs_url,
         signs_in=True,
+        namespace="firebase",
     )
 
 
@@ -125,6 +144,35 @@ def claim_problem(claims: Mapping[str, Any], issuer: Issuer, now: float) -> str 
     return None
 
 
+def principal_problem(claims: Mapping[str, Any], issuer: Issuer, settings: Settings) -> str | None:
+    """Why a verified caller token's principal may not call, or None.
+
+    Google: a `sub` or a verified `email` in `settings.id_token_principals` (none listed: no
+    Google ID token is accepted). Firebase: its `firebase.sign_in_provider` among
+    `settings.firebase_sign_in_providers` (None: any), and `anonymous` only when
+    `settings.firebase_allow_anonymous`.
+    """
+    if issuer.namespace == "firebase":
+        firebase = claims.get("firebase")
+        provider = firebase.get("sign_in_provider") if isinstance(firebase, dict) else None
+        if not isinstance(provider, str) or not provider:
+            return "it names no sign-in provider (firebase.sign_in_provider)"
+        if provider == ANONYMOUS and not settings.firebase_allow_anonymous:
+            return "anonymous users may not call (FANFUSE_FIREBASE_ALLOW_ANONYMOUS)"
+        allowed = settings.firebase_sign_in_providers
+        if allowed is not None and provider not in allowed and provider != ANONYMOUS:
+            return (
+                f"sign-in provider {provider!r} is not accepted "
+                "(FANFUSE_FIREBASE_SIGN_IN_PROVIDERS)"
+            )
+        return None
+    principals = frozenset(settings.id_token_principals)
+    email = claims.get("email") if claims.get("email_verified") is True else None
+    if text_in(claims.get("sub"), principals) or text_in(email, principals):
+        return None
+    return "its account is not one this deployment accepts (FANFUSE_ID_TOKEN_PRINCIPALS)"
+
+
 def account_problem(claims: Mapping[str, Any], account: str | None) -> str | None:
     """Why a verified task token may not deliver tasks, or None: it must be the tasks service
     account's, with a verified email (Google sets `email_verified` for service accounts)."""
@@ -140,14 +188,21 @@ def account_problem(claims: Mapping[str, Any], account: str | None) -> str | Non
 
 
 def unverified(token: str, kind: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
-    """(header, claims) of a JWT, read without verifying anything, or Unauthorized."""
+    """(header, claims) of a JWT, read without verifying anything, or Unauthorized: whatever
+    the string holds (too long, not base64, not JSON, JSON nested 1,500 deep, a JSON list where
+    an object belongs), it is a 401 naming no part of it."""
     from google.auth import exceptions, jwt
 
+    malformed = Unauthorized(f"{kind} refused: it is not a well-formed JWT")
+    if len(token) > MAX_TOKEN_CHARS or not token.isascii():
+        raise malformed
     try:
         header = jwt.decode_header(token)  # type: ignore[no-untyped-call]
         claims = jwt.decode(token, verify=False)  # type: ignore[no-untyped-call]
-    except (exceptions.GoogleAuthError, ValueError, TypeError):
-        raise Unauthorized(f"{kind} refused: it is not a well-formed JWT") from None
+    except (exceptions.GoogleAuthError, *MALFORMED):
+        raise malformed from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise malformed
     return header, claims
 
 
@@ -171,9 +226,11 @@ def verified(token: str, issuer: Issuer, certs: CertCache) -> dict[str, Any]:
         decoded = jwt.decode(  # type: ignore[no-untyped-call]
             token, certs={kid: pem}, clock_skew_in_seconds=CLOCK_SKEW
         )
-    except (exceptions.GoogleAuthError, ValueError, TypeError):
+    except (exceptions.GoogleAuthError, *MALFORMED):
         why = time_problem(unchecked, now) or "its signature does not verify"
         raise Unauthorized(f"{refused}: {why}") from None
+    if not isinstance(decoded, dict):
+        raise Unauthorized(f"{refused}: it is not a well-formed JWT")
     claims = dict(decoded)
     problem = claim_problem(claims, issuer, now)
     if problem:
@@ -183,12 +240,33 @@ def verified(token: str, issuer: Issuer, certs: CertCache) -> dict[str, Any]:
 
 def caller_claims(token: str, settings: Settings, *, certs: CertCache = CERTS) -> dict[str, Any]:
     """The verified claims of a Firebase ID token (`settings.firebase_project`) or a
-    Google-signed ID token (`settings.id_token_audiences`); `sub` is the caller.
+    Google-signed ID token (`settings.id_token_audiences`); `caller_subject` names the caller.
 
     The unverified `iss` only picks which issuer's keys and rules apply; the token must then
     verify against those. Raises Unauthorized naming what failed (expired, wrong audience,
-    bad signature...), Unavailable when the issuer's keys cannot be fetched.
+    bad signature...), Forbidden for a principal that may not call (`principal_problem`),
+    Unavailable when the issuer's keys cannot be fetched.
     """
+    issuer = caller_issuer(token, settings)
+    claims = verified(token, issuer, certs)
+    problem = principal_problem(claims, issuer, settings)
+    if problem:
+        raise Forbidden(f"{issuer.kind} refused: {problem}")
+    return claims
+
+
+def caller_subject(claims: Mapping[str, Any]) -> str:
+    """`firebase:<uid>` or `google:<sub>`: the owner a verified caller token stands for.
+
+    Namespaced by issuer so that no credential of one kind can name the owner of another
+    (a Firebase uid, an API key's owner and a Google `sub` may be the same string)."""
+    issuer = claims.get("iss")
+    firebase_token = isinstance(issuer, str) and issuer.startswith(FIREBASE_ISSUER)
+    return f"{'firebase' if firebase_token else 'google'}:{claims['sub']}"
+
+
+def caller_issuer(token: str, settings: Settings) -> Issuer:
+    """Which issuer's keys and rules apply to a caller's token, by its unverified `iss`."""
     _, unchecked = unverified(token, "ID token")
     claimed = unchecked.get("iss")
     if isinstance(claimed, str) and claimed.startswith(FIREBASE_ISSUER):
@@ -206,7 +284,7 @@ def caller_claims(token: str, settings: Settings, *, certs: CertCache = CERTS) -
         issuer = google(settings, audiences, "Google ID token")
     else:
         raise Unauthorized("ID token refused: its issuer is neither Firebase nor Google")
-    return verified(token, issuer, certs)
+    return issuer
 
 
 def task_claims(

@@ -169,7 +169,7 @@ def not_yet_due(target: str, record: Mapping[str, Any], headers: dict[str, str])
         return False
     # Checked first: sending it on signs it, which must never launder a forged message.
     verify_delivery(target, headers, record["body"].encode(), cloud.settings())
-    queue().redeliver(record["eventSourceARN"], record["body"], due)
+    queue().redeliver(record["eventSourceARN"], record["body"], due, target)
     return True
 
 

@@ -11,8 +11,8 @@
   would otherwise send a form-encoded content type).
 - Each task proves to its target where it comes from (`fanfuse.auth.tasks`): in production an
   OIDC token of the tasks service account for the target URL; where an HMAC secret is set (the
-  local stack: the emulator ignores tokens but forwards headers), a signature of the body in
-  `X-Fanfuse-Signature`.
+  local stack: the emulator ignores tokens but forwards headers), a signature of the target, the
+  body and its validity window (from the schedule time) in `X-Fanfuse-Signature`.
 
 The Google client is imported and created on first use: search_status and cancel_search never
 enqueue, so they never import it.
@@ -25,7 +25,7 @@ import threading
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER, hmac_secret, sign
+from fanfuse.auth.tasks import SIGNATURE_HEADER, hmac_secret, signature_for
 from fanfuse.queue.base import (
     AGGREGATE_QUEUE,
     AggregateMessage,
@@ -140,7 +140,7 @@ class CloudTasksQueue(TaskQueue):
         headers = {"Content-Type": "application/json"}
         secret = hmac_secret(self.settings)
         if secret is not None:
-            headers[SIGNATURE_HEADER] = sign(body, secret)
+            headers[SIGNATURE_HEADER] = signature_for(target, body, secret, self.settings, schedule)
         request = tasks_v2.HttpRequest(
             http_method=tasks_v2.HttpMethod.POST, url=url, headers=headers, body=body
         )

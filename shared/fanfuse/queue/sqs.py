@@ -6,7 +6,8 @@
   (the local stack) creates the same queues Terraform does (infra/aws/queues.tf), each with a
   dead-letter queue that takes a message after `max_receives` failed deliveries.
 - The body is the message's JSON, byte for byte what a Cloud Task carries, signed the same way
-  (`fanfuse.auth.tasks.sign`, HMAC-SHA256 with FANFUSE_TASKS_HMAC_SECRET) in the message
+  (`fanfuse.auth.tasks.sign`, HMAC-SHA256 with FANFUSE_TASKS_HMAC_SECRET, over the target, the
+  body and a validity window from the time SQS makes the message visible) in the message
   attribute `signature`: anyone who may send to a queue could otherwise run any platform of any
   search, or cut one short with a forged deadline. The handler checks it like a task target
   checks `X-Fanfuse-Signature` (`fanfuse.aws.front`).
@@ -26,12 +27,12 @@ import logging
 import math
 import threading
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from fanfuse.auth.tasks import hmac_secret, sign
+from fanfuse.auth.tasks import hmac_secret, signature_for
 from fanfuse.models import utcnow
 from fanfuse.queue.base import (
     AGGREGATE_QUEUE,
@@ -113,15 +114,20 @@ class SqsQueue(TaskQueue):
         self.send(self.queue_url(AGGREGATE_QUEUE), message, at)
 
     def send(self, url: str, message: BaseModel, at: datetime | None) -> None:
-        self.send_body(url, message.model_dump_json(), at)
+        target = "aggregate" if isinstance(message, AggregateMessage) else "run_platform"
+        self.send_body(url, message.model_dump_json(), at, target)
 
-    def send_body(self, url: str, body: str, at: datetime | None) -> None:
-        """Send `body` signed, delayed until `at` (15 minutes at most per hop, see module)."""
-        delay, due = delay_seconds(at, utcnow())
+    def send_body(self, url: str, body: str, at: datetime | None, target: str) -> None:
+        """Send `body` for `target` signed, delayed until `at` (15 minutes at most per hop, see
+        module); the signature is valid from the moment this hop becomes visible."""
+        now = utcnow()
+        delay, due = delay_seconds(at, now)
         attributes: dict[str, MessageAttributeValueTypeDef] = {}
         secret = hmac_secret(self.settings)
         if secret is not None:
-            attributes[SIGNATURE_ATTRIBUTE] = string_attribute(sign(body.encode(), secret))
+            visible = now + timedelta(seconds=delay)
+            signature = signature_for(target, body.encode(), secret, self.settings, visible)
+            attributes[SIGNATURE_ATTRIBUTE] = string_attribute(signature)
         if due is not None:
             attributes[DUE_ATTRIBUTE] = string_attribute(due.isoformat())
         self.client.send_message(
@@ -134,9 +140,9 @@ class SqsQueue(TaskQueue):
         """The URL of the queue an event source ARN (`arn:aws:sqs:REGION:ACCOUNT:NAME`) names."""
         return self.url_of_queue(arn.rsplit(":", 1)[-1])
 
-    def redeliver(self, arn: str, body: str, due: datetime) -> None:
+    def redeliver(self, arn: str, body: str, due: datetime, target: str = "aggregate") -> None:
         """Send a not-yet-due message again, on the queue it came from, for the next hop."""
-        self.send_body(self.url_of_arn(arn), body, due)
+        self.send_body(self.url_of_arn(arn), body, due, target)
 
     def retry_in(self, arn: str, receipt_handle: str, seconds: float) -> None:
         """Make a received message visible again in `seconds` (a lease's Retry-After), instead
