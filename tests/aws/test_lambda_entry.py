@@ -39,6 +39,8 @@ from tests.unit.platforms.harness import loopback_server
 
 ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://abc123.execute-api.us-east-1.amazonaws.com"
+BACKEND = "backend@demo-fanfuse.iam.gserviceaccount.com"
+"""The backend service account the Lambda is configured to accept Google ID tokens from."""
 CORPUS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",
     "D2": "The dielectric constant of liquids measured at microwave frequencies.",
@@ -127,7 +129,7 @@ def lambda_env(tmp: Path, settings: Settings, issuers: HTTPServer, prefix: str) 
                 GOOGLE_ISSUER,
                 AUDIENCE,
                 sub="backend-sa-2",
-                email="backend@demo-fanfuse.iam.gserviceaccount.com",
+                email=BACKEND,
                 email_verified=True,
             )
         ),
@@ -152,6 +154,7 @@ def lambda_env(tmp: Path, settings: Settings, issuers: HTTPServer, prefix: str) 
         "FANFUSE_FIREBASE_PROJECT": PROJECT,
         "FANFUSE_FIREBASE_CERTS_URL": firebase.url,
         "FANFUSE_ID_TOKEN_AUDIENCES": json.dumps([AUDIENCE]),
+        "FANFUSE_ID_TOKEN_PRINCIPALS": json.dumps([BACKEND]),
         "FANFUSE_GOOGLE_CERTS_URL": google.url,
         "TEST_TOKENS": json.dumps(tokens),
     }

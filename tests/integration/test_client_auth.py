@@ -34,6 +34,7 @@ from pytest_httpserver import HTTPServer
 from typer.testing import CliRunner
 from werkzeug import Request, Response
 
+from fanfuse.agent.access import LOCAL_CALLER
 from fanfuse.agent.backend import open_backend
 from fanfuse.auth.outbound import AuthMode, ClientAuth, GoogleIdToken
 from fanfuse.cli import app
@@ -191,6 +192,7 @@ def server(
             "FANFUSE_PROGRESS_INTERVAL": "0",
             "FANFUSE_DEADLINE_SECONDS": "20",
             "FANFUSE_ID_TOKEN_AUDIENCES": json.dumps([AUDIENCE]),
+            "FANFUSE_ID_TOKEN_PRINCIPALS": json.dumps([SERVICE_ACCOUNT]),
             "FANFUSE_GOOGLE_CERTS_URL": google.url,
             "FANFUSE_FIREBASE_PROJECT": PROJECT,
             "FANFUSE_FIREBASE_CERTS_URL": firebase.url,
@@ -328,6 +330,7 @@ async def test_the_mcp_remote_backend_sends_the_credential(
     token = firebase_key.sign(user_claims("agent-user"))
     auth = ClientAuth(id_token=SecretStr(token)).build(endpoint(server))
     async with open_backend(endpoint(server), auth=auth) as backend:
-        accepted = await backend.start(REQUEST)
-        view: Any = await backend.status(accepted.task_id)
+        # The remote backend ignores the MCP-side caller: the stack verifies the credential.
+        accepted = await backend.start(REQUEST, LOCAL_CALLER)
+        view: Any = await backend.status(accepted.task_id, LOCAL_CALLER)
         assert owned_by(view, "agent-user")
