@@ -130,16 +130,16 @@ def hostile_pages() -> dict[str, Page]:
     }  # fmt: skip
 
 
-def serve_pages(server: HTTPServer, pages: dict[str, Page]) -> dict[str, str]:
-    """The pages on `server`, and a SearXNG `/search` listing them all; their URLs by name."""
+def serve_pages(server: HTTPServer, pages: dict[str, Page], prefix: str = "") -> dict[str, str]:
+    """The pages on `server`, and a SearXNG `{prefix}/search` listing them; URLs by name."""
     urls = {}
     for name, page in pages.items():
-        server.expect_request(page.path).respond_with_response(
+        server.expect_request(prefix + page.path).respond_with_response(
             Response(page.body, status=200, headers=page.headers)
         )
-        urls[name] = server.url_for(page.path)
+        urls[name] = server.url_for(prefix + page.path)
     results = [{"url": url, "title": name, "content": name} for name, url in urls.items()]
-    server.expect_request("/search").respond_with_data(
+    server.expect_request(prefix + "/search").respond_with_data(
         json.dumps({"query": "q", "results": results}), content_type="application/json"
     )
     return urls
