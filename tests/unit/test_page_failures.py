@@ -49,7 +49,7 @@ async def test_every_exception_of_one_page_stays_with_that_page(runner: Runner) 
     )
     errors = {h.url: h.metadata.get("fetch_error") for h in out}
     assert errors["https://a.example/idna"] == "UnicodeError: decoding with 'idna' codec failed"
-    assert errors["https://a.example/bug"] == "KeyError: \"a parser's bug\""
+    assert errors["https://a.example/bug"] == 'KeyError: "a parser\'s bug"'
     assert (errors["https://a.example/extract"] or "").startswith("RecursionError: ")
     assert errors["https://a.example/empty"] == "no main text"  # expected errors: as they are
     assert errors["https://a.example/http"] == "web/fetch: HTTP 500; gave up after 2 attempt(s)"

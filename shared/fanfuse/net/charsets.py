@@ -166,9 +166,9 @@ def _charset_in_tag(tag: bytes) -> str | None:
 def sniff(body: bytes, content_type: str, *, html: bool) -> tuple[str, int]:
     """(codec, bytes of BOM to skip) for `body`: BOM, then the header's label, then (HTML
     only) a `<meta>` in the first PRESCAN_BYTES, then UTF-8."""
-    for bom, codec in BOMS:
+    for bom, by_bom in BOMS:
         if body.startswith(bom):
-            return codec, len(bom)
+            return by_bom, len(bom)
     codec = codec_for(header_charset(content_type))
     if codec is None and html:
         codec = meta_charset(body[:PRESCAN_BYTES])
