@@ -3,8 +3,11 @@
 Pages are fetched through the network guard (no private, loopback or link-local address unless
 allowed, checked on every redirect hop), with a cap on time and size per page; only HTML and
 plain text are read, and trafilatura extracts the main text of HTML (boilerplate, navigation and
-ads left out). Extraction runs in a thread: it is CPU work. trafilatura and selectolax are
-imported on first use, so a worker that never fetches a page never loads them.
+ads left out). Decoding and extraction run in a thread: they are CPU work. The body arrives
+already capped on its decoded size (`net.codings`), and its charset is one of the WHATWG labels
+or UTF-8 (`net.charsets`): a page cannot name `idna` or `punycode` to raise or to spin.
+trafilatura and selectolax are imported on first use, so a worker that never fetches a page
+never loads them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 from fanfuse.content.settings import ContentSettings
 from fanfuse.errors import NotExtracted
 from fanfuse.models import CallRecord
-from fanfuse.net import guard
+from fanfuse.net import charsets, guard
 from fanfuse.net.runner import Response, Runner
 
 ACCEPTED = ("text/html", "application/xhtml+xml", "text/plain")
@@ -58,7 +61,7 @@ async def fetch_page(
         raise NotExtracted(f"unsupported content type {response.content_type or 'unknown'}")
     if response.status >= 400:
         raise NotExtracted(f"HTTP {response.status}")
-    text = await asyncio.to_thread(extract_text, _decode(response), response.content_type, final)
+    text = await asyncio.to_thread(page_text, response, final)
     if not text:
         raise NotExtracted("no main text")
     facts: dict[str, Any] = {"fetched_url": final, "content_type": response.content_type}
@@ -67,10 +70,13 @@ async def fetch_page(
     return text, facts
 
 
-def _decode(response: Response) -> str:
-    if "charset=" not in response.headers.get("content-type", "").lower():
-        head = response.body[:2048].lower()
-        for enc in ("gb2312", "gbk", "gb18030", "big5", "shift_jis", "euc-kr"):
-            if f"charset={enc}".encode() in head or f'charset="{enc}"'.encode() in head:
-                return response.body.decode(enc, errors="replace")
-    return response.text()
+def page_text(response: Response, url: str) -> str:
+    """Decode and extract: CPU work on up to `max_bytes` of page, run off the event loop."""
+    return extract_text(decode_page(response), response.content_type, url)
+
+
+def decode_page(response: Response) -> str:
+    """The page as text by its BOM, its header's charset, or (HTML) its `<meta>` charset,
+    each a WHATWG label only (`net.charsets`); UTF-8 with replacement otherwise."""
+    html = response.content_type in ("text/html", "application/xhtml+xml")
+    return charsets.text_of(response.body, response.headers.get("content-type", ""), html=html)

@@ -11,6 +11,12 @@ the same way to every provider:
   HTTP date) capped at `max_retry_after`;
 - at most `max_attempts` attempts, then a `ProviderError` that says what kept failing.
 
+Bodies are read raw and decoded here (`codings.BoundedBody`): the cap of `max_body_bytes` holds
+for the decoded bytes as they are produced, whatever the content coding, and a body with a
+coding that cannot be read (stacked, unknown, corrupt) is an `UndecodableBody`, never retried.
+Redirects are followed here too, their bodies unread. Text comes from the WHATWG charset labels
+only (`charsets`).
+
 Every call is recorded (method, URL without secrets, status, attempts, seconds) so the platform
 document shows where time went. The credentials a request carries are handed to
 `fanfuse.redact` before it is sent, so no record, error or log line made afterwards (an error
@@ -37,6 +43,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from fanfuse.errors import ProviderError, kind_for_status
 from fanfuse.models import CallRecord
+from fanfuse.net import charsets
+from fanfuse.net.codings import ACCEPT_ENCODING, BoundedBody, Undecodable
 from fanfuse.net.policy import USER_AGENT, CallPolicy
 from fanfuse.redact import SecretFilter, credentials, redact, redact_url, remember
 
@@ -87,15 +95,10 @@ class Response:
         return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
     def text(self) -> str:
-        charset = "utf-8"
-        for part in self.headers.get("content-type", "").split(";")[1:]:
-            key, _, value = part.strip().partition("=")
-            if key.lower() == "charset" and value:
-                charset = value.strip("\"'")
-        try:
-            return self.body.decode(charset, errors="replace")
-        except LookupError:
-            return self.body.decode("utf-8", errors="replace")
+        """The body as text: a WHATWG charset label of the header (or a BOM), else UTF-8 with
+        replacement characters; never a Python codec a page names (`charsets`). Linear in the
+        body, but a page of megabytes is worth `asyncio.to_thread`."""
+        return charsets.text_of(self.body, self.headers.get("content-type", ""))
 
 
 def backoff(attempt: int, rng: random.Random) -> float:
@@ -120,6 +123,11 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(float((when - (now or datetime.now(UTC))).total_seconds()), 0.0)
+
+
+class UndecodableBody(ProviderError):
+    """An answer whose body cannot be read: stacked, unknown or corrupt content coding
+    (`codings.Undecodable`). Not retried: the same server sends the same bytes again."""
 
 
 class _Retryable(Exception):
@@ -189,7 +197,7 @@ class Runner:
             state.client = httpx.AsyncClient(
                 transport=self.transport,
                 follow_redirects=False,
-                headers={"User-Agent": self.user_agent},
+                headers={"User-Agent": self.user_agent, "Accept-Encoding": ACCEPT_ENCODING},
                 limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
             )
         return state.client
@@ -271,6 +279,9 @@ class Runner:
                             status=response.status,
                             retry_after=parse_retry_after(response.headers.get("retry-after")),
                         )
+        except Undecodable as exc:
+            record.status, record.error = exc.status, str(exc)
+            raise UndecodableBody(platform, f"{exc} (from {shown_url})") from exc
         except _Retryable as exc:
             record.status, record.error = exc.status, exc.reason
             what = (
@@ -342,9 +353,7 @@ class Runner:
         # The whole exchange, body included, must fit the timeout (a slow drip is a timeout too).
         try:
             async with asyncio.timeout(policy.timeout):
-                raw = await client.send(
-                    request, stream=True, follow_redirects=spec.follow_redirects
-                )
+                raw = await self._follow(client, request, spec.follow_redirects)
                 try:
                     kind = raw.headers.get("content-type", "").split(";")[0].strip().lower()
                     if accept_types is not None and not any(
@@ -354,21 +363,43 @@ class Runner:
                             raw.status_code, raw.headers, b"", str(raw.url), 1,
                             self.clock() - started, rejected_type=True,
                         )  # fmt: skip
-                    body, truncated = bytearray(), False
-                    async for chunk in raw.aiter_bytes():
-                        body.extend(chunk)
-                        if len(body) > policy.max_body_bytes:
-                            del body[policy.max_body_bytes :]
-                            truncated = True
+                    # The raw stream, decoded here with the cap on the decoded bytes
+                    # (httpx's own decoders inflate a chunk without a bound: codings.py).
+                    body = BoundedBody(
+                        raw.headers.get("content-encoding", ""), policy.max_body_bytes
+                    )
+                    async for chunk in raw.aiter_raw():
+                        if body.feed(chunk):
                             break
+                except Undecodable as exc:
+                    exc.status = raw.status_code
+                    raise
                 finally:
                     await raw.aclose()
         except TimeoutError as exc:
             raise httpx.ReadTimeout("request timed out", request=request) from exc
         return Response(
-            raw.status_code, raw.headers, bytes(body), str(raw.url), 1,
-            self.clock() - started, truncated=truncated,
+            raw.status_code, raw.headers, body.body, str(raw.url), 1,
+            self.clock() - started, truncated=body.truncated,
         )  # fmt: skip
+
+    @staticmethod
+    async def _follow(
+        client: httpx.AsyncClient, request: httpx.Request, follow: bool
+    ) -> httpx.Response:
+        """The streamed answer to `request`, redirects followed here when `follow`: httpx would
+        read (and inflate, without a bound) each redirect's body before the next hop."""
+        raw = await client.send(request, stream=True, follow_redirects=False)
+        hops = 0
+        while follow and raw.next_request is not None:
+            await raw.aclose()  # a redirect's body is never read
+            hops += 1
+            if hops > client.max_redirects:
+                raise httpx.TooManyRedirects(
+                    "Exceeded maximum allowed redirects.", request=raw.next_request
+                )
+            raw = await client.send(raw.next_request, stream=True, follow_redirects=False)
+        return raw
 
 
 def _params(params: Params) -> list[tuple[str, str | int | float | bool | None]]:

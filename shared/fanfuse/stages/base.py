@@ -7,6 +7,7 @@ more than about once per `progress_interval` except at stage changes.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,10 @@ from fanfuse.limits import Budget
 from fanfuse.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
+from fanfuse.redact import redact
 from fanfuse.store.base import TaskStore
+
+log = logging.getLogger(__name__)
 
 
 class Reporter:
@@ -116,8 +120,11 @@ class StageRun:
         """`hits`, each one at `indices` replaced by `work(hit)`, at most `concurrency` at once.
 
         Enters `stage` and reports `{done}/{total}{unit}` after each hit and `summary(ok, total)`
-        at the end. A hit whose work raises one of `errors` stays, with the reason in
-        `metadata[error_key]`.
+        at the end. A hit whose work raises stays, with the reason in `metadata[error_key]`:
+        one of `errors` (the expected ones) by its message, any other exception by its type and
+        message, logged with its traceback. Whatever one page does (a codec error, a parser's
+        bug) is that hit's failure, never the platform's, so never its breaker's; only a
+        cancellation (the run's deadline, a cancel) goes through.
         """
         total = len(indices)
         self.reporter.enter(stage, f"0/{total}{unit}", total)
@@ -133,14 +140,20 @@ class StageRun:
                     out[index] = await work(hit)
                     ok += 1
                 except errors as exc:
-                    meta = {**hit.metadata, error_key: str(exc)[:300]}
-                    out[index] = hit.model_copy(update={"metadata": meta})
+                    out[index] = _failed(hit, error_key, str(exc))
+                except Exception as exc:
+                    log.warning("%s: %s failed", stage.value, redact(hit.url), exc_info=exc)
+                    out[index] = _failed(hit, error_key, redact(f"{type(exc).__name__}: {exc}"))
                 done += 1
                 self.reporter.step(done, total, f"{done}/{total}{unit}")
 
         await asyncio.gather(*(one(i) for i in indices))
         self.reporter.step(total, total, summary(ok, total))
         return out
+
+
+def _failed(hit: Hit, error_key: str, reason: str) -> Hit:
+    return hit.model_copy(update={"metadata": {**hit.metadata, error_key: reason[:300]}})
 
 
 StageFn = Callable[[StageRun, list[Hit]], Awaitable[list[Hit]]]

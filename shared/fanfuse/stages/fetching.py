@@ -2,7 +2,9 @@
 
 A platform that brings content is not fetched again. Pages are fetched concurrently up to the
 content settings' `concurrency` (see content.fetch for the guard and the extraction); a page
-that fails keeps its hit, with the reason in `metadata.fetch_error`.
+that fails, for whatever reason (refused, an error answer, a body that cannot be decoded, no
+text, an exception of the extractor), keeps its hit, with the reason in `metadata.fetch_error`:
+one hostile page never fails its platform run, so never counts against its breaker.
 """
 
 from __future__ import annotations

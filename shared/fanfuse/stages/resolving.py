@@ -1,6 +1,7 @@
 """The resolving stage: every hit's URL followed to the page it leads to (see content.resolve).
 
-Failures keep the original URL, with the reason in `metadata.resolve_error`, and are counted.
+Failures (of any kind: `StageRun.each_hit`) keep the original URL, with the reason in
+`metadata.resolve_error`, and are counted; they never fail the platform run.
 A platform whose result URLs are redirects (Sogou's `/link?url=` for weixin) can only be
 filtered by domain once they are resolved, so the domain post-filters run here for it, not in
 the searching stage; the lists are ranked again after.
