@@ -79,6 +79,8 @@ class Module:
                 values[name] = module.value(body["default"], {})
         for var_file in var_files:
             for name, raw in hcl2.load(var_file.open()).items():
+                if name.startswith("__"):
+                    continue
                 if name not in declared:
                     raise HclError(f"{var_file}: {name} is not a variable of {directory}")
                 values[name] = module.value(raw, {})
