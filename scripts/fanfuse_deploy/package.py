@@ -15,6 +15,7 @@ package cannot miss a deployed platform's extra.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -97,7 +98,7 @@ def package_aws(out: Path, extras: list[str], python: str) -> None:
              "--target", str(tree), "--platform", LAMBDA_PLATFORM, "--implementation", "cp",
              "--python-version", python, "--only-binary=:all:",
              f"{wheel}[{','.join(extras)}]"],
-            check=True,
+            check=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         )  # fmt: skip
         shutil.copy(ROOT / "functions" / "aws_lambda.py", tree / "aws_lambda.py")
         for cache in tree.rglob("__pycache__"):
