@@ -246,7 +246,8 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
 def create_key_gcp(project: str, firestore_host: str) -> str:
     """docs/deploy.md: `FANFUSE_PROJECT=$PROJECT fanfuse keys create --owner my-app --firestore`
     (against the emulator here)."""
-    fanfuse = shutil.which("fanfuse") or str(Path(sys.executable).parent / "fanfuse")
+    beside = Path(sys.executable).parent / "fanfuse"
+    fanfuse = str(beside) if beside.exists() else shutil.which("fanfuse") or "fanfuse"
     env = {**os.environ, "FANFUSE_PROJECT": project, "FIRESTORE_EMULATOR_HOST": firestore_host}
     out = subprocess.run(
         [fanfuse, "keys", "create", "--owner", "rehearsal-app", "--label", "first", "--firestore"],

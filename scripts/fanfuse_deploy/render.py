@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fanfuse_deploy.hcl import HclError, Module
+from fanfuse_deploy.hcl import HclError, Module, unquote
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -84,7 +84,7 @@ def gcp_environments(
         env = dict(module.value(service.get("environment_variables", {}), {}))
         for dynamic in service.get("dynamic", []):
             for kind, body in dynamic.items():
-                if kind != "secret_environment_variables":
+                if unquote(kind) != "secret_environment_variables":
                     continue
                 collection = module.value(body["for_each"], {})
                 for env_name in collection:
