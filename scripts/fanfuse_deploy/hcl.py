@@ -148,7 +148,7 @@ class Module:
         except HclError as exc:
             raise HclError(f"{exc}\n  in: {text}") from None
 
-    def evaluate(self, node: Node, scope: Mapping[str, Any]) -> Any:  # noqa: C901
+    def evaluate(self, node: Node, scope: Mapping[str, Any]) -> Any:
         kind = node[0]
         if kind == "lit":
             return node[1]
@@ -165,11 +165,11 @@ class Module:
         if kind == "tuple":
             return [self.evaluate(item, scope) for item in node[1]]
         if kind == "object":
-            return {
-                _key(self.evaluate(k, scope)): self.evaluate(v, scope) for k, v in node[1]
-            }
+            return {_key(self.evaluate(k, scope)): self.evaluate(v, scope) for k, v in node[1]}
         if kind == "cond":
-            return self.evaluate(node[2] if _truthy(self.evaluate(node[1], scope)) else node[3], scope)
+            return self.evaluate(
+                node[2] if _truthy(self.evaluate(node[1], scope)) else node[3], scope
+            )
         if kind == "binop":
             return _binop(node[1], self.evaluate(node[2], scope), self.evaluate(node[3], scope))
         if kind == "not":
@@ -372,7 +372,11 @@ def _template_parts(text: str) -> Iterator[tuple[str, str]]:
 
 
 def _unescape(text: str) -> str:
-    return text.encode("latin-1", "backslashreplace").decode("unicode_escape") if "\\" in text else text
+    return (
+        text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        if "\\" in text
+        else text
+    )
 
 
 # -- The parser -----------------------------------------------------------------------------------
@@ -405,7 +409,7 @@ class Parser:
                 continue
             match = TOKEN.match(text, i)
             if match is None or match.end() == i:
-                raise HclError(f"cannot read {text[i:i + 20]!r}")
+                raise HclError(f"cannot read {text[i : i + 20]!r}")
             kind = match.lastgroup or "op"
             yield kind, match.group(kind)
             i = match.end()

@@ -217,8 +217,9 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
             "FANFUSE_TASKS_EMULATOR_HOST": tasks.host,
             "FANFUSE_TASKS_HMAC_SECRET": tasks_secret,
         }
-        say(f"cold import of main (the five functions' module): "
-            f"{cold_import(str(venv / 'bin' / 'python'), 'main', source, clean_env({**environments['run_platform'], **local}))} s")  # fmt: skip
+        run_env = clean_env({**environments["run_platform"], **local})
+        seconds = cold_import(str(venv / "bin" / "python"), "main", source, run_env)
+        say(f"cold import of main (the five functions' module): {seconds} s")
         functions = []
         for target in render.GCP_FUNCTIONS:
             function = FunctionProcess(
@@ -296,8 +297,8 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
         "PYTHONPATH": str(task_root),
     }
     env = clean_env({**environments["worker"], **local})
-    say(f"cold import of aws_lambda: "
-        f"{cold_import(str(runtime / 'bin' / 'python'), 'aws_lambda', task_root, env)} s")  # fmt: skip
+    seconds = cold_import(str(runtime / "bin" / "python"), "aws_lambda", task_root, env)
+    say(f"cold import of aws_lambda: {seconds} s")
     host = stack.handlers
     host.process.argv = [
         str(runtime / "bin" / "python"), "-c",

@@ -73,9 +73,7 @@ def gcp_stand_ins(
     return found
 
 
-def gcp_environments(
-    module: Module, secret_values: Mapping[str, str]
-) -> dict[str, dict[str, str]]:
+def gcp_environments(module: Module, secret_values: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """Per function: `environment_variables`, plus the secrets it mounts (by env name)."""
     found: dict[str, dict[str, str]] = {}
     functions = module.resources("google_cloudfunctions2_function")

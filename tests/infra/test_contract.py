@@ -57,7 +57,9 @@ def missing_settings(env: dict[str, str], deployed: list[str]) -> dict[str, str]
         platform = load_engine(name)
         prefix = platform.env_prefix
         given = {
-            key[len(prefix) :].lower(): value for key, value in env.items() if key.startswith(prefix)
+            key[len(prefix) :].lower(): value
+            for key, value in env.items()
+            if key.startswith(prefix)
         }
         try:
             platform.settings_model.model_validate(given)
@@ -163,7 +165,9 @@ def test_no_build_step_needs_what_a_later_step_creates() -> None:
     upload = " ".join(build["steps"][ids.index("upload")]["args"])
     assert bucket == '"${var.project_id}-fanfuse-source"'
     assert "gs://$PROJECT_ID-fanfuse-source/" in upload
-    assert "scripts/package-functions gcp build/function.zip" in str(build["steps"][ids.index("package")])
+    assert "scripts/package-functions gcp build/function.zip" in str(
+        build["steps"][ids.index("package")]
+    )
     assert not module.resources("google_secret_manager_secret")
     run_platform = module.resources("google_cloudfunctions2_function")["run_platform"]
     assert "data.google_secret_manager_secret.provider" in str(run_platform)
