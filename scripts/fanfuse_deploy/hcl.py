@@ -554,13 +554,13 @@ class Parser:
     def object(self) -> Node:
         if self.peek()[1] == "for":
             names, collection = self.for_head()
-            key = self.expr()
+            key_expr = self.expr()
             self.take("=>")
             value = self.expr()
             self.accept("...")
             condition = self.expr() if self.accept("if") else None
             self.take("}")
-            return ("for", "object", names, collection, key, value, condition)
+            return ("for", "object", names, collection, key_expr, value, condition)
         items: list[tuple[Node, Node]] = []
         while not self.accept("}"):
             key_kind, key_text = self.peek()

@@ -33,8 +33,12 @@ import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fanfuse_deploy import package, render
+
+if TYPE_CHECKING:
+    from fanfuse.devstack.processes import Component
 
 QUERY = "dielectric constant of water at microwave frequencies"
 TERMINAL = {"completed", "partial", "failed", "cancelled"}
@@ -207,7 +211,7 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         queues=queues, project=project, location=str(module.variables["region"]),
         log_dir=work / "logs",
     )  # fmt: skip
-    started: list[object] = []
+    started: list[Component] = []
     try:
         for component in (firestore, tasks):
             component.start()
@@ -240,8 +244,8 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         key = create_key_gcp(project, firestore.host)
         search_as_an_app(urls["start_search"], key)
     finally:
-        for component in reversed(started):
-            component.stop()  # type: ignore[attr-defined]
+        for started_component in reversed(started):
+            started_component.stop()
 
 
 def create_key_gcp(project: str, firestore_host: str) -> str:
