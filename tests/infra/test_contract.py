@@ -19,7 +19,9 @@ import yaml
 from fanfuse_deploy import package, render
 from pydantic import ValidationError
 
+from fanfuse.content.settings import ContentSettings
 from fanfuse.platforms import BUILTIN, load_engine
+from fanfuse.rerank.llm import LlmRerankSettings
 from fanfuse.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,9 +45,18 @@ def platform_fields(name: str) -> set[str]:
     return {platform.settings_env_name(field) for field in platform.settings_model.model_fields}
 
 
+def settings_names() -> set[str]:
+    """Every name the deployment-wide settings classes read: Settings, the content stage's
+    and the LLM reranker's (each with its own prefix)."""
+    names = {f"FANFUSE_{field.upper()}" for field in Settings.model_fields}
+    names |= {f"FANFUSE_CONTENT_{field.upper()}" for field in ContentSettings.model_fields}
+    names |= {f"FANFUSE_RERANK_LLM_{field.upper()}" for field in LlmRerankSettings.model_fields}
+    return names
+
+
 def unread_names(env: dict[str, str], deployed: list[str]) -> set[str]:
-    """Names no settings class reads: not a Settings field, not a deployed platform's field."""
-    known = {f"FANFUSE_{field.upper()}" for field in Settings.model_fields}
+    """Names no settings class reads: not a deployment setting, not a deployed platform's."""
+    known = settings_names()
     for name in deployed:
         known |= platform_fields(name)
     return {n for n in env if n not in known and n not in NOT_FANFUSE}
