@@ -107,16 +107,16 @@ class Module:
         return self._locals[name]
 
     def resources(self, kind: str) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        for block in self.blocks.get("resource", []):
-            for block_kind, named in block.items():
-                if unquote(block_kind) == kind:
-                    found.update({unquote(name): body for name, body in named.items()})
-        return found
+        """name -> body of every `resource "kind"`."""
+        return self._named("resource", kind)
 
     def data(self, kind: str) -> dict[str, dict[str, Any]]:
+        """name -> body of every `data "kind"`."""
+        return self._named("data", kind)
+
+    def _named(self, block_type: str, kind: str) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
-        for block in self.blocks.get("data", []):
+        for block in self.blocks.get(block_type, []):
             for block_kind, named in block.items():
                 if unquote(block_kind) == kind:
                     found.update({unquote(name): body for name, body in named.items()})

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from fanfuse_deploy.hcl import Module
 from fanfuse_deploy.render import AWS_INFRA, INFRA, ROOT
@@ -34,12 +35,16 @@ PLATFORM_EXTRAS = {"docs": "docs", "vectors": "vectors", "web_search_mcp": "web-
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
 
 
-def deployed_platforms(cloud: str, var_files: list[Path]) -> list[str]:
+def variables(cloud: str, var_files: list[Path]) -> dict[str, Any]:
+    """The root module's variables (the deploy's required flags given stand-in values)."""
     if cloud == "gcp":
-        module = Module.load(INFRA, var_files, {"project_id": "p", "function_source_object": "x"})
-        return sorted(module.variables["platforms"])
-    module = Module.load(AWS_INFRA, var_files, {"lambda_package": "x"})
-    return sorted(module.variables["platforms"])
+        required = {"project_id": "p", "function_source_object": "x"}
+        return Module.load(INFRA, var_files, required).variables
+    return Module.load(AWS_INFRA, var_files, {"lambda_package": "x"}).variables
+
+
+def deployed_platforms(cloud: str, var_files: list[Path]) -> list[str]:
+    return sorted(variables(cloud, var_files)["platforms"])
 
 
 def extras_for(cloud: str, platforms: list[str]) -> list[str]:
@@ -49,11 +54,7 @@ def extras_for(cloud: str, platforms: list[str]) -> list[str]:
 
 def runtime_python(cloud: str, var_files: list[Path]) -> str:
     """`3.12` from the runtime Terraform deploys (python312 / python3.12)."""
-    if cloud == "gcp":
-        module = Module.load(INFRA, var_files, {"project_id": "p", "function_source_object": "x"})
-    else:
-        module = Module.load(AWS_INFRA, var_files, {"lambda_package": "x"})
-    runtime = str(module.variables["python_runtime"])
+    runtime = str(variables(cloud, var_files)["python_runtime"])
     match = re.fullmatch(r"python3\.?(\d+)", runtime)
     if match is None:
         raise ValueError(f"unknown runtime {runtime!r}")

@@ -164,6 +164,24 @@ def search_as_an_app(start_url: str, api_key: str, deadline_s: float = 150.0) ->
     raise SystemExit(f"rehearsal FAILED: the search was not final after {deadline_s:.0f} s")
 
 
+def build_artifact(
+    cloud: str, work: Path, var_files: list[Path]
+) -> tuple[str, str, list[str], Path]:
+    """The runtime's Python version and an interpreter of it (found first: without one the
+    rehearsal cannot run), the deployed platforms, and the artifact built as the deploy does."""
+    version = package.runtime_python(cloud, var_files)
+    python = find_python(version)
+    platforms = package.deployed_platforms(cloud, var_files)
+    extras = package.extras_for(cloud, platforms)
+    archive = work / ("function.zip" if cloud == "gcp" else "lambda.zip")
+    say(f"package: scripts/package-functions {cloud} {archive} {' '.join(map(str, var_files))}")
+    if cloud == "gcp":
+        package.package_gcp(archive, extras)
+    else:
+        package.package_aws(archive, extras, version)
+    return version, python, platforms, archive
+
+
 # -- Google Cloud ---------------------------------------------------------------------------------
 
 
@@ -176,13 +194,7 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         queue_id,
     )
 
-    version = package.runtime_python("gcp", var_files)
-    python = find_python(version)
-    platforms = package.deployed_platforms("gcp", var_files)
-    extras = package.extras_for("gcp", platforms)
-    archive = work / "function.zip"
-    say(f"package: scripts/package-functions gcp {archive} {' '.join(map(str, var_files))}")
-    package.package_gcp(archive, extras)
+    version, python, platforms, archive = build_artifact("gcp", work, var_files)
     source = unzip(archive, work / "function")
     say(f"requirements.txt: {(source / 'requirements.txt').read_text().strip()}")
     venv = work / "venv"
@@ -271,13 +283,7 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
     from fanfuse.devstack import AwsStack
     from fanfuse.devstack.aws import AWS_DUMMY_ENV
 
-    version = package.runtime_python("aws", var_files)
-    python = find_python(version)
-    platforms = package.deployed_platforms("aws", var_files)
-    extras = package.extras_for("aws", platforms)
-    archive = work / "lambda.zip"
-    say(f"package: scripts/package-functions aws {archive} {' '.join(map(str, var_files))}")
-    package.package_aws(archive, extras, version)
+    version, python, platforms, archive = build_artifact("aws", work, var_files)
     task_root = unzip(archive, work / "task")
     runtime = work / "runtime"
     subprocess.run([python, "-m", "venv", "--without-pip", str(runtime)], check=True)
