@@ -48,6 +48,13 @@ def say(message: str) -> None:
     print(f"rehearsal: {message}", flush=True)
 
 
+def shown(var_files: list[Path]) -> str:
+    return " ".join(
+        str(p.relative_to(render.ROOT)) if p.is_relative_to(render.ROOT) else str(p)
+        for p in var_files
+    )
+
+
 def find_python(version: str) -> str:
     """An interpreter of exactly the runtime's version (the functions' wheels are built for it):
     FANFUSE_REHEARSAL_PYTHON, pythonX.Y on PATH, a pyenv version, or `uv python find`."""
@@ -141,6 +148,7 @@ def search_as_an_app(start_url: str, api_key: str, deadline_s: float = 150.0) ->
     status, body = http_json("POST", start_url, {"query": QUERY, "platform": ["docs"]}, {})
     if status != 401:
         raise SystemExit(f"rehearsal FAILED: a call with no credential got {status}, not 401")
+    say("start_search with no credential: 401")
     status, body = http_json(
         "POST", start_url, {"query": QUERY, "platform": ["docs"], "max_results": 5}, headers
     )
@@ -174,7 +182,7 @@ def build_artifact(
     platforms = package.deployed_platforms(cloud, var_files)
     extras = package.extras_for(cloud, platforms)
     archive = work / ("function.zip" if cloud == "gcp" else "lambda.zip")
-    say(f"package: scripts/package-functions {cloud} {archive} {' '.join(map(str, var_files))}")
+    say(f"package: scripts/package-functions {cloud} {archive} {shown(var_files)}")
     if cloud == "gcp":
         package.package_gcp(archive, extras)
     else:
@@ -214,7 +222,7 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
     project = str(module.variables["project_id"])
     secret_values = {env: f"rehearsal-{secret}" for env, secret in module.local("secrets").items()}
     environments = render.gcp_environments(module, secret_values)
-    say(f"rendered the environment of {', '.join(environments)} from infra/ and {var_files}")
+    say(f"rendered the environment of {', '.join(environments)} from infra/ + {shown(var_files)}")
     tasks_secret = secrets.token_urlsafe(32)
     prefix = str(environments["start_search"].get("FANFUSE_QUEUE_PREFIX", "fanfuse"))
     queues = [queue_id(p, prefix) for p in [*platforms, "aggregate"]]
@@ -297,7 +305,8 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
         var_files, api_endpoint=api_endpoint, tasks_secret=str(stack.addresses.tasks_secret)
     )
     environments = render.aws_environments(module)
-    say(f"rendered the environment of {', '.join(environments)} from infra/aws and {var_files}")
+    names = ", ".join(environments)
+    say(f"rendered the environment of {names} from infra/aws + {shown(var_files)}")
     # One local process hosts the three handlers (moto cannot run Lambda code): it gets the
     # worker's environment, a superset of the others' (tests/infra check that).
     local = {
