@@ -1,7 +1,11 @@
-# Firestore (native mode): the task documents, their TTL policies and indexes.
+# Firestore (native mode): the task documents, their TTL policies, indexes and security rules.
 # infra/firestore.indexes.json says the same for the Firebase CLI; tests check both agree.
 
+# The (default) database: created here, or, with create_database = false, the project's existing
+# one (a Firebase project already has it), used as it is.
 resource "google_firestore_database" "main" {
+  count = var.create_database ? 1 : 0
+
   name                              = "(default)"
   location_id                       = var.firestore_location
   type                              = "FIRESTORE_NATIVE"
@@ -14,6 +18,36 @@ resource "google_firestore_database" "main" {
   depends_on = [google_project_service.apis]
 }
 
+locals {
+  database = var.create_database ? google_firestore_database.main[0].name : "(default)"
+}
+
+# The rules an app's reads go through (infra/firestore.rules: a user reads their own searches and
+# nothing else; no client writes). A new database denies everything until a release names a
+# ruleset; the release is replaced whenever the rules change.
+resource "google_firebaserules_ruleset" "firestore" {
+  project = var.project_id
+
+  source {
+    files {
+      name    = "firestore.rules"
+      content = file("${path.module}/firestore.rules")
+    }
+  }
+
+  depends_on = [google_firestore_database.main, google_project_service.apis]
+}
+
+resource "google_firebaserules_release" "firestore" {
+  project      = var.project_id
+  name         = "cloud.firestore" # the (default) database's release
+  ruleset_name = "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.firestore.name}"
+
+  lifecycle {
+    replace_triggered_by = [google_firebaserules_ruleset.firestore]
+  }
+}
+
 # TTL: a document is deleted some time (typically within a day) after its expires_at. Deleting a
 # document does not delete its sub-collections, so platforms/ and contents/ documents carry
 # expires_at too and get their own policy. The search cache (searches_cache, one document per
@@ -24,7 +58,7 @@ resource "google_firestore_database" "main" {
 resource "google_firestore_field" "ttl" {
   for_each = toset(["searches", "platforms", "contents", "searches_cache", "searches_quota"])
 
-  database   = google_firestore_database.main.name
+  database   = local.database
   collection = each.key
   field      = "expires_at"
 
@@ -44,7 +78,7 @@ resource "google_firestore_field" "unindexed" {
     "searches_cache/hits"       = { collection = "searches_cache", field = "hits" }
   }
 
-  database   = google_firestore_database.main.name
+  database   = local.database
   collection = each.value.collection
   field      = each.value.field
 
@@ -56,7 +90,7 @@ resource "google_firestore_field" "unindexed" {
 
 # An app lists its user's own searches, newest first (firestore.rules allows exactly that query).
 resource "google_firestore_index" "searches_by_owner" {
-  database    = google_firestore_database.main.name
+  database    = local.database
   collection  = "searches"
   query_scope = "COLLECTION"
 
@@ -73,7 +107,7 @@ resource "google_firestore_index" "searches_by_owner" {
 # start_search counts a caller's searches in flight (owner, not terminal, before the deadline):
 # a count() aggregation over this index (fanfuse.admission).
 resource "google_firestore_index" "searches_in_flight" {
-  database    = google_firestore_database.main.name
+  database    = local.database
   collection  = "searches"
   query_scope = "COLLECTION"
 

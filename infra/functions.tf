@@ -127,7 +127,7 @@ resource "google_cloudfunctions2_function" "run_platform" {
     })
 
     dynamic "secret_environment_variables" {
-      for_each = google_secret_manager_secret.provider
+      for_each = data.google_secret_manager_secret.provider
       content {
         key        = secret_environment_variables.key
         project_id = var.project_id
@@ -257,6 +257,11 @@ resource "google_cloudfunctions2_function" "start_search" {
       # Trusting the gateway's header is safe only if nothing but the gateway can call the API.
       condition     = var.gateway_service_account == null || length(var.api_invokers) == 0
       error_message = "With gateway_service_account set, the gateway must be the only invoker: leave api_invokers empty."
+    }
+    precondition {
+      # A public API would let anyone forge the gateway's header.
+      condition     = var.gateway_service_account == null || var.api_access == "iam"
+      error_message = "With gateway_service_account set, api_access must be \"iam\"."
     }
   }
 

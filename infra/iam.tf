@@ -123,6 +123,19 @@ resource "google_cloud_run_v2_service_iam_member" "api_invokers" {
   member   = each.value.member
 }
 
+# api_access = "public": anyone reaches the three API functions, which authenticate every request
+# themselves (FANFUSE_AUTH_REQUIRED: a Firebase or Google ID token, or an API key; none is a 401).
+# The model for apps whose users sign in with Firebase Auth and call the API directly: Cloud Run
+# IAM cannot check a Firebase ID token. The task targets stay IAM-only whatever this says.
+resource "google_cloud_run_v2_service_iam_member" "api_public" {
+  for_each = var.api_access == "public" ? local.api_services : {}
+
+  name     = each.value
+  location = var.region
+  role     = "roles/run.invoker"
+  member   = "allUsers"
+}
+
 # -- Builds --------------------------------------------------------------------------------------
 
 resource "google_project_iam_member" "build" {

@@ -23,6 +23,7 @@ locals {
     FANFUSE_TTL_MINUTES        = tostring(var.ttl_minutes)
     FANFUSE_DEADLINE_SECONDS   = tostring(var.deadline_seconds)
     FANFUSE_DEPLOYED_PLATFORMS = jsonencode(sort(keys(var.platforms)))
+    FANFUSE_CACHE_DIR          = "/tmp/fanfuse" # the docs index; an instance's disk is its memory
     LOG_EXECUTION_ID           = "true"
   }
 }
@@ -33,6 +34,7 @@ resource "google_project_service" "apis" {
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
     "cloudtasks.googleapis.com",
+    "firebaserules.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "run.googleapis.com",

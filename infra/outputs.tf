@@ -26,8 +26,8 @@ output "service_accounts" {
 }
 
 output "provider_secrets" {
-  description = "Secret ids to fill with provider keys (gcloud secrets versions add ...)."
-  value       = { for env, secret in google_secret_manager_secret.provider : env => secret.secret_id }
+  description = "Secret id of each provider key run_platform mounts (created, with a version, before the first apply)."
+  value       = local.secrets
 }
 
 output "function_source_bucket" {

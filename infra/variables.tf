@@ -26,9 +26,13 @@ variable "python_runtime" {
   default     = "python312"
 }
 
-# One queue per platform. `rate` is the provider's quota in tasks per second (one task is one
-# platform run of one search; the shared runner still limits calls inside a run), `concurrency`
-# the dispatches in flight, `max_attempts` how often a failed delivery is retried.
+# The deployed platforms: one queue each, and exactly what `all` means (FANFUSE_DEPLOYED_PLATFORMS).
+# List only the platforms you configured: each needs its settings (platform_settings) and keys
+# (provider_secrets), which tests/infra check against the platforms' own settings. `rate` is the
+# provider's quota in tasks per second (one task is one platform run of one search; the shared
+# runner still limits calls inside a run), `concurrency` the dispatches in flight,
+# `max_attempts` how often a failed delivery is retried. infra/examples/ has the providers'
+# quotas. The default is `docs` alone: the bundled corpus, which needs no key and no network.
 variable "platforms" {
   description = "Deployed platforms and their queue limits."
   type = map(object({
@@ -37,34 +41,22 @@ variable "platforms" {
     max_attempts = number
   }))
   default = {
-    docs           = { rate = 50, concurrency = 20, max_attempts = 3 }
-    vectors        = { rate = 20, concurrency = 10, max_attempts = 3 }
-    google         = { rate = 1, concurrency = 5, max_attempts = 3 } # Custom Search: 100 queries/min
-    weixin         = { rate = 1, concurrency = 2, max_attempts = 3 }
-    perplexity     = { rate = 0.8, concurrency = 5, max_attempts = 3 } # ~50 requests/min
-    builtin        = { rate = 5, concurrency = 10, max_attempts = 3 }
-    tavily         = { rate = 1.5, concurrency = 5, max_attempts = 3 } # ~100 requests/min
-    brave          = { rate = 1, concurrency = 1, max_attempts = 3 }   # free plan: 1 request/s
-    searxng        = { rate = 5, concurrency = 5, max_attempts = 3 }
-    linkup         = { rate = 5, concurrency = 5, max_attempts = 3 }
-    exa            = { rate = 5, concurrency = 5, max_attempts = 3 }
-    sec_edgar      = { rate = 10, concurrency = 5, max_attempts = 3 }   # SEC fair access: 10 requests/s
-    arxiv          = { rate = 0.33, concurrency = 1, max_attempts = 3 } # arXiv API: 1 request every 3 s
-    wikipedia      = { rate = 10, concurrency = 10, max_attempts = 3 }
-    web_search_mcp = { rate = 2, concurrency = 2, max_attempts = 3 }
+    docs = { rate = 50, concurrency = 20, max_attempts = 3 }
   }
 }
 
-# Provider keys, as setting names per platform: platform `tavily` with `API_KEY` becomes the
-# secret `fanfuse-tavily-api-key`, given to run_platform only, as FANFUSE_TAVILY_API_KEY (the
-# platform settings' FANFUSE_<NAME>_ prefix). Only platforms listed in `platforms` get theirs.
+# Provider keys, as setting names per platform: platform `tavily` with `API_KEY` is read from the
+# Secret Manager secret `fanfuse-tavily-api-key`, given to run_platform only, as
+# FANFUSE_TAVILY_API_KEY (the platform settings' FANFUSE_<NAME>_ prefix). Only platforms listed
+# in `platforms` get theirs, and each of their secrets must exist, with a version, before the
+# first apply (docs/deploy.md): Terraform reads the secret, never its value.
 variable "provider_secrets" {
-  description = "Secret settings per platform, stored in Secret Manager."
+  description = "Secret settings per platform, read from Secret Manager."
   type        = map(list(string))
   default = {
-    google     = ["API_KEY", "CX"]
-    weixin     = ["API_KEY"]
+    google     = ["API_KEY"]
     perplexity = ["API_KEY"]
+    builtin    = ["API_KEY"]
     tavily     = ["API_KEY"]
     brave      = ["API_KEY"]
     linkup     = ["API_KEY"]
@@ -73,9 +65,33 @@ variable "provider_secrets" {
 }
 
 variable "platform_settings" {
-  description = "Plain (non-secret) platform settings for run_platform, e.g. FANFUSE_SEC_EDGAR_USER_AGENT or FANFUSE_SEARXNG_URL."
+  description = "Plain (non-secret) platform settings for run_platform, by environment name: FANFUSE_<PLATFORM>_<FIELD>, e.g. FANFUSE_GOOGLE_CX, FANFUSE_SEARXNG_BASE_URL, FANFUSE_WIKIPEDIA_USER_AGENT, FANFUSE_ARXIV_ENABLED = \"true\"."
   type        = map(string)
   default     = {}
+}
+
+# Who calls the HTTP API (docs/deploy.md, "Calling it"):
+#   "public": anyone may reach start_search, search_status and cancel_search (Cloud Run's
+#             allUsers invoker), and the functions authenticate every request themselves: a
+#             Firebase ID token (apps with Firebase Auth call directly), a Google ID token, or
+#             an API key. No credential: 401.
+#   "iam":    Cloud Run IAM lets only api_invokers (or the gateway) through; the functions still
+#             authenticate the caller (an invoker's own ID token, or an API key).
+variable "api_access" {
+  description = "Calling model of the HTTP API: \"public\" (authentication in the function only; apps with Firebase Auth call directly) or \"iam\" (Cloud Run IAM first: api_invokers or the gateway)."
+  type        = string
+  default     = "iam"
+
+  validation {
+    condition     = contains(["public", "iam"], var.api_access)
+    error_message = "api_access must be \"public\" or \"iam\"."
+  }
+}
+
+variable "create_database" {
+  description = "Create the (default) Firestore database. False when the project already has one (a Firebase project does): Terraform then uses it as it is."
+  type        = bool
+  default     = true
 }
 
 variable "api_invokers" {

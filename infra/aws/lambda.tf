@@ -22,12 +22,24 @@ locals {
     FANFUSE_DEADLINE_SECONDS   = tostring(var.deadline_seconds)
     FANFUSE_FUNCTION_URLS      = jsonencode(local.public_urls)
     FANFUSE_TASKS_HMAC_SECRET  = random_password.tasks_secret.result
+    FANFUSE_CACHE_DIR          = "/tmp/fanfuse" # the docs index: /tmp is a Lambda's only writable place
   }
+  # Only the worker calls providers, so only it gets their settings and keys.
+  worker_env = merge(var.platform_settings, {
+    for env, secret in data.aws_secretsmanager_secret_version.provider : env => secret.secret_string
+  })
   functions = {
     http       = { handler = "aws_lambda.http", timeout = 30, memory = 512 }
     worker     = { handler = "aws_lambda.worker", timeout = local.worker_timeout, memory = 1024 }
     aggregator = { handler = "aws_lambda.aggregator", timeout = 60, memory = 512 }
   }
+}
+
+# Provider keys, created by the operator before the apply (docs/deploy.md): a missing one fails
+# the plan, naming it.
+data "aws_secretsmanager_secret_version" "provider" {
+  for_each  = var.provider_secrets
+  secret_id = each.value
 }
 
 resource "aws_cloudwatch_log_group" "functions" {
@@ -49,7 +61,7 @@ resource "aws_lambda_function" "fanfuse" {
   for_each                       = local.functions
   function_name                  = "${var.name_prefix}-${each.key}"
   role                           = aws_iam_role.function[each.key].arn
-  runtime                        = "python3.12"
+  runtime                        = var.python_runtime
   handler                        = each.value.handler
   filename                       = var.lambda_package
   source_code_hash               = filebase64sha256(var.lambda_package)
@@ -59,7 +71,7 @@ resource "aws_lambda_function" "fanfuse" {
   kms_key_arn                    = aws_kms_key.fanfuse.arn
 
   environment {
-    variables = local.common_env
+    variables = merge(local.common_env, each.key == "worker" ? local.worker_env : {})
   }
 
   tracing_config {

@@ -12,8 +12,26 @@ variable "name_prefix" {
 
 variable "platforms" {
   type        = list(string)
-  description = "The deployed platforms: one queue, and one event source mapping, each (FANFUSE_DEPLOYED_PLATFORMS)."
-  default     = ["docs", "arxiv", "wikipedia", "sec_edgar"]
+  description = "The deployed platforms: one queue, and one event source mapping, each (FANFUSE_DEPLOYED_PLATFORMS); exactly what `all` means. List only the platforms you configured (platform_settings, provider_secrets): tests/infra check each one's required settings are given. Default: docs, the bundled corpus (no key, no network)."
+  default     = ["docs"]
+}
+
+variable "platform_settings" {
+  type        = map(string)
+  description = "Plain platform settings for the worker, by environment name (FANFUSE_<PLATFORM>_<FIELD>), e.g. FANFUSE_WIKIPEDIA_USER_AGENT, FANFUSE_ARXIV_ENABLED = \"true\"."
+  default     = {}
+}
+
+variable "provider_secrets" {
+  type        = map(string)
+  description = "Provider keys for the worker: environment name (FANFUSE_<PLATFORM>_API_KEY) => name of a Secrets Manager secret created before the apply (docs/deploy.md). The value reaches the worker's environment, encrypted with the deployment's key; it is also in the Terraform state, which must be as protected as the secret."
+  default     = {}
+}
+
+variable "python_runtime" {
+  type        = string
+  description = "Lambda runtime of every function; scripts/package-functions aws builds the zip's wheels for it."
+  default     = "python3.12"
 }
 
 variable "lambda_package" {

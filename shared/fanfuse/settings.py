@@ -30,6 +30,12 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("FANFUSE_PROJECT", "GOOGLE_CLOUD_PROJECT"),
     )
     region: str = "us-central1"
+    cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="root of the on-disk caches (the docs and vectors indexes; corpus.cache_dir "
+        "reads the same FANFUSE_CACHE_DIR): a deployment sets it under /tmp, the only writable "
+        "place on Lambda",
+    )
     db_path: Path = Field(default_factory=lambda: default_cache_dir() / "fanfuse.db")
     ttl_minutes: float = Field(default=30.0, gt=0)
     deadline_seconds: float = Field(default=120.0, gt=0)

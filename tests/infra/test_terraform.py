@@ -155,8 +155,12 @@ def test_every_queue_delivers_to_an_existing_task_target_as_the_tasks_account() 
 
 
 def test_one_queue_per_platform_with_the_provider_quotas() -> None:
-    platforms = variable_default("platforms")
-    assert set(platforms) == PLATFORMS
+    # The default deploys only what needs no configuration; the providers' quotas are in the
+    # reference example (tests/infra/test_contract.py renders both).
+    assert set(variable_default("platforms")) == {"docs"}
+    with (INFRA / "examples" / "gcp-providers.tfvars").open() as handle:
+        platforms = _clean(hcl2.load(handle))["platforms"]
+    assert set(platforms) == PLATFORMS - {"vectors"}
     assert platforms["sec_edgar"]["rate"] == 10
     assert platforms["arxiv"]["rate"] <= 1 / 3 + 0.01
     assert platforms["arxiv"]["concurrency"] == 1
@@ -200,7 +204,13 @@ def test_only_the_tasks_account_may_invoke_the_task_targets() -> None:
 
 
 def test_nobody_is_public_and_no_role_is_basic() -> None:
-    text = json.dumps(TF)
+    """allUsers only as api_access = "public" asks, on the three API functions (which then
+    authenticate every request themselves), never on a task target."""
+    public = resources("google_cloud_run_v2_service_iam_member")["api_public"]
+    assert public["for_each"] == '${var.api_access == "public" ? local.api_services : {}}'
+    assert public["member"] == "allUsers"
+    assert variable_default("api_access") == "iam"
+    text = json.dumps({k: v for k, v in TF.items()}).replace(json.dumps(public), "")
     assert "allUsers" not in text and "allAuthenticatedUsers" not in text
     for _, name, body in _iam_members():
         assert body.get("role") not in {"roles/owner", "roles/editor", "roles/viewer"}, name
@@ -325,14 +335,20 @@ def test_the_gateway_is_trusted_only_when_it_is_the_one_invoker_of_the_api() -> 
     assert "local.api_invoker_members" in api["for_each"]
     assert "var.api_invokers" not in api["for_each"]
     start = resources("google_cloudfunctions2_function")["start_search"]
-    (condition,) = [p["condition"] for p in one(start["lifecycle"])["precondition"]]
-    assert condition == "${var.gateway_service_account == null || length(var.api_invokers) == 0}"
+    conditions = [p["condition"] for p in one(start["lifecycle"])["precondition"]]
+    assert conditions == [
+        "${var.gateway_service_account == null || length(var.api_invokers) == 0}",
+        '${var.gateway_service_account == null || var.api_access == "iam"}',
+    ]
     # No other grant lets anyone invoke an API function; ingress is open, IAM is the gate.
     for kind, name, body in _iam_members():
         text = json.dumps(body)
         api_function = set(FUNCTION_REF.findall(text)) & PUBLIC or "local.api_services" in text
         if body.get("role") in INVOKER_ROLES and api_function:
-            assert (kind, name) == ("google_cloud_run_v2_service_iam_member", "api_invokers")
+            assert (kind, name) in {
+                ("google_cloud_run_v2_service_iam_member", "api_invokers"),
+                ("google_cloud_run_v2_service_iam_member", "api_public"),
+            }
 
 
 def test_quotas_are_variables_with_the_applications_defaults_given_to_start_search() -> None:

@@ -69,7 +69,9 @@ def test_functions_run_the_aws_ports_and_sign_their_messages() -> None:
     assert env["FANFUSE_CLOUD"] == "aws"
     assert env["FANFUSE_TASKS_HMAC_SECRET"] == "${random_password.tasks_secret.result}"
     (function,) = resources("aws_lambda_function").values()
-    assert function["environment"] == [{"variables": "${local.common_env}"}]
+    assert function["environment"] == [
+        {"variables": '${merge(local.common_env, each.key == "worker" ? local.worker_env : {})}'}
+    ]
 
 
 def test_the_http_routes_require_iam() -> None:

@@ -1,0 +1,16 @@
+# An example deployment on AWS (docs/deploy.md); scripts/deploy-rehearsal aws renders and runs
+# exactly this:
+#   scripts/package-functions aws build/lambda.zip infra/examples/aws.tfvars
+#   terraform -chdir=infra/aws apply -var-file=../examples/aws.tfvars -var=lambda_package=../../build/lambda.zip
+# Every listed platform needs its settings here and its keys in Secrets Manager (tests/infra check).
+
+platforms = ["docs", "wikipedia", "tavily"]
+
+platform_settings = {
+  FANFUSE_WIKIPEDIA_USER_AGENT = "fanfuse-example/0.1 (ops@example.com)"
+}
+
+# Created before the apply: aws secretsmanager create-secret --name fanfuse/tavily-api-key ...
+provider_secrets = {
+  FANFUSE_TAVILY_API_KEY = "fanfuse/tavily-api-key"
+}

@@ -1,0 +1,126 @@
+"""The artifacts a deployment ships, built one way for the build and for the rehearsal.
+
+    python -m fanfuse_deploy.package gcp OUT.zip [VAR_FILE...]
+    python -m fanfuse_deploy.package aws OUT.zip [VAR_FILE...]
+
+gcp: the Cloud Functions source: main.py at the root, the fanfuse wheel under wheels/, and a
+requirements.txt installing that wheel with the extras the deployed platforms need (Cloud
+Functions' build runs `pip install -r requirements.txt` for the runtime). aws: the Lambda zip:
+aws_lambda.py at the root beside every dependency, installed for the Lambda runtime's Python
+and platform (manylinux x86_64 wheels only, as Lambda would load them). The deployed platforms
+are read from infra/ and the var files, the same Terraform inputs the deploy uses, so the
+package cannot miss a deployed platform's extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from fanfuse_deploy.hcl import Module
+from fanfuse_deploy.render import AWS_INFRA, INFRA, ROOT
+
+BASE_EXTRAS = {"gcp": ["cloud", "web"], "aws": ["lambda", "web"]}
+"""What every function imports on each cloud (the store, the queue, the front; page content)."""
+PLATFORM_EXTRAS = {"docs": "docs", "vectors": "vectors", "web_search_mcp": "web-search-mcp"}
+"""Platforms that need more than the core: their extra, installed only where they are deployed."""
+LAMBDA_PLATFORM = "manylinux2014_x86_64"
+
+
+def variables(cloud: str, var_files: list[Path]) -> dict[str, Any]:
+    """The root module's variables (the deploy's required flags given stand-in values)."""
+    if cloud == "gcp":
+        required = {"project_id": "p", "function_source_object": "x"}
+        return Module.load(INFRA, var_files, required).variables
+    return Module.load(AWS_INFRA, var_files, {"lambda_package": "x"}).variables
+
+
+def deployed_platforms(cloud: str, var_files: list[Path]) -> list[str]:
+    return sorted(variables(cloud, var_files)["platforms"])
+
+
+def extras_for(cloud: str, platforms: list[str]) -> list[str]:
+    extra = [PLATFORM_EXTRAS[p] for p in platforms if p in PLATFORM_EXTRAS]
+    return list(dict.fromkeys([*BASE_EXTRAS[cloud], *extra]))
+
+
+def runtime_python(cloud: str, var_files: list[Path]) -> str:
+    """`3.12` from the runtime Terraform deploys (python312 / python3.12)."""
+    runtime = str(variables(cloud, var_files)["python_runtime"])
+    match = re.fullmatch(r"python3\.?(\d+)", runtime)
+    if match is None:
+        raise ValueError(f"unknown runtime {runtime!r}")
+    return f"3.{match.group(1)}"
+
+
+def build_wheel(into: Path) -> Path:
+    into.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
+         "-w", str(into), str(ROOT)],
+        check=True,
+    )  # fmt: skip
+    (wheel,) = into.glob("fanfuse-*.whl")
+    return wheel
+
+
+def _zip(directory: Path, out: Path) -> None:
+    """A zip of `directory`'s tree, entries in sorted order (the same tree, the same zip)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(directory.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(directory).as_posix())
+
+
+def package_gcp(out: Path, extras: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "function"
+        wheel = build_wheel(tree / "wheels")
+        shutil.copy(ROOT / "functions" / "main.py", tree / "main.py")
+        (tree / "requirements.txt").write_text(f"./wheels/{wheel.name}[{','.join(extras)}]\n")
+        _zip(tree, out)
+
+
+def package_aws(out: Path, extras: list[str], python: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "lambda"
+        wheel = build_wheel(Path(tmp) / "wheels")
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+             "--target", str(tree), "--platform", LAMBDA_PLATFORM, "--implementation", "cp",
+             "--python-version", python, "--only-binary=:all:",
+             f"{wheel}[{','.join(extras)}]"],
+            check=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        )  # fmt: skip
+        shutil.copy(ROOT / "functions" / "aws_lambda.py", tree / "aws_lambda.py")
+        for cache in tree.rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
+        _zip(tree, out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="scripts/package-functions")
+    parser.add_argument("cloud", choices=["gcp", "aws"])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("var_files", type=Path, nargs="*")
+    args = parser.parse_args(argv)
+    platforms = deployed_platforms(args.cloud, args.var_files)
+    extras = extras_for(args.cloud, platforms)
+    if args.cloud == "gcp":
+        package_gcp(args.out, extras)
+    else:
+        package_aws(args.out, extras, runtime_python(args.cloud, args.var_files))
+    print(f"{args.out}: {args.cloud}, platforms {','.join(platforms)}, extras {','.join(extras)}")
+
+
+if __name__ == "__main__":
+    main()

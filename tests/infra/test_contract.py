@@ -1,0 +1,188 @@
+"""The contract between infra/ and the code, on the environment Terraform actually renders.
+
+For the defaults and every example var file, on both clouds: every `FANFUSE_*` variable and
+secret a function gets is a settings field (fanfuse's, or a deployed platform's own), every
+deployed platform gets the settings it requires, and the package ships each one's extra. Plus:
+the rules and indexes are released by Terraform resources, and no Cloud Build step needs what a
+later step creates. Rendered by scripts/fanfuse_deploy, the code the rehearsal runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from fanfuse_deploy import package, render
+from pydantic import ValidationError
+
+from fanfuse.content.settings import ContentSettings
+from fanfuse.platforms import BUILTIN, load_engine
+from fanfuse.rerank.llm import LlmRerankSettings
+from fanfuse.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+GCP_CASES = {"defaults": [], **{p.name: [p] for p in sorted(render.EXAMPLES.glob("gcp*.tfvars"))}}
+AWS_CASES = {"defaults": [], **{p.name: [p] for p in sorted(render.EXAMPLES.glob("aws*.tfvars"))}}
+NOT_FANFUSE = {"GOOGLE_CLOUD_PROJECT", "LOG_EXECUTION_ID"}
+
+
+def gcp_envs(var_files: list[Path]) -> dict[str, dict[str, str]]:
+    module = render.gcp_module(var_files)
+    stand_in = {env: f"secret:{secret}" for env, secret in module.local("secrets").items()}
+    return render.gcp_environments(module, stand_in)
+
+
+def aws_envs(var_files: list[Path]) -> dict[str, dict[str, str]]:
+    return render.aws_environments(render.aws_module(var_files))
+
+
+def platform_fields(name: str) -> set[str]:
+    platform = load_engine(name)
+    return {platform.settings_env_name(field) for field in platform.settings_model.model_fields}
+
+
+def settings_names() -> set[str]:
+    """Every name the deployment-wide settings classes read: Settings, the content stage's
+    and the LLM reranker's (each with its own prefix)."""
+    names = {f"FANFUSE_{field.upper()}" for field in Settings.model_fields}
+    names |= {f"FANFUSE_CONTENT_{field.upper()}" for field in ContentSettings.model_fields}
+    names |= {f"FANFUSE_RERANK_LLM_{field.upper()}" for field in LlmRerankSettings.model_fields}
+    return names
+
+
+def unread_names(env: dict[str, str], deployed: list[str]) -> set[str]:
+    """Names no settings class reads: not a deployment setting, not a deployed platform's."""
+    known = settings_names()
+    for name in deployed:
+        known |= platform_fields(name)
+    return {n for n in env if n not in known and n not in NOT_FANFUSE}
+
+
+def missing_settings(env: dict[str, str], deployed: list[str]) -> dict[str, str]:
+    """Deployed platforms whose settings do not validate from `env` alone, and why."""
+    problems: dict[str, str] = {}
+    for name in deployed:
+        platform = load_engine(name)
+        prefix = platform.env_prefix
+        given = {
+            key[len(prefix) :].lower(): value
+            for key, value in env.items()
+            if key.startswith(prefix)
+        }
+        try:
+            platform.settings_model.model_validate(given)
+        except ValidationError as exc:
+            problems[name] = "; ".join(
+                f"{platform.settings_env_name(str(e['loc'][0]))}: {e['msg']}" for e in exc.errors()
+            )
+    return problems
+
+
+@pytest.mark.parametrize("case", GCP_CASES)
+def test_gcp_every_name_terraform_sets_is_a_setting_and_every_platform_is_configured(
+    case: str,
+) -> None:
+    envs = gcp_envs(GCP_CASES[case])
+    deployed = sorted(json.loads(envs["start_search"]["FANFUSE_DEPLOYED_PLATFORMS"]))
+    assert set(deployed) <= set(BUILTIN)
+    for target, env in envs.items():
+        assert unread_names(env, deployed) == set(), target
+    assert missing_settings(envs["run_platform"], deployed) == {}
+    # Only run_platform calls providers, so only it gets their settings and keys.
+    provider_names = set().union(*(platform_fields(p) for p in deployed))
+    for target, env in envs.items():
+        if target != "run_platform":
+            assert not provider_names & set(env), target
+
+
+@pytest.mark.parametrize("case", AWS_CASES)
+def test_aws_every_name_terraform_sets_is_a_setting_and_every_platform_is_configured(
+    case: str,
+) -> None:
+    envs = aws_envs(AWS_CASES[case])
+    deployed = sorted(json.loads(envs["worker"]["FANFUSE_DEPLOYED_PLATFORMS"]))
+    assert set(deployed) <= set(BUILTIN)
+    for target, env in envs.items():
+        assert unread_names(env, deployed) == set(), target
+        # The local rehearsal hosts the three handlers in one process with the worker's
+        # environment: that is right only while the worker's is a superset of the others'.
+        assert env.items() <= envs["worker"].items(), target
+        assert env["FANFUSE_CACHE_DIR"].startswith("/tmp/"), target  # Lambda: only /tmp
+    assert missing_settings(envs["worker"], deployed) == {}
+
+
+def test_a_drift_is_caught() -> None:
+    """The checks above can fail: a misspelt name, and a platform deployed without its setting."""
+    assert unread_names({"FANFUSE_SEARXNG_URL": "x"}, ["searxng"]) == {"FANFUSE_SEARXNG_URL"}
+    assert unread_names({"FANFUSE_WEIXIN_API_KEY": "x"}, ["weixin"]) == {"FANFUSE_WEIXIN_API_KEY"}
+    assert set(missing_settings({}, ["searxng", "weixin", "wikipedia", "docs"])) == {
+        "searxng", "weixin", "wikipedia",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["gcp-providers.tfvars"])
+def test_every_platform_can_be_deployed_from_the_reference_example(case: str) -> None:
+    envs = gcp_envs(GCP_CASES[case])
+    deployed = json.loads(envs["run_platform"]["FANFUSE_DEPLOYED_PLATFORMS"])
+    assert set(deployed) == set(BUILTIN) - {"vectors"}  # vectors: a model per instance
+
+
+def test_each_deployed_platforms_extra_exists_and_is_packaged() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for cloud in ("gcp", "aws"):
+        for extra in package.BASE_EXTRAS[cloud]:
+            assert extra in extras
+    for platform, extra in package.PLATFORM_EXTRAS.items():
+        assert platform in BUILTIN and extra in extras
+        assert extra in package.extras_for("gcp", [platform])
+    # The functions' core is lean: no CLI, evaluation or offline stack unless deployed.
+    core = " ".join(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"])
+    for heavy in ("typer", "rich", "ir-measures", "bm25s", "numpy"):
+        assert heavy not in core
+    assert package.extras_for("gcp", ["wikipedia"]) == ["cloud", "web"]
+
+
+def test_the_rules_and_indexes_are_released_by_terraform_resources() -> None:
+    module = render.gcp_module([])
+    (ruleset,) = module.resources("google_firebaserules_ruleset").values()
+    (files,) = ruleset["source"][0]["files"]
+    assert files["content"] == '${file("${path.module}/firestore.rules")}'
+    assert (ROOT / "infra" / "firestore.rules").exists()
+    (release,) = module.resources("google_firebaserules_release").values()
+    assert release["name"] == '"cloud.firestore"'
+    assert "google_firebaserules_ruleset.firestore.name" in release["ruleset_name"]
+    assert "google_firebaserules_ruleset.firestore" in str(release["lifecycle"])
+    assert module.resources("google_firestore_index")
+    assert "firebaserules.googleapis.com" in str(module.resources("google_project_service"))
+
+
+def test_no_build_step_needs_what_a_later_step_creates() -> None:
+    """The upload needs the source bucket: a step before it creates it. The functions mount the
+    provider secrets: Terraform only reads them (data sources: they exist before the build)."""
+    build = yaml.safe_load((ROOT / "cloudbuild.yaml").read_text())
+    ids = [step["id"] for step in build["steps"]]
+    assert ids.index("package") < ids.index("upload") < ids.index("tf-apply")
+    bootstrap = build["steps"][ids.index("tf-bootstrap")]
+    assert ids.index("tf-bootstrap") < ids.index("upload")
+    assert "-target=google_storage_bucket.function_source" in bootstrap["args"]
+    module = render.gcp_module([])
+    bucket = module.resources("google_storage_bucket")["function_source"]["name"]
+    upload = " ".join(build["steps"][ids.index("upload")]["args"])
+    assert bucket == '"${var.project_id}-fanfuse-source"'
+    assert "gs://$PROJECT_ID-fanfuse-source/" in upload
+    assert "scripts/package-functions gcp build/function.zip" in str(
+        build["steps"][ids.index("package")]
+    )
+    assert not module.resources("google_secret_manager_secret")
+    run_platform = module.resources("google_cloudfunctions2_function")["run_platform"]
+    assert "data.google_secret_manager_secret.provider" in str(run_platform)
+    for step in build["steps"]:
+        if step["id"].startswith("tf-") and step["id"] != "tf-init":
+            assert "-var-file=${_VAR_FILE}" in step["args"], step["id"]
+    assert re.search(r"_VAR_FILE: examples/gcp\.tfvars", (ROOT / "cloudbuild.yaml").read_text())
