@@ -271,16 +271,22 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
 def create_key_gcp(project: str, firestore_host: str) -> str:
     """docs/deploy.md: `FANFUSE_PROJECT=$PROJECT fanfuse keys create --owner my-app --firestore`
     (against the emulator here)."""
+    env = {"FANFUSE_PROJECT": project, "FIRESTORE_EMULATOR_HOST": firestore_host}
+    return _create_key(["--firestore"], env)
+
+
+def _create_key(store: list[str], store_env: Mapping[str, str]) -> str:
+    """The operator's first key, made as docs/deploy.md says: `fanfuse keys create` from the
+    operator's machine (this venv), against the deployment's store."""
     beside = Path(sys.executable).parent / "fanfuse"
     fanfuse = str(beside) if beside.exists() else shutil.which("fanfuse") or "fanfuse"
-    env = {**os.environ, "FANFUSE_PROJECT": project, "FIRESTORE_EMULATOR_HOST": firestore_host}
+    command = ["keys", "create", "--owner", "rehearsal-app", "--label", "first", *store]
     out = subprocess.run(
-        [fanfuse, "keys", "create", "--owner", "rehearsal-app", "--label", "first", "--firestore"],
-        env=env, capture_output=True, text=True,
-    )  # fmt: skip
+        [fanfuse, *command], env={**os.environ, **store_env}, capture_output=True, text=True
+    )
     if out.returncode != 0:
         raise SystemExit(f"rehearsal FAILED: fanfuse keys create:\n{out.stderr[-2000:]}")
-    say("fanfuse keys create --owner rehearsal-app --firestore: key made")
+    say(f"fanfuse {' '.join(command)}: key made")
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -329,11 +335,18 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
         raise SystemExit("rehearsal FAILED: the table Terraform names is not the stack's")
     with stack as addresses:
         say("moto, the table, the queues and the handlers (from the installed zip) started")
-        if addresses.api_key is None:
-            raise SystemExit("rehearsal FAILED: no API key was made")
-        say("API key for owner local put in the table (devstack.aws.provision: `fanfuse keys` "
-            "has no DynamoDB store on this branch)")  # fmt: skip
-        search_as_an_app(f"{http_url}/start_search", addresses.api_key)
+        key = create_key_aws(
+            {**AWS_DUMMY_ENV, "AWS_DEFAULT_REGION": addresses.region,
+             "FANFUSE_AWS_ENDPOINT_URL": addresses.endpoint,
+             "FANFUSE_DYNAMODB_TABLE": environments["http"]["FANFUSE_DYNAMODB_TABLE"]}
+        )  # fmt: skip
+        search_as_an_app(f"{http_url}/start_search", key)
+
+
+def create_key_aws(aws_env: Mapping[str, str]) -> str:
+    """docs/deploy.md: `fanfuse keys create --owner my-app --dynamodb` with the table's settings
+    (against moto here)."""
+    return _create_key(["--dynamodb"], aws_env)
 
 
 def _launch_clean(host: object, env: Mapping[str, str]) -> None:
