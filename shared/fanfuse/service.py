@@ -108,18 +108,37 @@ class SearchService:
         priors = {n: self.registry.get(n).typical_latency_s for n in names}
         return health.by_latency(names, self.store.get_health(), priors)
 
-    def start(self, payload: Any, *, caller: Caller | None = None) -> Accepted:
+    def admit(self, caller: Caller | None) -> admission.Ticket:
+        """Let `caller` start a search now, spending its token, or RateLimited (429): what a
+        front does before it reads the body, so an invalid body costs a token too. None (in
+        process) is not limited. The ticket's time is when the request arrived."""
+        now = self.clock()
+        if caller is not None:
+            admission.admit(self.store, caller, self.settings, now)
+        return admission.Ticket(caller=caller, at=now)
+
+    def start(
+        self,
+        payload: Any,
+        *,
+        caller: Caller | None = None,
+        ticket: admission.Ticket | None = None,
+    ) -> Accepted:
         """Validate, write the task and its platform documents, enqueue: 202's `Accepted`.
 
         `caller` is the verified caller (None: in-process, as the embedded runtime and the
         Python API are): its subject owns the search, and its quotas apply (admission.py),
-        checked before anything is written. The deadline runs from the first clock read, when
+        before the payload is validated (an invalid one spends a token too) and before anything
+        is written. A front that admitted the caller before reading the body passes its
+        `ticket` instead, and no second token is taken. The deadline runs from admission, when
         the request arrived; see `_write` for a store too slow to leave time for the search.
         """
+        if ticket is None:
+            ticket = self.admit(caller)
+        elif caller is not None:
+            raise TypeError("start takes a caller or the ticket it was admitted with, not both")
         request = self.validate(payload)
-        now = self.clock()
-        if caller is not None:
-            admission.admit(self.store, caller, self.settings, now)
+        now, caller = ticket.at, ticket.caller
         owner = caller.subject if caller is not None else None
         task_id = uuid.uuid4().hex
         names = request.platforms
