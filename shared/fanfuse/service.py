@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -61,6 +62,13 @@ task document together, which the Firestore emulator resolves only by its 2 s lo
 (production Firestore by aborting one and retrying)."""
 
 
+AVAILABILITY_TTL_S = 10.0
+"""How long validation reuses which platforms are available here. Finding out builds every
+platform's settings from the environment (about 10 ms for twenty platforms, more than checking
+a 64 KiB body), and it changes only when the deployment does; without the reuse every start,
+invalid ones included, would pay it."""
+
+
 class SearchService:
     def __init__(
         self,
@@ -77,6 +85,7 @@ class SearchService:
         self.clock = clock
         self._executor = Executor(store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
+        self._reasons: tuple[float, dict[str, str | None]] | None = None
 
     # -- start -------------------------------------------------------------------------------
 
@@ -85,7 +94,7 @@ class SearchService:
             payload = payload.model_dump(exclude_none=True)
         if not isinstance(payload, Mapping):
             raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
-        reasons = {n: self.registry.unavailable_reason(n) for n in self.registry.names()}
+        reasons = self._availability()
         context = {
             "available": [n for n, r in reasons.items() if r is None],
             "unavailable": {n: r for n, r in reasons.items() if r is not None},
@@ -98,6 +107,17 @@ class SearchService:
             return SearchRequest.model_validate(dict(payload), context=context)
         except ValidationError as exc:
             raise InvalidRequest(problems_of(exc)) from None
+
+    def _availability(self) -> dict[str, str | None]:
+        """Each platform's reason to be unavailable here (None: available), read at most once
+        per AVAILABILITY_TTL_S (one tuple swapped whole: safe from serve's checking thread)."""
+        now = time.monotonic()
+        cached = self._reasons
+        if cached is not None and now - cached[0] < AVAILABILITY_TTL_S:
+            return cached[1]
+        reasons = {n: self.registry.unavailable_reason(n) for n in self.registry.names()}
+        self._reasons = (now, reasons)
+        return reasons
 
     def platforms(self) -> list[PlatformInfo]:
         """Every platform with its health in this deployment's store (breaker.py, health.py)."""
