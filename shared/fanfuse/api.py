@@ -108,7 +108,7 @@ def json_depth(text: str) -> int:
     if quote >= 0:
         outside = outside[:quote]
     brackets = _NOT_BRACKET.sub("", outside)
-    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
+    return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
 
 
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)

@@ -171,17 +171,23 @@ class Inbound(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_unseen_characters(cls, data: Any) -> Any:
-        """All offending strings at once (up to MAX_PROBLEMS and one more, so that the 400 can
-        say there were more), each at its path: pydantic keeps the locations of a
+        """All offending strings at once (up to MAX_PROBLEMS of them, then how many more),
+        each at its path: pydantic keeps the locations of a
         ValidationError raised here (under a nesting model's own, too), so they reach the 400
         as fields like any other. Runs before the fields' validators, which then never see
         such a character."""
+        found = bad_characters(data)
         errors = [
             InitErrorDetails(
                 type=PydanticCustomError("unseen_character", problem), loc=loc, input=None
             )
-            for loc, problem in islice(bad_characters(data), MAX_PROBLEMS + 1)
+            for loc, problem in islice(found, MAX_PROBLEMS)
         ]
+        more = sum(1 for _ in found)
+        if more:
+            problem = f"and {more} more problems not listed"
+            more_error = PydanticCustomError("more_problems", problem)
+            errors.append(InitErrorDetails(type=more_error, loc=(), input=None))
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
         return data
