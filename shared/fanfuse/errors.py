@@ -36,10 +36,7 @@ def problems_of(exc: ValidationError) -> list[Problem]:
     its own that way)."""
     problems = []
     errors = exc.errors(include_url=False, include_context=False, include_input=False)
-    if len(errors) <= MAX_PROBLEMS + 1:
-        listed = errors
-    else:
-        listed = errors[:MAX_PROBLEMS]
+    listed = errors if len(errors) <= MAX_PROBLEMS + 1 else errors[:MAX_PROBLEMS]
     for err in listed:
         loc = ".".join(str(p) for p in err["loc"]) or "body"
         if err["type"] == "extra_forbidden":

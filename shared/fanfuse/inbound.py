@@ -116,7 +116,7 @@ def bad_characters(data: object, loc: Loc = ()) -> Iterator[tuple[Loc, str]]:
     candidate in it, and only containers are descended into (a number builds no path).
     """
     if isinstance(data, str):
-        problem = character_problem(data) if UNSEEN.search(data) else None
+        problem = character_problem(data)
         if problem:
             yield loc, problem
     elif len(loc) >= MAX_JSON_DEPTH:
@@ -171,11 +171,10 @@ class Inbound(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_unseen_characters(cls, data: Any) -> Any:
-        """All offending strings at once (up to MAX_PROBLEMS of them, then how many more),
-        each at its path: pydantic keeps the locations of a
-        ValidationError raised here (under a nesting model's own, too), so they reach the 400
-        as fields like any other. Runs before the fields' validators, which then never see
-        such a character."""
+        """All offending strings at once (up to MAX_PROBLEMS, then how many more), each at
+        its path: pydantic keeps the locations of a ValidationError raised here (under a
+        nesting model's own, too), so they reach the 400 as fields like any other. Runs before
+        the fields' validators, which then never see such a character."""
         found = bad_characters(data)
         errors = [
             InitErrorDetails(
