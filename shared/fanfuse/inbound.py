@@ -63,7 +63,7 @@ body before parsing it; the walk below stops there too, so a cyclic dict from th
 cannot make it loop (the model refuses such a shape anyway)."""
 MAX_PROBLEMS = 50
 """Problems one 400 lists at most: a body of 10,000 bad strings is refused as surely by the
-first 50, and its answer stays small (errors.problems_of says how many more there were)."""
+first 50, and its answer stays small (a last problem says that there were more)."""
 VIRAMA = 9
 """The canonical combining class of a virama: a joiner after one shapes an Indic conjunct."""
 EMOJI_JOINED = frozenset({"So", "Sk"})
@@ -171,10 +171,10 @@ class Inbound(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _no_unseen_characters(cls, data: Any) -> Any:
-        """All offending strings at once (up to MAX_PROBLEMS, then how many more), each at
-        its path: pydantic keeps the locations of a ValidationError raised here (under a
-        nesting model's own, too), so they reach the 400 as fields like any other. Runs before
-        the fields' validators, which then never see such a character."""
+        """All offending strings at once (up to MAX_PROBLEMS, then whether there are more),
+        each at its path: pydantic keeps the locations of a ValidationError raised here (under
+        a nesting model's own, too), so they reach the 400 as fields like any other. Runs
+        before the fields' validators, which then never see such a character."""
         found = bad_characters(data)
         errors = [
             InitErrorDetails(
@@ -182,11 +182,9 @@ class Inbound(BaseModel):
             )
             for loc, problem in islice(found, MAX_PROBLEMS)
         ]
-        more = sum(1 for _ in found)
-        if more:
-            problem = f"and {more} more problems not listed"
-            more_error = PydanticCustomError("more_problems", problem)
-            errors.append(InitErrorDetails(type=more_error, loc=(), input=None))
+        if next(found, None) is not None:  # not counted: that would judge every string
+            more = PydanticCustomError("more_problems", "and more such strings, not listed")
+            errors.append(InitErrorDetails(type=more, loc=(), input=None))
         if errors:
             raise ValidationError.from_exception_data(cls.__name__, errors)
         return data
