@@ -1,6 +1,12 @@
 """Whether a verified caller may start a search now: its cap on searches in flight, then its
 start rate (quota.py). Both are read from the store, so they hold across function instances.
 
+Admission comes before the body is read: a front verifies the caller, takes a `Ticket`
+(`SearchService.admit`), and only then reads, parses and validates the body, so that an invalid
+body spends the caller's token as a valid one does. Refusing a body costs the server work (up
+to 64 KiB to decode and check); were invalid bodies free, that work would have no limit. A start
+with a ticket takes no second token (`SearchService.start`): one token per start attempt.
+
 The in-flight count comes first (a read), then the rate take (a write when it admits): a start
 refused for the cap spends no token, and a refused start writes nothing at all. The limits are
 the caller's own (an API key's) or the deployment's (`Settings.rate_per_minute`,
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from datetime import datetime
 
 from fanfuse import quota
@@ -35,6 +42,15 @@ deadline would cost reading the documents themselves); most searches end within 
 every one at its deadline, so a client is told to come back in a few seconds."""
 
 _RNG = random.Random()
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A start let in: by whom (None: in process, not limited) and when it arrived, which is
+    when the search's deadline starts to run. Taking it spent the caller's token (`admit`)."""
+
+    caller: Caller | None
+    at: datetime
 
 
 def admit(

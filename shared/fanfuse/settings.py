@@ -153,7 +153,11 @@ class Settings(BaseSettings):
     max_queries: int = Field(default=5, ge=1, le=5)
     max_platforms: int | None = Field(default=None, ge=1)
     max_content_chars: int | None = Field(
-        default=None, ge=1, description="cap on the page text kept per result"
+        default=20_000,
+        ge=1,
+        description="cap on the page text kept per result, by default too: a page or a "
+        "provider's raw content is otherwise kept whole (20,000 characters is about 5,000 "
+        "tokens, past the content stages' 3,000-token budget, and at most 80 KB a document)",
     )
     # Per-search caps on what one request may cost (fanfuse.limits): each platform gets an equal
     # share, and a cut is reported on its platform document (`limits`).

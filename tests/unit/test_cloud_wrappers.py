@@ -18,6 +18,7 @@ from werkzeug.exceptions import NotFound
 from werkzeug.routing import RequestRedirect
 
 from fanfuse import cloud
+from fanfuse.admission import Ticket
 from fanfuse.auth import keys
 from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.errors import QueueUnavailable, StoreUnavailable, TaskExpired, UnknownPlatform
@@ -45,8 +46,12 @@ class _Service:
         self.store.put_key(RECORD)
         self.calls: list[tuple[str, Any]] = []
 
-    def start(self, payload: Any, caller: Any = None) -> Any:
-        self.calls.append(("start", caller))
+    def admit(self, caller: Caller | None) -> Ticket:
+        self.calls.append(("admit", caller))
+        return Ticket(caller=caller, at=utcnow())
+
+    def start(self, payload: Any, *, ticket: Ticket) -> Any:
+        self.calls.append(("start", ticket.caller))
         raise self.error
 
     def status(self, task_id: str) -> TaskView:
@@ -158,15 +163,13 @@ def test_public_targets_authenticate_before_calling_the_service(app: flask.Flask
         assert service.calls == []  # nothing read, nothing written
 
 
-def test_start_search_hands_the_service_the_keys_caller(app: flask.Flask) -> None:
+def test_start_search_admits_the_keys_caller_then_hands_it_to_the_service(
+    app: flask.Flask,
+) -> None:
     service = _Service(QueueUnavailable("no queue"))
     call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
-    assert service.calls == [
-        (
-            "start",
-            Caller(subject="key:alice", via="api_key", key_id=RECORD.key_id, rate_per_minute=5),
-        )
-    ]
+    alice = Caller(subject="key:alice", via="api_key", key_id=RECORD.key_id, rate_per_minute=5)
+    assert service.calls == [("admit", alice), ("start", alice)]
 
 
 def test_someone_elses_search_is_404_and_is_not_cancelled(app: flask.Flask) -> None:

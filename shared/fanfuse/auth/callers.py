@@ -68,6 +68,9 @@ HOW = (
     f"{AUTHORIZATION}: Bearer <token>"
 )
 BAD_KEY = f"{API_KEY_HEADER}: not a valid API key"
+MALFORMED_TOKEN = "ID token refused: it is not a well-formed JWT"
+"""Any token that cannot even be decoded: the 401 `tokens.unverified` gives, also for what
+escapes its decoder (a header of 1,500 nested `[` is a RecursionError in `json.loads`)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,7 +101,7 @@ def gateway_caller(header: str) -> Caller:
     try:
         padded = header.strip() + "=" * (-len(header.strip()) % 4)
         claims = json.loads(base64.urlsafe_b64decode(padded))
-    except (binascii.Error, ValueError, RecursionError):
+    except (binascii.Error, ValueError, RecursionError):  # RecursionError: `[` nested deep
         claims = None
     subject = claims.get("sub") if isinstance(claims, dict) else None
     if not isinstance(subject, str) or not subject:
@@ -170,7 +173,10 @@ class Authenticator:
             token = tokens.bearer(authorization)
             if token is None:
                 raise Unauthorized(f"{AUTHORIZATION}: expected `Bearer <ID token>`")
-            claims = tokens.caller_claims(token, self.settings)
+            try:
+                claims = tokens.caller_claims(token, self.settings)
+            except RecursionError:  # its JSON nested past the parser's recursion: garbage
+                raise Unauthorized(MALFORMED_TOKEN) from None
             subject = claims.get("sub")
             if not isinstance(subject, str) or not subject:
                 raise Unauthorized("the ID token has no `sub`")

@@ -144,7 +144,10 @@ def verify_delivery(
         url = audience(target, headers, settings)
         if url is None:
             raise Unauthorized(f"{refused}: no Host header, so no audience to check")
-        task_claims(token, url, settings)
+        try:
+            task_claims(token, url, settings)
+        except RecursionError:  # a token whose JSON nests past the parser's recursion
+            raise Unauthorized(f"{refused}: the task token is not a well-formed JWT") from None
         return
     raise Forbidden(
         f"{refused}, and this deployment has no way to tell them: set "

@@ -13,7 +13,14 @@ caller's subject, and is visible only to it. At start-up a key for owner `local`
 handed to `on_key` (the server prints it); it is revoked when the server stops.
 
 The service is synchronous over SQLite and runs on the event loop's thread, as in the embedded
-runtime: a store call is a short local read or write, and the store is not shared across threads.
+runtime: a store call is a short local read or write. One thing a caller controls the cost of
+does not: a body's decoding and validation (up to 64 KiB; linear, about a millisecond for an
+ordinary one, a few for the worst shapes) run on one worker thread (`check_body`), one body at
+a time, so that twenty hostile bodies at once queue there while the loop goes on answering
+(`/openapi.json`, status polls, the event streams). Validation reads the store only for the
+platforms' health, through the store's lock (`SqliteStore` is shared across threads so).
+A start admits its caller (one rate token, `admission.py`) before the body is read: an invalid
+body costs a token as a valid one does.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
@@ -36,7 +44,7 @@ from fanfuse import api, logs
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.errors import FanfuseError, InvalidRequest, Unavailable
-from fanfuse.models import Caller, Problem, utcnow
+from fanfuse.models import Accepted, Caller, Problem, utcnow
 from fanfuse.openapi import render
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
@@ -52,6 +60,7 @@ OFFLINE = ("docs", "vectors")
 """The platforms with a model or an index to load, warmed at startup by default."""
 SSE_PING = 15.0
 Endpoint = Callable[[Request, EmbeddedRuntime], Awaitable[Response]]
+T = TypeVar("T")
 
 
 def json_response(
@@ -76,8 +85,8 @@ def error_response(exc: FanfuseError) -> Response:
     return json_response(answer.body, answer.status, answer.headers)
 
 
-async def read_json(request: Request) -> Any:
-    """The body as JSON: stops reading past the limit, then `fanfuse.api`'s rules."""
+async def read_body(request: Request) -> bytes:
+    """The body's bytes: 413 from a declared length at once, else stops reading past the limit."""
     length = request.headers.get("content-length", "")
     api.check_length(int(length) if length.isdigit() else None)
     raw = bytearray()
@@ -85,7 +94,31 @@ async def read_json(request: Request) -> Any:
         raw += chunk
         if len(raw) > api.MAX_BODY_BYTES:
             raise api.too_large()
-    return api.decode_json(bytes(raw), request.headers.get("content-type"))
+    return bytes(raw)
+
+
+async def check_body(request: Request, check: Callable[[bytes, str | None], T]) -> T:
+    """`check(body, content type)` on the body-checking thread, one body at a time (the
+    limiter made in the lifespan): what it costs is not spent on the event loop."""
+    raw = await read_body(request)
+    content_type = request.headers.get("content-type")
+    limiter: anyio.CapacityLimiter = request.app.state.checking
+    return await anyio.to_thread.run_sync(check, raw, content_type, limiter=limiter)
+
+
+async def admitted_start(request: Request, runtime: EmbeddedRuntime) -> Accepted:
+    """Verify the caller, admit it (a token spent), then decode and validate the body off the
+    loop, then start: the service validates the (then small and valid) payload again, on the
+    loop, with the store as it is at that moment, and writes the search."""
+    ticket = runtime.service.admit(caller_of(request))
+
+    def valid(raw: bytes, content_type: str | None) -> Any:
+        payload = api.decode_json(raw, content_type)
+        runtime.service.validate(payload)  # the 400, every problem listed, raised here
+        return payload
+
+    payload = await check_body(request, valid)
+    return runtime.service.start(payload, ticket=ticket)
 
 
 def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
@@ -124,8 +157,7 @@ def task_id_of(request: Request) -> str:
 
 @route("/start_search", "start_search", "POST")
 async def start_search(request: Request, runtime: EmbeddedRuntime) -> Response:
-    who = caller_of(request)
-    accepted = runtime.service.start(await read_json(request), caller=who)
+    accepted = await admitted_start(request, runtime)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 
@@ -143,13 +175,19 @@ status_by_query = route("/search_status", "search_status", "GET", "HEAD")(_statu
 status_by_path = route("/search_status/{task_id}", "search_status", "GET", "HEAD")(_status)
 
 
+def cancel_request(raw: bytes, content_type: str | None) -> api.CancelRequest:
+    parsed: api.CancelRequest = api.parse(api.CancelRequest, api.decode_json(raw, content_type))
+    return parsed
+
+
 @route("/cancel_search", "cancel_search", "POST")
 async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
     who = caller_of(request)
     if "task_id" in request.query_params:
         task_id = api.check_task_id(request.query_params["task_id"])
     else:
-        task_id = api.check_task_id(api.parse(api.CancelRequest, await read_json(request)).task_id)
+        cancel = await check_body(request, cancel_request)
+        task_id = api.check_task_id(cancel.task_id)
     visible_status(runtime.service.status, task_id, who)  # 404/410 before anything else
     return json_response(runtime.service.cancel(task_id))
 
@@ -157,8 +195,7 @@ async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
 @route("/search", "search", "POST")
 async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Start and wait: 200 with the terminal document, or 202 with the running one at the cap."""
-    who = caller_of(request)
-    accepted = runtime.service.start(await read_json(request), caller=who)
+    accepted = await admitted_start(request, runtime)
     view = await watch.settle(runtime, accepted.task_id)
     if view.status.terminal:
         return json_response(view)
@@ -265,6 +302,7 @@ def create_app(
             await warm_up(runtime, names)
             app.state.runtime = runtime
             app.state.auth = Authenticator(settings, runtime.service.store)
+            app.state.checking = anyio.CapacityLimiter(1)  # the body-checking thread
             with local_key(runtime.service.store, on_key):
                 yield
 
