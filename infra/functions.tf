@@ -51,7 +51,7 @@ locals {
     FANFUSE_FIREBASE_PROJECT   = var.firebase_project == null ? var.project_id : var.firebase_project
     FANFUSE_ID_TOKEN_AUDIENCES = jsonencode(var.id_token_audiences)
   }
-  # What start_search holds each caller to (fanfuse.quota).
+  # What start_search holds each caller to (fanfuse.rules.quota).
   quota_env = {
     FANFUSE_RATE_PER_MINUTE = tostring(var.rate_per_minute)
     FANFUSE_MAX_IN_FLIGHT   = tostring(var.max_in_flight)

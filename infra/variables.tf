@@ -156,7 +156,7 @@ variable "id_token_audiences" {
   default     = []
 }
 
-# -- Quotas per caller (fanfuse.quota), kept in Firestore so they hold across instances ---------
+# -- Quotas per caller (fanfuse.rules.quota), kept in Firestore so they hold across instances ---
 
 variable "rate_per_minute" {
   description = "Searches one caller may start per minute (start_search answers 429 with Retry-After beyond it); an API key may carry its own."

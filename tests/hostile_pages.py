@@ -169,7 +169,7 @@ def run_cli_search(
         FANFUSE_CACHE_DIR=str(workdir / "cache"),
         NO_PROXY="127.0.0.1,localhost",
     )
-    argv = [sys.executable, "-m", "fanfuse.cli", "search", "q", "-p", "searxng", "--content"]
+    argv = [sys.executable, "-m", "fanfuse.cli.main", "search", "q", "-p", "searxng", "--content"]
     argv += ["--json", "--cache", "bypass", "--timeout", "60"]
     out, err = workdir / "stdout", workdir / "stderr"
     started = time.monotonic()

@@ -1,9 +1,9 @@
-"""The AWS calling model against the AWS stack's Lambda front (moto, `fanfuse.aws.local`):
-behind an IAM-authorized API Gateway a backend signs each request with SigV4 and sends its API
-key; the gateway checks the signature (tests/unit/test_outbound_auth.py recomputes it as the
-gateway does), the function the key. Here the front gets exactly those requests (Authorization:
-AWS4-HMAC-SHA256 ..., X-Api-Key) and runs the search for the key's owner; a signature alone
-names no caller the function knows, so it is 401."""
+"""The AWS calling model against the AWS stack's Lambda front (moto,
+`fanfuse.fronts.aws_lambda.local`): behind an IAM-authorized API Gateway a backend signs each
+request with SigV4 and sends its API key; the gateway checks the signature
+(tests/unit/test_outbound_auth.py recomputes it as the gateway does), the function the key. Here the
+front gets exactly those requests (Authorization: AWS4-HMAC-SHA256 ..., X-Api-Key) and runs the
+search for the key's owner; a signature alone names no caller the function knows, so it is 401."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from pydantic import SecretStr
 
 from fanfuse.auth.outbound import AuthMode, ClientAuth
-from fanfuse.client import HttpSearchClient
-from fanfuse.errors import ApiError
+from fanfuse.http.client import HttpSearchClient
+from fanfuse.wire.errors import ApiError
 from tests.e2e.aws import AwsCloud
 
 REQUEST = {"query": "laser", "platform": "docs", "max_results": 2}

@@ -50,10 +50,10 @@ from collections.abc import Callable
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.auth.tokens import Headers
-from fanfuse.errors import Forbidden, TaskExpired, TaskNotFound, Unauthorized
-from fanfuse.models import ApiKey, Caller, TaskView
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.errors import Forbidden, TaskExpired, TaskNotFound, Unauthorized
+from fanfuse.wire.models import ApiKey, Caller, TaskView
 
 AUTHORIZATION = "Authorization"
 USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
