@@ -1,6 +1,6 @@
 """How `fanfuse search` shows a search: live bars while it runs, then tables and notes.
 
-Kept apart from cli.py so the command stays a parser; everything here reads a TaskView and
+Kept apart from main.py so the command stays a parser; everything here reads a TaskView and
 prints, never changes the search (and `fail`, the one-line error every command ends with).
 Results are built as rich `Text`, not markup, so a title with brackets prints as it is, and the
 result column folds long words: a URL is shown in full, wrapped over as many lines as the

@@ -1,10 +1,10 @@
 """The public HTTP API's rules, without a web framework: what the Cloud Functions and `serve` share.
 
-The functions (`cloud.py`, Flask under functions-framework) and `fanfuse serve` (`serve/`,
-Starlette under uvicorn) answer the same three public calls, so the same input must get the same
-status and the same JSON body from both. Everything that decides that lives here, in terms of
-bytes and models: the body size limit, how a body becomes JSON (or a 400 naming `body`), how a
-model's errors become a 400 naming each field, what a task id may look like, and how an error
+The functions (`fronts/functions.py`, Flask under functions-framework) and `fanfuse serve`
+(`fronts/serve/`, Starlette under uvicorn) answer the same three public calls, so the same input
+must get the same status and the same JSON body from both. Everything that decides that lives here,
+in terms of bytes and models: the body size limit, how a body becomes JSON (or a 400 naming `body`),
+how a model's errors become a 400 naming each field, what a task id may look like, and how an error
 becomes (status, body, headers). Each front only reads its framework's request and writes its
 framework's response.
 """

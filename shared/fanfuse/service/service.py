@@ -134,8 +134,8 @@ class SearchService:
     def admit(self, caller: Caller | None) -> admission.Ticket:
         """Let `caller` start a search now, spending its token, or RateLimited (429): what a
         front does before it reads the body, so an invalid body costs a token too. None (in
-        process) is not limited, nor is a `local` caller (agent/access.py). The ticket's time is
-        when the request arrived."""
+        process) is not limited, nor is a `local` caller (fronts/mcp/access.py). The ticket's time
+        is when the request arrived."""
         now = self.clock()
         if caller is not None and caller.via != "local":
             admission.admit(self.store, caller, self.settings, now)
@@ -155,7 +155,7 @@ class SearchService:
         before the payload is validated (an invalid one spends a token too) and before anything
         is written. A front that admitted the caller before reading the body passes its
         `ticket` instead, and no second token is taken. A `local` caller (an MCP server's one
-        local user, agent/access.py) owns its searches but, being in process, is not admitted.
+        local user, fronts/mcp/access.py) owns its searches but, being in process, is not admitted.
         The deadline runs from admission, when the request arrived; see `_write` for a store too
         slow to leave time for the search.
         """

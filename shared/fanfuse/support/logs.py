@@ -7,8 +7,8 @@ trace) and `logging.googleapis.com/spanId`. Here every line also says which sear
 platform it was logged for (`task_id`, `platform`), so one search's lines across the five
 functions and every retry can be found with one filter.
 
-Where those come from: context variables, set by the functions' wrappers (cloud.py: the trace
-of the incoming request; a task delivery's task id and platform), by `fanfuse serve`'s app
+Where those come from: context variables, set by the functions' wrappers (fronts/functions.py: the
+trace of the incoming request; a task delivery's task id and platform), by `fanfuse serve`'s app
 (the request's trace), and by the service's `run_platform` and `aggregate` (`in_task_context`:
 so the embedded runtime's lines carry them too). A contextvar follows the code
 into the coroutines it runs, and no function signature has to pass it along.

@@ -1,4 +1,5 @@
-"""Errors fanfuse raises on purpose, each with its HTTP status; `cloud.py` maps them to answers."""
+"""Errors fanfuse raises on purpose, each with its HTTP status; `fronts/functions.py` maps them to
+answers."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The Lambda handlers: Lambda events in, the Cloud Functions' own targets
 (`fanfuse.fronts.functions`) run.
 
-Nothing is decided here that `cloud.py` already decides (methods, body limits, callers, the
-delivery check, which errors are permanent, the JSON error bodies): each handler only turns its
+Nothing is decided here that `fronts/functions.py` already decides (methods, body limits, callers,
+the delivery check, which errors are permanent, the JSON error bodies): each handler only turns its
 event into the request a target takes, and the target's answer into what Lambda expects.
 
 - `http`: a Lambda function URL or API Gateway HTTP API event (payload format 2.0, and 1.0 too)

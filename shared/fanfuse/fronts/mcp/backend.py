@@ -2,7 +2,7 @@
 
 The tools are written once against `SearchBackend`; `EmbeddedBackend` runs the service in this
 process (SQLite, in-process queue), `RemoteBackend` calls a deployed stack's HTTP API through
-`HttpSearchClient`. Every call names the caller it acts for (agent/access.py): the embedded
+`HttpSearchClient`. Every call names the caller it acts for (fronts/mcp/access.py): the embedded
 backend makes it the owner of what it starts and shows and cancels nothing of another owner (404,
 as the API answers); the remote one is used only unauthenticated on loopback, where the one
 caller is the local user, and the stack checks its own key. Both raise FanfuseError with the

@@ -57,7 +57,7 @@ class McpOptions:
     """The credential sent to `endpoint` (`fanfuse.auth.outbound`; never shown, not even by
     repr)."""
     require_auth: bool = False
-    """Verify callers on a loopback bind too (any other bind always does; agent/access.py)."""
+    """Verify callers on a loopback bind too (any other bind always does; fronts/mcp/access.py)."""
     allowed_hosts: list[str] = field(default_factory=list)
     """Host names served besides loopback's and the bound host (the Host/Origin checks)."""
 
@@ -77,7 +77,7 @@ def log_to_stderr(level: int = logging.WARNING) -> None:
 
 def build_server(backend: SearchBackend, max_wait: float, gated: bool = False) -> Server[Any]:
     """The MCP server over `backend`; `gated`: HTTP requests carry a verified caller (the
-    gate's), and a tool call acts for it, else for the local user (agent/access.py)."""
+    gate's), and a tool call acts for it, else for the local user (fronts/mcp/access.py)."""
     tools = Tools(backend, max_wait)
     listed = tool_list(max_wait)
 
@@ -145,7 +145,7 @@ def http_app(
     server: Server[Any], host: str, names: list[str], auth: Authenticator | None
 ) -> ASGIApp:
     """The streamable HTTP app for a bind to `host`: the Host/Origin checks for the served
-    names, behind the caller gate when `auth` (agent/access.py)."""
+    names, behind the caller gate when `auth` (fronts/mcp/access.py)."""
     app = server.streamable_http_app(
         host=host, transport_security=access.transport_security(host, names)
     )

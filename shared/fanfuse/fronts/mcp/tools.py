@@ -132,7 +132,7 @@ class Tools:
     async def call(
         self, name: str, arguments: dict[str, Any] | None, report: Report, caller: Caller
     ) -> CallToolResult:
-        """Run tool `name` for `caller` (agent/access.py), who owns what it starts and sees
+        """Run tool `name` for `caller` (fronts/mcp/access.py), who owns what it starts and sees
         only its own searches."""
         args = dict(arguments or {})
         try:

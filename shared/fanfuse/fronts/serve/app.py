@@ -127,7 +127,7 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
 
     def wrap(answer: Endpoint) -> Route:
         async def handle(request: Request) -> Response:
-            with logs.request_context(request.headers):  # the request's trace, as cloud.py's
+            with logs.request_context(request.headers):  # the request's trace, as the functions'
                 try:
                     api.require_method(target, request.method, allowed)
                     runtime: EmbeddedRuntime = request.app.state.runtime
