@@ -51,7 +51,7 @@ LAMBDA_RUN = r"""
 import base64, json, os, sys
 sys.path.insert(0, "functions")
 import aws_lambda
-from fanfuse import cloud
+from fanfuse.runtimes import cloud
 from fanfuse.fronts.aws_lambda.local import sqs_record
 from fanfuse.net.aws_clients import sqs_client
 from fanfuse.queue.sqs import SqsQueue, queue_arn

@@ -596,7 +596,7 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
 STACK_SCRIPT = """
 import json, sys, time
 from pathlib import Path
-from fanfuse.tools.devstack import LocalStack
+from fanfuse.tools.devstack.stack import LocalStack
 stack = LocalStack(["docs"], source=Path(sys.argv[1]), log_dir=Path(sys.argv[2]))
 with stack:
     ports = [stack.firestore.port, stack.tasks.port, *(f.port for f in stack.functions)]
