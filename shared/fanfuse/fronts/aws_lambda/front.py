@@ -114,7 +114,7 @@ def public(target: str, rest: str = "") -> flask.Response:
     came."""
     if target not in PUBLIC_TARGETS:
         raise NotFound()
-    answer: Callable[[flask.Request], flask.Response] = getattr(cloud, target)
+    answer: Callable[[flask.Request], flask.Response] = getattr(functions, target)
     return answer(flask.request)
 
 
@@ -187,7 +187,7 @@ def answer(target: str, record: Mapping[str, Any]) -> flask.Response:
     except FanfuseError as exc:
         log.warning("%s: refused message %s: %s", target, record["messageId"], exc)
         return functions.error_response(exc)
-    run: Callable[[flask.Request], flask.Response] = getattr(cloud, target)
+    run: Callable[[flask.Request], flask.Response] = getattr(functions, target)
     environ = EnvironBuilder(
         method="POST", path=f"/{target}", headers=Headers(headers), data=record["body"].encode()
     ).get_environ()
