@@ -104,7 +104,7 @@ class Settings(BaseSettings):
         default=False,
         description="the Lambda front takes the IAM principal API Gateway verified (the "
         "event's requestContext.authorizer.iam) as the caller `aws:<userArn>` (only true when "
-        "every route is AWS_IAM-authorized: infra/aws api_access = \"iam\")",
+        'every route is AWS_IAM-authorized: infra/aws api_access = "iam")',
     )
     id_token_audiences: list[str] = Field(
         default_factory=list,
