@@ -154,6 +154,7 @@ def test_the_openapi_document_needs_no_credential(settings: Settings) -> None:
 
 BACKEND_ARN = "arn:aws:iam::123456789012:user/backend"
 OTHER_ARN = "arn:aws:sts::123456789012:assumed-role/other-app/session-1"
+START = json.dumps({"query": "microwave", "platform": "docs"}).encode()
 
 
 def iam_event(method: str, path: str, arn: str, body: bytes = b"") -> dict[str, Any]:
@@ -226,8 +227,7 @@ def test_an_iam_authorized_event_starts_a_search_owned_by_its_principal(
     aws_settings: Settings,
 ) -> None:
     on_moto(aws_settings, trust=True)
-    request = json.dumps({"query": "microwave", "platform": "docs"}).encode()
-    answer = front.http(iam_event("POST", "/start_search", BACKEND_ARN, request), None)
+    answer = front.http(iam_event("POST", "/start_search", BACKEND_ARN, START), None)
     assert answer["statusCode"] == 202, answer
     task_id = json.loads(answer["body"])["task_id"]
     status = front.http(iam_event("GET", f"/search_status/{task_id}", BACKEND_ARN), None)
@@ -250,8 +250,7 @@ def test_without_the_trust_setting_the_iam_identity_is_not_a_credential(
     aws_settings: Settings,
 ) -> None:
     on_moto(aws_settings, trust=False)
-    request = json.dumps({"query": "microwave", "platform": "docs"}).encode()
-    answer = front.http(iam_event("POST", "/start_search", BACKEND_ARN, request), None)
+    answer = front.http(iam_event("POST", "/start_search", BACKEND_ARN, START), None)
     assert answer["statusCode"] == 401, answer
     assert json.loads(answer["body"])["error"] == "unauthorized"
     # The SigV4 `Authorization` is then read as what it is not: never a caller.
