@@ -9,7 +9,8 @@ nobody knows, and a meta-refresh page that makes a backtracking regex explode.
 a user would) and has the child write its own peak RSS (`VmHWM` of its address space) as it
 exits, so neither the test process's memory nor another child's counts. Not `wait4`'s
 `ru_maxrss`: Linux carries the parent's high-water mark into a child across fork (or vfork)
-and exec, so under a pytest that has loaded a model it read 900 MB for a child of 70. `python tests/hostile_pages.py` prints the figures of the
+and exec, so under a pytest that has loaded a model it read 900 MB for a child of 70.
+`python tests/hostile_pages.py` prints the figures of the
 issue for whichever fanfuse is first on PYTHONPATH (the before/after of the closing note).
 """
 
