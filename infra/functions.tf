@@ -45,11 +45,16 @@ locals {
   # a gateway did before them. The gateway's forwarded claims are trusted only when the gateway
   # is the one invoker iam.tf lets through; a missing credential is always a 401.
   trust_gateway = var.gateway_service_account != null
+  # Google ID tokens only from the listed principals; Firebase users of the listed providers
+  # (null, rendered "null": any), anonymous ones only when allowed (fanfuse.auth.tokens).
   caller_env = {
-    FANFUSE_AUTH_REQUIRED      = "true"
-    FANFUSE_TRUST_GATEWAY      = tostring(local.trust_gateway)
-    FANFUSE_FIREBASE_PROJECT   = var.firebase_project == null ? var.project_id : var.firebase_project
-    FANFUSE_ID_TOKEN_AUDIENCES = jsonencode(var.id_token_audiences)
+    FANFUSE_AUTH_REQUIRED              = "true"
+    FANFUSE_TRUST_GATEWAY              = tostring(local.trust_gateway)
+    FANFUSE_FIREBASE_PROJECT           = var.firebase_project == null ? var.project_id : var.firebase_project
+    FANFUSE_ID_TOKEN_AUDIENCES         = jsonencode(var.id_token_audiences)
+    FANFUSE_ID_TOKEN_PRINCIPALS        = jsonencode(var.id_token_principals)
+    FANFUSE_FIREBASE_SIGN_IN_PROVIDERS = jsonencode(var.firebase_sign_in_providers)
+    FANFUSE_FIREBASE_ALLOW_ANONYMOUS   = tostring(var.firebase_allow_anonymous)
   }
   # What start_search holds each caller to (fanfuse.rules.quota).
   quota_env = {
@@ -262,6 +267,11 @@ resource "google_cloudfunctions2_function" "start_search" {
       # A public API would let anyone forge the gateway's header.
       condition     = var.gateway_service_account == null || var.api_access == "iam"
       error_message = "With gateway_service_account set, api_access must be \"iam\"."
+    }
+    precondition {
+      # Audiences alone accept nobody (fanfuse.auth.tokens): say so at plan time, not as 403s.
+      condition     = length(var.id_token_audiences) == 0 || length(var.id_token_principals) > 0
+      error_message = "id_token_audiences accepts no Google ID token until id_token_principals lists the accounts that may call."
     }
   }
 

@@ -151,9 +151,40 @@ variable "firebase_project" {
 }
 
 variable "id_token_audiences" {
-  description = "`aud` values accepted in Google-signed ID tokens (Authorization: Bearer), e.g. an OAuth client id; empty: Google ID tokens are refused. Behind Cloud Run IAM the invoker's own token is one (its audience is the function's URL), so listing a function URL makes each invoker a caller in its own name."
+  description = "`aud` values accepted in Google-signed ID tokens (Authorization: Bearer), e.g. an OAuth client id; empty: Google ID tokens are refused. Behind Cloud Run IAM the invoker's own token is one (its audience is the function's URL), so listing a function URL makes each invoker listed in id_token_principals a caller in its own name."
   type        = list(string)
   default     = []
+}
+
+# The audience says whom a token is for, never who may call: any Google account, every service
+# account of every project included, can mint an ID token naming any audience. So a Google ID
+# token is accepted only from a listed principal, and none is listed by default.
+variable "id_token_principals" {
+  description = "The accounts whose Google ID tokens the HTTP API accepts (FANFUSE_ID_TOKEN_PRINCIPALS): a service account's email (verified) or a `sub`. Empty: no Google ID token is accepted, whatever id_token_audiences lists."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for p in var.id_token_principals : length(p) > 0 && length(regexall("\\s", p)) == 0])
+    error_message = "id_token_principals: each entry is an email or a sub, not empty, without spaces."
+  }
+}
+
+variable "firebase_sign_in_providers" {
+  description = "Firebase sign-in providers whose users may call (FANFUSE_FIREBASE_SIGN_IN_PROVIDERS), e.g. [\"password\", \"google.com\"]; null: any provider. Anonymous users are decided by firebase_allow_anonymous alone."
+  type        = list(string)
+  default     = null
+
+  validation {
+    condition     = var.firebase_sign_in_providers == null ? true : !contains(var.firebase_sign_in_providers, "anonymous")
+    error_message = "firebase_sign_in_providers: leave out \"anonymous\"; firebase_allow_anonymous decides it."
+  }
+}
+
+variable "firebase_allow_anonymous" {
+  description = "Accept Firebase users signed in anonymously (FANFUSE_FIREBASE_ALLOW_ANONYMOUS): everyone who opens the app is then a caller with a quota of its own. Off by default."
+  type        = bool
+  default     = false
 }
 
 # -- Quotas per caller (fanfuse.rules.quota), kept in Firestore so they hold across instances ---

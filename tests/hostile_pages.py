@@ -6,8 +6,11 @@ that name a Python codec but no web encoding (`idna` raises, `punycode` is quadr
 nobody knows, and a meta-refresh page that makes a backtracking regex explode.
 
 `run_cli_search` runs the search in a child process (the CLI over the embedded runtime, the way
-a user would) and reads the child's own peak RSS from `os.wait4`, so neither the test process's
-memory nor another child's counts. `python tests/hostile_pages.py` prints the figures of the
+a user would) and has the child write its own peak RSS (`VmHWM` of its address space) as it
+exits, so neither the test process's memory nor another child's counts. Not `wait4`'s
+`ru_maxrss`: Linux carries the parent's high-water mark into a child across fork (or vfork)
+and exec, so under a pytest that has loaded a model it read 900 MB for a child of 70.
+`python tests/hostile_pages.py` prints the figures of the
 issue for whichever fanfuse is first on PYTHONPATH (the before/after of the closing note).
 """
 
@@ -156,6 +159,22 @@ class ChildRun:
     stderr: str
 
 
+PEAK_REPORTER = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+def report():
+    with open('/proc/self/status') as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith('VmHWM:'))
+    with open(out, 'w') as f:
+        f.write(str(kib * 1024))
+atexit.register(report)
+sys.argv[0] = 'fanfuse'
+runpy.run_module('fanfuse.cli.main', run_name='__main__')
+"""
+"""`python -c PEAK_REPORTER FILE ARGS...`: `fanfuse ARGS...`, writing its peak RSS in bytes (the
+address space's own high-water mark, VmHWM) to FILE as it exits, sys.exit included."""
+
+
 def run_cli_search(
     server: HTTPServer, workdir: Path, *, pythonpath: str | None = None, timeout_s: float = 120
 ) -> ChildRun:
@@ -169,8 +188,9 @@ def run_cli_search(
         FANFUSE_CACHE_DIR=str(workdir / "cache"),
         NO_PROXY="127.0.0.1,localhost",
     )
-    argv = [sys.executable, "-m", "fanfuse.cli.main", "search", "q", "-p", "searxng", "--content"]
-    argv += ["--json", "--cache", "bypass", "--timeout", "60"]
+    peak = workdir / "peak_rss"
+    argv = [sys.executable, "-c", PEAK_REPORTER, str(peak), "search", "q", "-p", "searxng"]
+    argv += ["--content", "--json", "--cache", "bypass", "--timeout", "60"]
     out, err = workdir / "stdout", workdir / "stderr"
     started = time.monotonic()
     with out.open("wb") as stdout, err.open("wb") as stderr:
@@ -189,10 +209,11 @@ def run_cli_search(
     seconds = time.monotonic() - started
     text = out.read_text(encoding="utf-8", errors="replace")
     view = json.loads(text) if text.strip().startswith("{") else {}
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    return ChildRun(
-        view, usage.ru_maxrss * scale, seconds, child.returncode, err.read_text(errors="replace")
-    )
+    del usage  # wait4 reaps; its ru_maxrss includes the parent's high-water mark (see above)
+    max_rss = int(peak.read_text()) if peak.exists() else 0
+    if not max_rss:
+        raise AssertionError(f"the child reported no peak RSS: {err.read_text()[-2000:]}")
+    return ChildRun(view, max_rss, seconds, child.returncode, err.read_text(errors="replace"))
 
 
 def platform_run(view: dict[str, Any], platform: str = "searxng") -> dict[str, Any]:

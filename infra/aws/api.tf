@@ -1,8 +1,11 @@
 # The public HTTP API: an API Gateway HTTP API (payload format 2.0) in front of the `http`
-# function, every route behind IAM authorization. Its endpoint is known before the function
-# exists, so the function is told its own public URLs (status_url, cancel_url) without a cycle,
-# which a function URL would not allow. Callers sign with SigV4 (attach `api_invoke` to their
-# role), and the function still verifies each caller's API key or ID token itself.
+# function. Its endpoint is known before the function exists, so the function is told its own
+# public URLs (status_url, cancel_url) without a cycle, which a function URL would not allow.
+# api_access "iam" (the default): every route is AWS_IAM-authorized, callers sign with SigV4
+# (attach `api_invoke` to their role), and the function takes the principal the gateway
+# verified as the caller (FANFUSE_TRUST_IAM_AUTHORIZER), or the API key a request carries.
+# api_access "public": no gateway authorization, and the function verifies every caller itself
+# (API key, Firebase or Google ID token: 401 without one); the stage's throttling holds either way.
 resource "aws_apigatewayv2_api" "http" {
   name          = "${var.name_prefix}-api"
   protocol_type = "HTTP"
@@ -16,11 +19,12 @@ resource "aws_apigatewayv2_integration" "http" {
 }
 
 resource "aws_apigatewayv2_route" "targets" {
+  #checkov:skip=CKV_AWS_309:Only with api_access = "public", chosen so apps whose users sign in with Firebase call directly: the function then authenticates every request itself (API key, Firebase or Google ID token; 401 without one) and the stage throttles. The default "iam" makes every route AWS_IAM.
   for_each           = toset(["ANY /{target}", "ANY /{target}/{proxy+}"])
   api_id             = aws_apigatewayv2_api.http.id
   route_key          = each.value
   target             = "integrations/${aws_apigatewayv2_integration.http.id}"
-  authorization_type = "AWS_IAM"
+  authorization_type = var.api_access == "iam" ? "AWS_IAM" : "NONE"
 }
 
 resource "aws_cloudwatch_log_group" "api" {

@@ -24,6 +24,17 @@ locals {
     FANFUSE_TASKS_HMAC_SECRET  = random_password.tasks_secret.result
     FANFUSE_CACHE_DIR          = "/tmp/fanfuse" # the docs index: /tmp is a Lambda's only writable place
   }
+  # Who may call (fanfuse.auth.callers): only `http` has callers, so only it is told. The
+  # principal API Gateway verified is trusted exactly when every route is AWS_IAM (api.tf).
+  caller_env = {
+    FANFUSE_AUTH_REQUIRED              = "true"
+    FANFUSE_TRUST_IAM_AUTHORIZER       = tostring(var.api_access == "iam")
+    FANFUSE_FIREBASE_PROJECT           = var.firebase_project == null ? "" : var.firebase_project
+    FANFUSE_ID_TOKEN_AUDIENCES         = jsonencode(var.id_token_audiences)
+    FANFUSE_ID_TOKEN_PRINCIPALS        = jsonencode(var.id_token_principals)
+    FANFUSE_FIREBASE_SIGN_IN_PROVIDERS = jsonencode(var.firebase_sign_in_providers)
+    FANFUSE_FIREBASE_ALLOW_ANONYMOUS   = tostring(var.firebase_allow_anonymous)
+  }
   # Only the worker calls providers, so only it gets their settings and keys.
   worker_env = merge(var.platform_settings, {
     for env, secret in data.aws_secretsmanager_secret_version.provider : env => secret.secret_string
@@ -71,7 +82,11 @@ resource "aws_lambda_function" "fanfuse" {
   kms_key_arn                    = aws_kms_key.fanfuse.arn
 
   environment {
-    variables = merge(local.common_env, each.key == "worker" ? local.worker_env : {})
+    variables = merge(
+      local.common_env,
+      each.key == "http" ? local.caller_env : {},
+      each.key == "worker" ? local.worker_env : {},
+    )
   }
 
   tracing_config {

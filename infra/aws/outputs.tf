@@ -1,10 +1,10 @@
 output "api_endpoint" {
-  description = "The HTTP API: POST {endpoint}/start_search, GET {endpoint}/search_status/{task_id}, POST {endpoint}/cancel_search (SigV4-signed)."
+  description = "The HTTP API: POST {endpoint}/start_search, GET {endpoint}/search_status/{task_id}, POST {endpoint}/cancel_search (SigV4-signed when api_access is \"iam\")."
   value       = aws_apigatewayv2_api.http.api_endpoint
 }
 
 output "api_invoke_policy_arn" {
-  description = "Attach to a caller's role to let it call the HTTP API."
+  description = "Attach to a caller's role to let it call the HTTP API (api_access \"iam\")."
   value       = aws_iam_policy.api_invoke.arn
 }
 

@@ -74,3 +74,70 @@ variable "reserved_concurrency" {
   description = "Reserved concurrency of each function: a ceiling on what one deployment can run (and spend)."
   default     = 50
 }
+
+# -- Who may call the HTTP API (fanfuse.auth.callers; docs/security.md "Callers") ----------------
+
+# "iam":    every route is AWS_IAM-authorized: API Gateway lets through only SigV4-signed requests
+#           of principals allowed execute-api:Invoke (attach the api_invoke policy), and hands the
+#           function the principal it verified, which is then the caller (`aws:<userArn>`,
+#           FANFUSE_TRUST_IAM_AUTHORIZER), unless the request also carries an API key.
+# "public": the routes have no authorization, so an app whose users sign in with Firebase calls
+#           the API directly; the function verifies every caller itself (an API key, a Firebase
+#           or a Google ID token) and answers 401 without one. The stage's throttling still holds.
+variable "api_access" {
+  type        = string
+  description = "Calling model of the HTTP API: \"iam\" (routes AWS_IAM-authorized; the SigV4 signer is the caller) or \"public\" (no gateway authorization; the function authenticates every request: API key, Firebase or Google ID token)."
+  default     = "iam"
+
+  validation {
+    condition     = contains(["iam", "public"], var.api_access)
+    error_message = "api_access must be \"iam\" or \"public\"."
+  }
+}
+
+variable "firebase_project" {
+  type        = string
+  description = "Firebase project whose ID tokens (Authorization: Bearer) the HTTP API accepts (FANFUSE_FIREBASE_PROJECT); null: Firebase ID tokens are refused. Behind api_access = \"iam\" the Authorization header carries the SigV4 signature, so Firebase users need \"public\"."
+  default     = null
+
+  validation {
+    condition     = var.firebase_project == null ? true : can(regex("^[a-z][a-z0-9-]{4,28}[a-z0-9]$", var.firebase_project))
+    error_message = "firebase_project must be a Google Cloud project id (6-30 lowercase letters, digits, hyphens) or null."
+  }
+}
+
+variable "id_token_audiences" {
+  type        = list(string)
+  description = "`aud` values accepted in Google-signed ID tokens (FANFUSE_ID_TOKEN_AUDIENCES), e.g. the API's endpoint; empty: Google ID tokens are refused. An audience accepts no one until id_token_principals lists who may call."
+  default     = []
+}
+
+# The audience says whom a token is for, never who may call: any Google account, every service
+# account of every project included, can mint an ID token naming any audience.
+variable "id_token_principals" {
+  type        = list(string)
+  description = "The accounts whose Google ID tokens the HTTP API accepts (FANFUSE_ID_TOKEN_PRINCIPALS): a service account's email (verified) or a `sub`. Empty: no Google ID token is accepted, whatever id_token_audiences lists."
+  default     = []
+
+  validation {
+    condition     = alltrue([for p in var.id_token_principals : length(p) > 0 && length(regexall("\\s", p)) == 0])
+    error_message = "id_token_principals: each entry is an email or a sub, not empty, without spaces."
+  }
+}
+
+variable "firebase_sign_in_providers" {
+  type        = list(string)
+  description = "Firebase sign-in providers whose users may call (FANFUSE_FIREBASE_SIGN_IN_PROVIDERS), e.g. [\"password\", \"google.com\"]; null: any provider. Anonymous users are decided by firebase_allow_anonymous alone."
+  default     = null
+
+  validation {
+    condition     = var.firebase_sign_in_providers == null ? true : !contains(var.firebase_sign_in_providers, "anonymous")
+    error_message = "firebase_sign_in_providers: leave out \"anonymous\"; firebase_allow_anonymous decides it."
+  }
+}
+
+variable "firebase_allow_anonymous" {
+  type        = bool
+  description = "Accept Firebase users signed in anonymously (FANFUSE_FIREBASE_ALLOW_ANONYMOUS): everyone who opens the app is then a caller with a quota of its own. Off by default."
+  default     = false
+}

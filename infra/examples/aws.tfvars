@@ -14,3 +14,9 @@ platform_settings = {
 provider_secrets = {
   FANFUSE_TAVILY_API_KEY = "fanfuse/tavily-api-key"
 }
+
+# Who may call (docs/deploy.md, "Who may call the API on AWS"). The default, api_access = "iam":
+# SigV4-signed callers with the api_invoke policy, each its own owner (aws:<userArn>). For an app
+# whose users sign in with Firebase:
+# api_access       = "public"
+# firebase_project = "my-firebase-project"

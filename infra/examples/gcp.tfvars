@@ -19,3 +19,8 @@ platform_settings = {
 
 # Apps with Firebase Auth call the API directly; the functions check every request.
 api_access = "public"
+# Which of the app's users may call (defaults: any sign-in provider, never anonymous users, no
+# Google ID token); docs/deploy.md has the table:
+# firebase_sign_in_providers = ["password", "google.com"]
+# id_token_audiences         = ["https://fanfuse.example.com"]
+# id_token_principals        = ["app-backend@my-project.iam.gserviceaccount.com"]

@@ -311,14 +311,15 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
     names = ", ".join(environments)
     say(f"rendered the environment of {names} from infra/aws + {shown(var_files)}")
     # One local process hosts the three handlers (moto cannot run Lambda code): it gets the
-    # worker's environment, a superset of the others' (tests/infra check that).
+    # union of their environments, which agree on every name they share (tests/infra check
+    # that): the worker's plus the caller settings only `http` is given.
     local = {
         **AWS_DUMMY_ENV,
         "AWS_DEFAULT_REGION": stack.addresses.region,
         "FANFUSE_AWS_ENDPOINT_URL": stack.addresses.endpoint,
         "PYTHONPATH": str(task_root),
     }
-    env = clean_env({**environments["worker"], **local})
+    env = clean_env({**render.union(environments), **local})
     seconds = cold_import(str(runtime / "bin" / "python"), "aws_lambda", task_root, env)
     say(f"cold import of aws_lambda: {seconds} s")
     host = stack.handlers

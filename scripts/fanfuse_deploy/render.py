@@ -114,6 +114,17 @@ def aws_environments(module: Module) -> dict[str, dict[str, str]]:
     }
 
 
+def union(environments: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """One environment holding every function's variables (the local host of the three Lambda
+    handlers); a name two functions are given different values of is an error."""
+    merged: dict[str, str] = {}
+    for name, env in environments.items():
+        for key, value in env.items():
+            if merged.setdefault(key, value) != value:
+                raise HclError(f"{name} gets {key}={value!r}, another function {merged[key]!r}")
+    return merged
+
+
 def gcp_module(
     var_files: list[Path],
     urls: Mapping[str, str] | None = None,

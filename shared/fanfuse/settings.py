@@ -100,6 +100,12 @@ class Settings(BaseSettings):
         description="read API Gateway's X-Apigateway-Api-Userinfo header (only true when the "
         "functions are reachable solely through the gateway)",
     )
+    trust_iam_authorizer: bool = Field(
+        default=False,
+        description="the Lambda front takes the IAM principal API Gateway verified (the "
+        "event's requestContext.authorizer.iam) as the caller `aws:<userArn>` (only true when "
+        'every route is AWS_IAM-authorized: infra/aws api_access = "iam")',
+    )
     id_token_audiences: list[str] = Field(
         default_factory=list,
         description="`aud` values accepted in Google-signed ID tokens (none: not accepted)",

@@ -151,6 +151,113 @@ def test_the_openapi_document_needs_no_credential(settings: Settings) -> None:
     assert answer["statusCode"] == 200 and json.loads(answer["body"])["openapi"]
 
 
+# -- the IAM principal of a SigV4-signed call, as API Gateway hands it over ---------------------
+
+BACKEND_ARN = "arn:aws:iam::123456789012:user/backend"
+OTHER_ARN = "arn:aws:sts::123456789012:assumed-role/other-app/session-1"
+START = json.dumps({"query": "microwave", "platform": "docs"}).encode()
+
+
+def iam_event(method: str, path: str, arn: str, body: bytes = b"") -> dict[str, Any]:
+    """An API Gateway HTTP API event (payload format 2.0) behind an AWS_IAM route: the request
+    as the client signed it (its SigV4 `Authorization`), the principal the gateway verified in
+    `requestContext.authorizer.iam`."""
+    event = url_event(
+        method,
+        path,
+        body,
+        {
+            "host": "abc123.execute-api.us-east-1.amazonaws.com",
+            "content-type": "application/json",
+            "authorization": "AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20260101/us-east-1/"
+            "execute-api/aws4_request, SignedHeaders=host;x-amz-date, Signature=0f",
+            "x-amz-date": "20260101T000000Z",
+        },
+    )
+    event["routeKey"] = "ANY /{target}/{proxy+}" if path.count("/") > 1 else "ANY /{target}"
+    event["requestContext"].update(
+        accountId="123456789012",
+        apiId="abc123",
+        domainName="abc123.execute-api.us-east-1.amazonaws.com",
+        requestId=uuid.uuid4().hex,
+        routeKey=event["routeKey"],
+        stage="$default",
+        authorizer={
+            "iam": {
+                "accessKey": "AKIAEXAMPLE",
+                "accountId": "123456789012",
+                "callerId": "AIDAEXAMPLE",
+                "cognitoIdentity": None,
+                "principalOrgId": None,
+                "userArn": arn,
+                "userId": "AIDAEXAMPLE",
+            }
+        },
+    )
+    return event
+
+
+def on_moto(aws_settings: Settings, trust: bool) -> Settings:
+    """The real service (DynamoDB and SQS on moto) behind the Lambda front, configured as
+    infra/aws configures it for `api_access` "iam" (trust) or not."""
+    config = aws_settings.model_copy(
+        update={
+            "cloud": "aws",
+            "queue_prefix": f"i{uuid.uuid4().hex[:8]}",
+            "deployed_platforms": ["docs"],
+            "tasks_hmac_secret": SecretStr(SECRET),
+            "trust_iam_authorizer": trust,
+        }
+    )
+    ensure_queues(
+        sqs_client(config), config.queue_prefix, ["docs"], visibility_timeout=30, max_receives=3
+    )
+    cloud._settings = config
+    cloud._service = cloud._authenticator = None
+    return config
+
+
+@pytest.fixture
+def lambda_on_moto() -> Iterator[None]:
+    yield
+    cloud._settings = cloud._service = cloud._authenticator = None
+
+
+@pytest.mark.usefixtures("lambda_on_moto")
+def test_an_iam_authorized_event_starts_a_search_owned_by_its_principal(
+    aws_settings: Settings,
+) -> None:
+    on_moto(aws_settings, trust=True)
+    answer = front.http(iam_event("POST", "/start_search", BACKEND_ARN, START), None)
+    assert answer["statusCode"] == 202, answer
+    task_id = json.loads(answer["body"])["task_id"]
+    status = front.http(iam_event("GET", f"/search_status/{task_id}", BACKEND_ARN), None)
+    assert status["statusCode"] == 200, status
+    assert json.loads(status["body"])["owner"] == f"aws:{BACKEND_ARN}"
+    assert cloud.service().store.count_in_flight(f"aws:{BACKEND_ARN}", utcnow()) == 1
+    # Another principal of the same account neither sees nor cancels it.
+    other = front.http(iam_event("GET", f"/search_status/{task_id}", OTHER_ARN), None)
+    assert other["statusCode"] == 404, other
+    cancel = json.dumps({"task_id": task_id}).encode()
+    refused = front.http(iam_event("POST", "/cancel_search", OTHER_ARN, cancel), None)
+    assert refused["statusCode"] == 404, refused
+    cancelled = front.http(iam_event("POST", "/cancel_search", BACKEND_ARN, cancel), None)
+    assert cancelled["statusCode"] == 200, cancelled
+    assert json.loads(cancelled["body"])["status"] == "cancelled"
+
+
+@pytest.mark.usefixtures("lambda_on_moto")
+def test_without_the_trust_setting_the_iam_identity_is_not_a_credential(
+    aws_settings: Settings,
+) -> None:
+    on_moto(aws_settings, trust=False)
+    answer = front.http(iam_event("POST", "/start_search", BACKEND_ARN, START), None)
+    assert answer["statusCode"] == 401, answer
+    assert json.loads(answer["body"])["error"] == "unauthorized"
+    # The SigV4 `Authorization` is then read as what it is not: never a caller.
+    assert "Bearer" in json.loads(answer["body"])["message"]
+
+
 def sent(queue: SqsQueue, name: str, message: Any, at: Any = None) -> dict[str, Any]:
     """Enqueue `message`, receive it back as the event source mapping's record."""
     url = queue.queue_url(name)

@@ -57,7 +57,8 @@ def reports() -> list[dict[str, Any]]:
 
 
 def baseline() -> set[tuple[str, str]]:
-    rows = re.findall(r"^\| (CKV2?_\w+) \| ([\w.\[\]\"]+) \|", BASELINE.read_text(), re.M)
+    # A resource address may hold a for_each key with spaces (`targets["ANY /{target}"]`).
+    rows = re.findall(r"^\| (CKV2?_\w+) \| ([^|]+?) \|", BASELINE.read_text(), re.M)
     return set(rows)
 
 

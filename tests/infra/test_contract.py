@@ -10,6 +10,7 @@ later step creates. Rendered by scripts/fanfuse_deploy, the code the rehearsal r
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -106,13 +107,18 @@ def test_aws_every_name_terraform_sets_is_a_setting_and_every_platform_is_config
     envs = aws_envs(AWS_CASES[case])
     deployed = sorted(json.loads(envs["worker"]["FANFUSE_DEPLOYED_PLATFORMS"]))
     assert set(deployed) <= set(BUILTIN)
+    # The local rehearsal hosts the three handlers in one process with the union of their
+    # environments: that is right only while they agree on every name they share.
+    hosted = render.union(envs)
     for target, env in envs.items():
         assert unread_names(env, deployed) == set(), target
-        # The local rehearsal hosts the three handlers in one process with the worker's
-        # environment: that is right only while the worker's is a superset of the others'.
-        assert env.items() <= envs["worker"].items(), target
+        assert env.items() <= hosted.items(), target
         assert env["FANFUSE_CACHE_DIR"].startswith("/tmp/"), target  # Lambda: only /tmp
     assert missing_settings(envs["worker"], deployed) == {}
+    # Only `http` has callers, so only it is told how to verify them.
+    caller_names = {n for n in envs["http"] if n not in envs["worker"]}
+    assert "FANFUSE_TRUST_IAM_AUTHORIZER" in caller_names
+    assert not caller_names & set(envs["aggregator"])
 
 
 def test_a_drift_is_caught() -> None:
@@ -186,3 +192,57 @@ def test_no_build_step_needs_what_a_later_step_creates() -> None:
         if step["id"].startswith("tf-") and step["id"] != "tf-init":
             assert "-var-file=${_VAR_FILE}" in step["args"], step["id"]
     assert re.search(r"_VAR_FILE: examples/gcp\.tfvars", (ROOT / "cloudbuild.yaml").read_text())
+
+
+def settings_in(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The Settings a function builds from exactly `env` (nothing of this process's)."""
+    for name in [n for n in os.environ if n.startswith("FANFUSE_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return Settings()
+
+
+@pytest.mark.parametrize("case", GCP_CASES)
+def test_gcp_public_functions_accept_no_google_token_and_no_anonymous_user_by_default(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    envs = gcp_envs(GCP_CASES[case])
+    for target in ("start_search", "search_status", "cancel_search"):
+        settings = settings_in(envs[target], monkeypatch)
+        assert settings.auth_required and settings.firebase_project == "demo-fanfuse", target
+        assert settings.id_token_principals == [] and settings.id_token_audiences == []
+        assert settings.firebase_sign_in_providers is None  # rendered "null": any provider
+        assert settings.firebase_allow_anonymous is False
+        assert settings.trust_gateway is False and settings.trust_iam_authorizer is False
+
+
+@pytest.mark.parametrize("api_access", ["iam", "public"])
+def test_aws_http_verifies_callers_as_api_access_says(
+    api_access: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`iam`: the principal API Gateway verified is the caller; `public`: only what the function
+    verifies itself. Tokens as the variables say, nothing accepted by default."""
+    chosen = tmp_path / "access.tfvars"
+    chosen.write_text(
+        f'api_access = "{api_access}"\n'
+        'firebase_project = "my-app-prod"\n'
+        'id_token_audiences = ["https://api.example.com"]\n'
+        'id_token_principals = ["backend@my-app-prod.iam.gserviceaccount.com"]\n'
+        'firebase_sign_in_providers = ["password", "google.com"]\n'
+    )
+    module = render.aws_module([chosen])
+    (routes,) = module.resources("aws_apigatewayv2_route").values()
+    authorization = module.value(routes["authorization_type"], {})
+    assert authorization == ("AWS_IAM" if api_access == "iam" else "NONE")
+    http = settings_in(render.aws_environments(module)["http"], monkeypatch)
+    assert http.trust_iam_authorizer is (api_access == "iam")
+    assert http.auth_required and http.firebase_project == "my-app-prod"
+    assert http.id_token_audiences == ["https://api.example.com"]
+    assert http.id_token_principals == ["backend@my-app-prod.iam.gserviceaccount.com"]
+    assert http.firebase_sign_in_providers == ["password", "google.com"]
+    assert http.firebase_allow_anonymous is False
+    defaults = settings_in(aws_envs([])["http"], monkeypatch)
+    assert defaults.trust_iam_authorizer is True  # api_access defaults to "iam"
+    assert not defaults.firebase_project and defaults.id_token_principals == []
+    assert defaults.firebase_sign_in_providers is None and not defaults.firebase_allow_anonymous

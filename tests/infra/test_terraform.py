@@ -317,6 +317,16 @@ def test_the_public_functions_are_told_how_to_verify_callers_and_the_task_target
     assert firebase == "${var.firebase_project == null ? var.project_id : var.firebase_project}"
     assert caller_env["FANFUSE_ID_TOKEN_AUDIENCES"] == "${jsonencode(var.id_token_audiences)}"
     assert variable_default("id_token_audiences") == []
+    # Who among the token holders may call: nobody's Google token, no anonymous user, by default.
+    assert caller_env["FANFUSE_ID_TOKEN_PRINCIPALS"] == "${jsonencode(var.id_token_principals)}"
+    providers = caller_env["FANFUSE_FIREBASE_SIGN_IN_PROVIDERS"]
+    assert providers == "${jsonencode(var.firebase_sign_in_providers)}"
+    anonymous = caller_env["FANFUSE_FIREBASE_ALLOW_ANONYMOUS"]
+    assert anonymous == "${tostring(var.firebase_allow_anonymous)}"
+    assert variable_default("id_token_principals") == Settings().id_token_principals == []
+    assert variable_default("firebase_sign_in_providers") is None
+    assert variable_default("firebase_allow_anonymous") is Settings().firebase_allow_anonymous
+    assert Settings().firebase_allow_anonymous is False
     assert variable_default("gateway_service_account") is None
     for name in FUNCTIONS:
         assert ("local.caller_env" in function_env(name)) == (name in PUBLIC), name
@@ -339,6 +349,7 @@ def test_the_gateway_is_trusted_only_when_it_is_the_one_invoker_of_the_api() -> 
     assert conditions == [
         "${var.gateway_service_account == null || length(var.api_invokers) == 0}",
         '${var.gateway_service_account == null || var.api_access == "iam"}',
+        "${length(var.id_token_audiences) == 0 || length(var.id_token_principals) > 0}",
     ]
     # No other grant lets anyone invoke an API function; ingress is open, IAM is the gate.
     for kind, name, body in _iam_members():

@@ -70,10 +70,27 @@ def test_functions_run_the_aws_ports_and_sign_their_messages() -> None:
     assert env["FANFUSE_TASKS_HMAC_SECRET"] == "${random_password.tasks_secret.result}"
     (function,) = resources("aws_lambda_function").values()
     assert function["environment"] == [
-        {"variables": '${merge(local.common_env, each.key == "worker" ? local.worker_env : {})}'}
+        {
+            "variables": '${merge(local.common_env, each.key == "http" ? local.caller_env : {}, '
+            'each.key == "worker" ? local.worker_env : {})}'
+        }
     ]
 
 
-def test_the_http_routes_require_iam() -> None:
+def variable(name: str) -> dict[str, Any]:
+    return next(block[name] for block in AWS["variable"] if name in block)
+
+
+def test_the_http_routes_require_iam_unless_the_api_is_public_and_trust_follows() -> None:
+    """The principal in the event is believed exactly when API Gateway verified it: every
+    route AWS_IAM. `public` routes have no authorization and the function trusts no identity
+    but what it verifies itself."""
     (routes,) = resources("aws_apigatewayv2_route").values()
-    assert routes["authorization_type"] == "AWS_IAM"
+    assert routes["authorization_type"] == '${var.api_access == "iam" ? "AWS_IAM" : "NONE"}'
+    assert local("caller_env")["FANFUSE_TRUST_IAM_AUTHORIZER"] == (
+        '${tostring(var.api_access == "iam")}'
+    )
+    assert variable("api_access")["default"] == "iam"
+    assert variable("id_token_principals")["default"] == []
+    assert variable("firebase_allow_anonymous")["default"] is False
+    assert variable("firebase_project")["default"] is None

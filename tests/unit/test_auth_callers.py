@@ -274,6 +274,54 @@ def test_a_trusted_gateway_names_the_caller_by_sub(store: CountingStore) -> None
             auth.caller({USERINFO: bad})
 
 
+# -- the IAM principal API Gateway verified (AWS, AWS_IAM routes) -------------------------------
+
+ARN = "arn:aws:iam::123456789012:user/backend"
+
+
+def iam_context(identity: Any) -> dict[str, Any]:
+    """A Lambda event's requestContext (payload format 2.0) behind an AWS_IAM route."""
+    return {"accountId": "123456789012", "authorizer": {"iam": identity}}
+
+
+def test_the_iam_principal_is_the_caller_only_when_the_authorizer_is_trusted(
+    store: CountingStore,
+) -> None:
+    context = iam_context({"accountId": "123456789012", "userArn": ARN, "userId": "AIDAEXAMPLE"})
+    trusting = authenticator(store, trust_iam_authorizer=True)
+    assert trusting.caller({}, context) == Caller(subject=f"aws:{ARN}", via="iam")
+    with pytest.raises(Unauthorized, match="no credentials"):
+        authenticator(store).caller({}, context)  # not said to be IAM-authorized: ignored
+    assert authenticator(store, auth_required=False).caller({}, context) is None
+    with pytest.raises(Unauthorized, match="no credentials"):  # no identity: nothing to trust
+        trusting.caller({}, {"authorizer": {"jwt": {"claims": {"sub": "x"}}}})
+    for bad in ({}, {"userArn": ""}, {"userArn": 7}, {"userArn": "backend"}):
+        with pytest.raises(Unauthorized, match="names no userArn"):
+            trusting.caller({}, iam_context(bad))
+
+
+@pytest.mark.parametrize("context", [None, "x", [], {"authorizer": None}, {"authorizer": []}])
+def test_a_request_context_without_an_iam_block_names_no_identity(context: object) -> None:
+    assert callers.iam_identity(context) is None
+    assert callers.iam_identity(iam_context({"userArn": ARN})) == {"userArn": ARN}
+
+
+def test_a_key_wins_over_the_iam_principal_which_wins_over_the_sigv4_authorization(
+    store: CountingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = claims_double(monkeypatch, {"sub": "token-user"})
+    plaintext, _ = issue(store, "key-owner")
+    auth = authenticator(store, trust_iam_authorizer=True)
+    context = iam_context({"userArn": ARN})
+    signed = {"Authorization": "AWS4-HMAC-SHA256 Credential=AKIA/20260101/us-east-1/execute-api"}
+    keyed = auth.caller({KEY: plaintext, **signed}, context)
+    assert keyed is not None and keyed.subject == "key:key-owner"
+    assert auth.caller(signed, context) == Caller(subject=f"aws:{ARN}", via="iam")
+    with pytest.raises(Unauthorized, match="expected `Bearer <ID token>`"):  # untrusted: read
+        authenticator(store).caller(signed, context)
+    assert seen == []
+
+
 # -- ID tokens -------------------------------------------------------------------------------
 
 
@@ -371,3 +419,14 @@ def test_a_search_with_an_owner_exists_only_for_that_owner() -> None:
             visible(view("alice"), stranger)
     for anyone in (alice, bob, None):  # an ownerless search is everyone's
         assert visible(view(None), anyone).owner is None
+
+
+def test_an_iam_principal_sees_its_own_searches_and_no_other_principals() -> None:
+    backend = Caller(subject=f"aws:{ARN}", via="iam")
+    other = Caller(subject="aws:arn:aws:iam::123456789012:user/other", via="iam")
+    same_name = Caller(subject=f"key:{ARN}", via="api_key")  # a key made with --owner <the ARN>
+    assert visible(view(f"aws:{ARN}"), backend).owner == f"aws:{ARN}"
+    for stranger in (other, same_name, None):
+        with pytest.raises(TaskNotFound):
+            visible(view(f"aws:{ARN}"), stranger)
+    assert "aws" in callers.OWNER_NAMESPACES

@@ -10,7 +10,13 @@ A request is read for one credential, the first of these it carries (the others 
    reachable solely through API Gateway, which verified the caller's JWT and forwards its claims
    (base64url JSON); the subject is `gateway:<sub>`. Without that setting the header is
    ignored: anyone can set it.
-3. `Authorization: Bearer <ID token>`: a Firebase or Google-signed ID token, verified by
+3. The IAM principal API Gateway verified (the Lambda event's `requestContext.authorizer.iam`,
+   payload format 2.0), only when `settings.trust_iam_authorizer` says every route of the HTTP
+   API is AWS_IAM-authorized (infra/aws `api_access = "iam"`): the gateway checked the SigV4
+   signature, so its `userArn` is who called; the subject is `aws:<userArn>`. It is not a
+   header: API Gateway writes the request context, no caller can, and a front that is not the
+   Lambda's has none.
+4. `Authorization: Bearer <ID token>`: a Firebase or Google-signed ID token, verified by
    `fanfuse.auth.tokens.caller_claims` (signature, issuer, audience, expiry, principal). The
    subject is `firebase:<uid>` or `google:<sub>`.
 
@@ -26,7 +32,9 @@ not say which kind of credential made it (see docs/security.md, "Owners").
 Why this order: behind Cloud Functions' IAM or API Gateway, `Authorization` carries the
 platform's own token (the invoker's, or the gateway's service account's, the caller's original
 moved to `X-Forwarded-Authorization`), not the caller's. So a caller that sends a key means the
-key, and a trusted gateway's claims outrank the bearer token it replaced.
+key, and a trusted gateway's claims outrank the bearer token it replaced. Behind AWS_IAM routes,
+`Authorization` holds the SigV4 signature, never a bearer token, so the principal it proved
+comes before it.
 
 No credential at all: 401 naming both ways to authenticate when `settings.auth_required` (the
 default), else None, an anonymous caller whose searches have no owner. A credential that is
@@ -45,7 +53,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
@@ -60,9 +68,13 @@ USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
 KEY_CACHE_SECONDS = 30.0
 """How long a process reuses a key record it read: the bound on a revocation's delay."""
 KEY_CACHE_SIZE = 1024
-OWNER_NAMESPACES = ("key", "firebase", "google", "gateway", "local")
+OWNER_NAMESPACES = ("key", "firebase", "google", "gateway", "aws", "local")
 """The prefixes of `Caller.subject`: API keys, Firebase and Google ID tokens, API Gateway's
-claims, and the fixed owner of an unauthenticated local MCP server (`agent.backend`)."""
+claims (GCP), the IAM principal of a SigV4-signed call (AWS), and the fixed owner of an
+unauthenticated local MCP server (`agent.backend`)."""
+LAMBDA_REQUEST_CONTEXT = "apig_wsgi.request_context"
+"""Where apig-wsgi (`fanfuse.fronts.aws_lambda.front`) puts the Lambda event's `requestContext` in the WSGI
+environ; no other front sets it, and no request header can (headers are `HTTP_*`)."""
 HOW = (
     f"send an API key as {API_KEY_HEADER} (`fanfuse keys create`) or an ID token as "
     f"{AUTHORIZATION}: Bearer <token>"
@@ -109,6 +121,26 @@ def gateway_caller(header: str) -> Caller:
     return Caller(subject=f"gateway:{subject}", via="gateway")
 
 
+def iam_identity(request_context: object) -> Mapping[str, object] | None:
+    """`requestContext.authorizer.iam` of a Lambda event (payload format 2.0): the principal
+    whose SigV4 signature API Gateway verified, or None when the event carries none."""
+    authorizer = request_context.get("authorizer") if isinstance(request_context, dict) else None
+    identity = authorizer.get("iam") if isinstance(authorizer, dict) else None
+    return identity if isinstance(identity, dict) else None
+
+
+def iam_caller(identity: Mapping[str, object]) -> Caller:
+    """The caller of an IAM-authorized request: `aws:<userArn>`, else 401.
+
+    The ARN as API Gateway gives it: a user's, or an assumed role's *session*
+    (`arn:aws:sts::<account>:assumed-role/<role>/<session>`), so two sessions of one role with
+    different session names are two owners (docs/security.md, "Owners")."""
+    arn = identity.get("userArn")
+    if not isinstance(arn, str) or not arn.startswith("arn:"):
+        raise Unauthorized("the IAM authorizer's identity names no userArn")
+    return Caller(subject=f"aws:{arn}", via="iam")
+
+
 def visible(view: TaskView, caller: Caller | None) -> TaskView:
     """A search with an owner exists only for its owner: anyone else gets 404, not 403, so that
     task ids are not disclosed. A search without one (anonymous, or started in process) is
@@ -142,8 +174,8 @@ def _sees(owner: str | None, caller: Caller | None) -> bool:
 
 
 class Authenticator:
-    """`caller(headers)`: the verified caller of one request, None (anonymous, when allowed), or
-    Unauthorized/Forbidden. One per process: it holds the key cache."""
+    """`caller(headers, request_context)`: the verified caller of one request, None (anonymous,
+    when allowed), or Unauthorized/Forbidden. One per process: it holds the key cache."""
 
     def __init__(
         self,
@@ -160,7 +192,9 @@ class Authenticator:
         self._cache: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def caller(self, headers: Headers) -> Caller | None:
+    def caller(self, headers: Headers, request_context: object = None) -> Caller | None:
+        """`request_context`: the Lambda event's `requestContext` (`LAMBDA_REQUEST_CONTEXT`),
+        read only when `settings.trust_iam_authorizer`; None from every other front."""
         key = headers.get(API_KEY_HEADER)
         if key is not None:
             return self._by_key(key)
@@ -168,6 +202,10 @@ class Authenticator:
             userinfo = headers.get(USERINFO_HEADER)
             if userinfo is not None:
                 return gateway_caller(userinfo)
+        if self.settings.trust_iam_authorizer:
+            identity = iam_identity(request_context)
+            if identity is not None:
+                return iam_caller(identity)
         authorization = headers.get(AUTHORIZATION)
         if authorization is not None:
             token = tokens.bearer(authorization)

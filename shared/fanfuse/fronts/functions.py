@@ -22,10 +22,11 @@ these apart by type only (every error class is in `fanfuse.wire.errors`, with it
 an exception's message.
 
 Identity. The three public targets authenticate their caller first, before anything is read
-or written (`fanfuse.auth.callers`: an API key, an ID token, or API Gateway's claims when
-FANFUSE_TRUST_GATEWAY says the functions sit behind it); the caller's subject becomes the search's
-`owner` (`firebase:<uid>` for a Firebase user, what `firestore.rules` compare with
-`'firebase:' + request.auth.uid`), and a search with an owner is
+or written (`fanfuse.auth.callers`: an API key, an ID token, API Gateway's claims when
+FANFUSE_TRUST_GATEWAY says the functions sit behind it, or on AWS the IAM principal API Gateway
+verified when FANFUSE_TRUST_IAM_AUTHORIZER says every route is IAM-authorized); the caller's
+subject becomes the search's `owner` (`firebase:<uid>` for a Firebase user, what
+`firestore.rules` compare with `'firebase:' + request.auth.uid`), and a search with an owner is
 visible (status, cancel) only to that caller. The OpenAPI document needs no credential.
 `start_search` then admits the caller (its in-flight cap and start rate, `admission.py`) before
 it parses the body, so that an invalid body spends the caller's token as a valid one does.
@@ -44,7 +45,7 @@ import flask
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
-from fanfuse.auth.callers import visible_status
+from fanfuse.auth.callers import LAMBDA_REQUEST_CONTEXT, visible_status
 from fanfuse.auth.tasks import verify_delivery
 from fanfuse.http.api import (
     CancelRequest,
@@ -137,7 +138,8 @@ def task_id_of(request: flask.Request) -> str:
 
 def caller(request: flask.Request) -> Caller | None:
     """The verified caller, or None (anonymous, where allowed); else 401/403 (`fanfuse.auth`)."""
-    return authenticator().caller(request.headers)
+    context = request.environ.get(LAMBDA_REQUEST_CONTEXT)  # the Lambda front's alone
+    return authenticator().caller(request.headers, context)
 
 
 # ---------------------------------------------------------------------------------------------

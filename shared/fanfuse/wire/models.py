@@ -389,13 +389,13 @@ class Caller(BaseModel):
     """Who is calling a public endpoint, as verified by `fanfuse.auth` (never as claimed).
 
     `subject` becomes the owner of the searches it starts, namespaced by the credential's kind
-    (`key:`, `firebase:`, `google:`, `gateway:`, `local:`; auth.callers). The limits are the
+    (`key:`, `firebase:`, `google:`, `gateway:`, `aws:`, `local:`; auth.callers). The limits are the
     caller's own (an API key's), or None for the deployment's defaults (`Settings.rate_per_minute`,
     `Settings.max_in_flight`).
     """
 
     subject: str = Field(min_length=1)
-    via: Literal["api_key", "id_token", "gateway", "local"]
+    via: Literal["api_key", "id_token", "gateway", "iam", "local"]
     """`local`: the fixed owner of an MCP server nobody authenticates to (stdio, loopback), an
     in-process caller the service does not admit (admission.py)."""
     key_id: str | None = None

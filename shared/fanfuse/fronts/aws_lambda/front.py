@@ -10,7 +10,10 @@ event into the request a target takes, and the target's answer into what Lambda 
   events) hands it to a small Flask app that routes `/{target}` and `/{target}/...` to the three
   public targets, so one function serves `/start_search`, `/search_status/{task_id}`,
   `/search_status/openapi.json` and `/cancel_search`. FANFUSE_FUNCTION_URLS names these routes
-  under the function's URL, so `status_url` points back at it.
+  under the function's URL, so `status_url` points back at it. apig-wsgi also hands the event's
+  `requestContext` to the targets (the WSGI environ's `apig_wsgi.request_context`): behind
+  AWS_IAM routes it names the principal whose SigV4 signature API Gateway verified, which
+  `auth.callers` takes as the caller when FANFUSE_TRUST_IAM_AUTHORIZER says so.
 - `sqs_handler(target)`: the worker (`run_platform`) and the aggregator (`aggregate`), triggered
   by an SQS event source mapping with ReportBatchItemFailures. Each record becomes the POST a
   Cloud Task would make: its body, its `signature` attribute as `X-Fanfuse-Signature`, and its
