@@ -1,17 +1,17 @@
 """AWS Lambda entry points: `aws_lambda.http`, `aws_lambda.worker`, `aws_lambda.aggregator`.
 
-Thin on purpose, as functions/main.py is: the handlers live in `fanfuse.aws.front`, over the
-very targets the Cloud Functions run. Every function is deployed with FANFUSE_CLOUD=aws (its
-service then runs on DynamoDB and SQS); infra/aws/lambda.tf names these handlers. On Lambda
+Thin on purpose, as functions/main.py is: the handlers live in `fanfuse.fronts.aws_lambda.front`,
+over the very targets the Cloud Functions run. Every function is deployed with FANFUSE_CLOUD=aws
+(its service then runs on DynamoDB and SQS); infra/aws/lambda.tf names these handlers. On Lambda
 every file is written under /tmp (`front.use_scratch`, before any handler runs).
 """
 
 from __future__ import annotations
 
-from fanfuse import cloud
-from fanfuse.aws import front
-from fanfuse.logs import install_json_logging
-from fanfuse.redact import install_log_redaction
+from fanfuse.fronts.aws_lambda import front
+from fanfuse.runtimes import cloud
+from fanfuse.support.logs import install_json_logging
+from fanfuse.support.redact import install_log_redaction
 
 front.use_scratch()  # the caches under /tmp: the only writable place on Lambda
 

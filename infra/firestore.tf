@@ -105,7 +105,7 @@ resource "google_firestore_index" "searches_by_owner" {
 }
 
 # start_search counts a caller's searches in flight (owner, not terminal, before the deadline):
-# a count() aggregation over this index (fanfuse.admission).
+# a count() aggregation over this index (fanfuse.service.admission).
 resource "google_firestore_index" "searches_in_flight" {
   database    = local.database
   collection  = "searches"

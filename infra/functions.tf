@@ -56,7 +56,7 @@ locals {
     FANFUSE_FIREBASE_SIGN_IN_PROVIDERS = jsonencode(var.firebase_sign_in_providers)
     FANFUSE_FIREBASE_ALLOW_ANONYMOUS   = tostring(var.firebase_allow_anonymous)
   }
-  # What start_search holds each caller to (fanfuse.quota).
+  # What start_search holds each caller to (fanfuse.rules.quota).
   quota_env = {
     FANFUSE_RATE_PER_MINUTE = tostring(var.rate_per_minute)
     FANFUSE_MAX_IN_FLIGHT   = tostring(var.max_in_flight)

@@ -187,7 +187,7 @@ variable "firebase_allow_anonymous" {
   default     = false
 }
 
-# -- Quotas per caller (fanfuse.quota), kept in Firestore so they hold across instances ---------
+# -- Quotas per caller (fanfuse.rules.quota), kept in Firestore so they hold across instances ---
 
 variable "rate_per_minute" {
   description = "Searches one caller may start per minute (start_search answers 429 with Retry-After beyond it); an API key may carry its own."

@@ -1,5 +1,5 @@
 """The AWS fixtures (tests/conftest.py imports them for every test directory): moto's server on
-127.0.0.1 for the session (fanfuse.devstack.moto_app), every backend reset and the table made
+127.0.0.1 for the session (fanfuse.tools.devstack.moto_app), every backend reset and the table made
 again before each test that asks for `aws_settings`; botocore gets dummy credentials and never
 looks for others. `dynamo_store`: the store on it, for tests run on every store."""
 
@@ -9,12 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from fanfuse.aws_clients import dynamodb_client
-from fanfuse.devstack.moto_app import ThreadedMoto
+from fanfuse.net.aws_clients import dynamodb_client
 from fanfuse.settings import Settings
 from fanfuse.store.dynamodb import DynamoStore
 from fanfuse.store.dynamodb_codec import ensure_table
 from fanfuse.store.write_log import WriteLog
+from fanfuse.tools.devstack.moto_app import ThreadedMoto
 
 AWS_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from fanfuse.models import FusionMethod, Hit, PlatformRun, SearchRequest, Task, TaskView, utcnow
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
@@ -17,6 +16,15 @@ from fanfuse.platforms.base import (
     SearchParams,
 )
 from fanfuse.queue.base import PlatformMessage, TaskQueue
+from fanfuse.wire.models import (
+    FusionMethod,
+    Hit,
+    PlatformRun,
+    SearchRequest,
+    Task,
+    TaskView,
+    utcnow,
+)
 
 
 def pending_task(

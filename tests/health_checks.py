@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
-from fanfuse import breaker
-from fanfuse.models import BreakerState, FailureKind, PlatformHealth, utcnow
+from fanfuse.rules import breaker
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.models import BreakerState, FailureKind, PlatformHealth, utcnow
 
 CLAIMANTS = 8
 

@@ -169,7 +169,7 @@ def report():
         f.write(str(kib * 1024))
 atexit.register(report)
 sys.argv[0] = 'fanfuse'
-runpy.run_module('fanfuse.cli', run_name='__main__')
+runpy.run_module('fanfuse.cli.main', run_name='__main__')
 """
 """`python -c PEAK_REPORTER FILE ARGS...`: `fanfuse ARGS...`, writing its peak RSS in bytes (the
 address space's own high-water mark, VmHWM) to FILE as it exits, sys.exit included."""

@@ -14,10 +14,10 @@ from typer.testing import CliRunner, Result
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator
-from fanfuse.cli import app
-from fanfuse.errors import Forbidden
+from fanfuse.cli.main import app
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.errors import Forbidden
 
 
 def keys_round_trip(

@@ -44,14 +44,14 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 
 def stdio_server(env: dict[str, str], *args: str) -> StdioServerParameters:
     return StdioServerParameters(
-        command=sys.executable, args=["-m", "fanfuse.cli", "mcp", *args], env=child_env(env)
+        command=sys.executable, args=["-m", "fanfuse.cli.main", "mcp", *args], env=child_env(env)
     )
 
 
 @contextmanager
 def http_server(env: dict[str, str], *args: str) -> Iterator[str]:
     """`fanfuse mcp --http --port 0`: the URL it announces once it prints `ready`."""
-    command = [sys.executable, "-m", "fanfuse.cli", "mcp", "--http", "--port", "0", *args]
+    command = [sys.executable, "-m", "fanfuse.cli.main", "mcp", "--http", "--port", "0", *args]
     proc = subprocess.Popen(command, env=child_env(env), stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from fanfuse.testing import StubSearxServer
+from fanfuse.tools.stubs import StubSearxServer
 
 DOUBLES = {
     "web_flaky": "fail-query/zz500",

@@ -9,8 +9,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from fanfuse import admission
-from fanfuse.quota import Limit
+from fanfuse.rules.quota import Limit
+from fanfuse.service import admission
 from fanfuse.store.base import TaskStore
 from tests.fakes import pending_task
 

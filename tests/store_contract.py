@@ -16,11 +16,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from fanfuse import lifecycle
 from fanfuse.auth import keys
-from fanfuse.cache import QueryCache, cache_scope
-from fanfuse.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
-from fanfuse.models import (
+from fanfuse.rules import lifecycle
+from fanfuse.rules.mutations import Mutator, Snapshot, Writes
+from fanfuse.rules.quota import Limit
+from fanfuse.stages.cache import QueryCache, cache_scope
+from fanfuse.store.base import TaskStore
+from fanfuse.store.write_log import WriteLog
+from fanfuse.wire.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
+from fanfuse.wire.models import (
     CacheEntry,
     Hit,
     LimitCut,
@@ -29,10 +33,7 @@ from fanfuse.models import (
     TaskStatus,
     utcnow,
 )
-from fanfuse.options import CacheMode, SearchOptions
-from fanfuse.quota import Limit
-from fanfuse.store.base import Mutator, Snapshot, TaskStore, Writes
-from fanfuse.store.write_log import WriteLog
+from fanfuse.wire.options import CacheMode, SearchOptions
 from tests.fakes import make_task
 from tests.health_checks import put_health, race_probe
 from tests.quota_checks import hammer, owned_task

@@ -15,7 +15,7 @@
    public API as an app would: HTTP, authenticated with that key, until the search is final;
 5. print `rehearsal ok`. Any failure exits non-zero with what failed.
 
-The local stand-ins are fanfuse.devstack's (the Firestore and Cloud Tasks emulators, moto's
+The local stand-ins are fanfuse.tools.devstack's (the Firestore and Cloud Tasks emulators, moto's
 server, the Lambda host), so the rehearsal runs what the tests run.
 """
 
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from fanfuse_deploy import package, render
 
 if TYPE_CHECKING:
-    from fanfuse.devstack.processes import Component
+    from fanfuse.tools.devstack.processes import Component
 
 QUERY = "dielectric constant of water at microwave frequencies"
 TERMINAL = {"completed", "partial", "failed", "cancelled"}
@@ -129,7 +129,7 @@ def unzip(archive: Path, into: Path) -> Path:
 def http_json(
     method: str, url: str, body: object | None, headers: Mapping[str, str]
 ) -> tuple[int, dict[str, object]]:
-    from fanfuse.devstack import http_request
+    from fanfuse.tools.devstack.processes import http_request
 
     data = None if body is None else json.dumps(body).encode()
     status, raw = http_request(
@@ -194,13 +194,11 @@ def build_artifact(
 
 
 def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
-    from fanfuse.devstack import (
-        CloudTasksEmulator,
-        FirestoreEmulator,
-        FunctionProcess,
-        free_port,
-        queue_id,
-    )
+    from fanfuse.tools.devstack.cloud_tasks import CloudTasksEmulator
+    from fanfuse.tools.devstack.firestore import FirestoreEmulator
+    from fanfuse.tools.devstack.functions import FunctionProcess
+    from fanfuse.tools.devstack.processes import free_port
+    from fanfuse.tools.devstack.stack import queue_id
 
     version, python, platforms, archive = build_artifact("gcp", work, var_files)
     source = unzip(archive, work / "function")
@@ -294,8 +292,7 @@ def _create_key(store: list[str], store_env: Mapping[str, str]) -> str:
 
 
 def rehearse_aws(work: Path, var_files: list[Path]) -> None:
-    from fanfuse.devstack import AwsStack
-    from fanfuse.devstack.aws import AWS_DUMMY_ENV
+    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV, AwsStack
 
     version, python, platforms, archive = build_artifact("aws", work, var_files)
     task_root = unzip(archive, work / "task")
@@ -328,7 +325,8 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
     host = stack.handlers
     host.process.argv = [
         str(runtime / "bin" / "python"), "-c",
-        "import sys, aws_lambda; from fanfuse.aws import local; local.main(sys.argv[1:])",
+        "import sys, aws_lambda; from fanfuse.fronts.aws_lambda import local; "
+        "local.main(sys.argv[1:])",
         "--host", "127.0.0.1", "--port", str(host.port), "--paused", str(stack.paused),
     ]  # fmt: skip
     host.launch = lambda: _launch_clean(host, env)  # type: ignore[method-assign]

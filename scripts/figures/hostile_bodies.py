@@ -26,7 +26,7 @@ from collections.abc import Awaitable
 
 import httpx
 
-from fanfuse.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve import ServeProcess
 
 NAMES = 16_000
 

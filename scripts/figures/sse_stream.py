@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from fanfuse.testing import StubSearxServer
+from fanfuse.tools.stubs import StubSearxServer
 
 
 def summary(data: dict[str, Any]) -> str:
@@ -39,7 +39,16 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("FANFUSE_")}
         env["FANFUSE_DB_PATH"] = f"{tmp}/sse.db"
         env["FANFUSE_EXTRA_PLATFORMS"] = json.dumps(platforms)
-        command = [sys.executable, "-m", "fanfuse.cli", "serve", "--port", "0", "--warm", "none"]
+        command = [
+            sys.executable,
+            "-m",
+            "fanfuse.cli.main",
+            "serve",
+            "--port",
+            "0",
+            "--warm",
+            "none",
+        ]
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None

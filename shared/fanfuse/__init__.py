@@ -4,8 +4,8 @@ The Python API (docs/python-api.md): `fanfuse.search(...)` runs one search synch
 `async with fanfuse.Runtime() as rt: await rt.search(...)` keeps models and indexes loaded across
 searches. Both take a `SearchRequest`, its JSON body as a dict, or a query with keyword fields.
 
-They are loaded on first use (PEP 562), so `import fanfuse.cloud` in a Cloud Function does not
-pay for the embedded runtime at cold start.
+They are loaded on first use (PEP 562), so `import fanfuse.fronts.functions` in a Cloud Function
+does not pay for the embedded runtime at cold start.
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ __version__ = "0.1.0"
 __all__ = ["Mode", "Runtime", "SearchRequest", "TaskView", "search"]
 
 if TYPE_CHECKING:
-    from fanfuse.models import TaskView
-    from fanfuse.modes import Mode
-    from fanfuse.request import SearchRequest
-    from fanfuse.runtime import EmbeddedRuntime as Runtime
-    from fanfuse.runtime import search
+    from fanfuse.runtimes.embedded import EmbeddedRuntime as Runtime
+    from fanfuse.runtimes.embedded import search
+    from fanfuse.wire.models import TaskView
+    from fanfuse.wire.modes import Mode
+    from fanfuse.wire.request import SearchRequest
 
 _LAZY = {
-    "Runtime": ("fanfuse.runtime", "EmbeddedRuntime"),
-    "search": ("fanfuse.runtime", "search"),
-    "SearchRequest": ("fanfuse.request", "SearchRequest"),
-    "TaskView": ("fanfuse.models", "TaskView"),
-    "Mode": ("fanfuse.modes", "Mode"),
+    "Runtime": ("fanfuse.runtimes.embedded", "EmbeddedRuntime"),
+    "search": ("fanfuse.runtimes.embedded", "search"),
+    "SearchRequest": ("fanfuse.wire.request", "SearchRequest"),
+    "TaskView": ("fanfuse.wire.models", "TaskView"),
+    "Mode": ("fanfuse.wire.modes", "Mode"),
 }
 
 

@@ -148,7 +148,7 @@ class Settings(BaseSettings):
         description="local stacks: the task targets accept only bodies signed with this secret "
         "(`fanfuse dev` generates one)",
     )
-    # Quotas (fanfuse.quota): per caller, kept in the store so they hold across instances.
+    # Quotas (fanfuse.rules.quota): per caller, kept in the store so they hold across instances.
     rate_per_minute: int = Field(
         default=30, ge=1, description="starts per minute per caller (an API key may set its own)"
     )
@@ -165,8 +165,8 @@ class Settings(BaseSettings):
         "provider's raw content is otherwise kept whole (20,000 characters is about 5,000 "
         "tokens, past the content stages' 3,000-token budget, and at most 80 KB a document)",
     )
-    # Per-search caps on what one request may cost (fanfuse.limits): each platform gets an equal
-    # share, and a cut is reported on its platform document (`limits`).
+    # Per-search caps on what one request may cost (fanfuse.rules.limits): each platform gets an
+    # equal share, and a cut is reported on its platform document (`limits`).
     max_provider_calls_per_search: int = Field(
         default=100,
         ge=1,

@@ -1,4 +1,5 @@
-"""The Lambda handlers (`fanfuse.aws.front`) over the Cloud Functions' targets, with SQS on moto.
+"""The Lambda handlers (`fanfuse.fronts.aws_lambda.front`) over the Cloud Functions' targets, with
+SQS on moto.
 
 The targets' own rules are tested in tests/unit/test_cloud_wrappers.py; this pins what the
 Lambda adapters add: a function-URL event reaches the right public target and comes back as
@@ -23,17 +24,17 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from fanfuse import cloud
 from fanfuse.auth import keys
-from fanfuse.aws import front
-from fanfuse.aws_clients import sqs_client
-from fanfuse.devstack.moto_app import ThreadedMoto
-from fanfuse.errors import LeaseHeld, QueueUnavailable, UnknownPlatform
-from fanfuse.models import TaskView, utcnow
+from fanfuse.fronts.aws_lambda import front
+from fanfuse.net.aws_clients import sqs_client
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue, ensure_queues
+from fanfuse.runtimes import cloud
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.tools.devstack.moto_app import ThreadedMoto
+from fanfuse.wire.errors import LeaseHeld, QueueUnavailable, UnknownPlatform
+from fanfuse.wire.models import TaskView, utcnow
 from tests.fakes import task_view
 
 SECRET = "front-tests"
@@ -264,7 +265,7 @@ def sent(queue: SqsQueue, name: str, message: Any, at: Any = None) -> dict[str, 
     received = queue.client.receive_message(
         QueueUrl=url, MessageAttributeNames=["All"], WaitTimeSeconds=2
     )["Messages"]
-    from fanfuse.aws.local import sqs_record
+    from fanfuse.fronts.aws_lambda.local import sqs_record
 
     arn = queue.client.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])
     return sqs_record(received[0], arn["Attributes"]["QueueArn"], "us-east-1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fanfuse.bench import run_latency
+from fanfuse.tools.bench.latency import run_latency
 
 
 def test_the_aws_row_is_measured_on_the_moto_stack(aws_env: None) -> None:

@@ -13,21 +13,21 @@ import pytest
 from botocore.exceptions import ReadTimeoutError
 from botocore.stub import Stubber
 
-from fanfuse import lifecycle
-from fanfuse.aws_clients import (
+from fanfuse.net.aws_clients import (
     CONNECT_TIMEOUT_S,
     MAX_ATTEMPTS,
     READ_TIMEOUT_S,
     client_config,
     dynamodb_client,
 )
-from fanfuse.devstack.processes import LOOPBACK
-from fanfuse.errors import StoreUnavailable, Unavailable
-from fanfuse.models import Hit, PlatformState, utcnow
+from fanfuse.rules import lifecycle
+from fanfuse.rules.mutations import Snapshot, Writes
 from fanfuse.settings import Settings
 from fanfuse.store import dynamodb_codec as codec
-from fanfuse.store.base import Snapshot, Writes
 from fanfuse.store.dynamodb import ATTEMPTS, DynamoStore
+from fanfuse.tools.devstack.processes import LOOPBACK
+from fanfuse.wire.errors import StoreUnavailable, Unavailable
+from fanfuse.wire.models import Hit, PlatformState, utcnow
 from tests.aws_fixtures import open_dynamo
 from tests.fakes import make_task
 from tests.store_contract import CloudStoreContract, Harness, claim, finish

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from fanfuse.aws.ports import dynamo_store
-from fanfuse.cli import app
-from fanfuse.cli_keys import which_store
+from fanfuse.cli.keys import which_store
+from fanfuse.cli.main import app
+from fanfuse.runtimes.aws import dynamo_store
 from fanfuse.settings import Settings
 from tests.keys_checks import keys_round_trip
 

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from pytest_httpserver import HTTPServer
 
-from fanfuse.aws.front import LAMBDA_MARKER, scratch_env
-from fanfuse.aws_clients import sqs_client
+from fanfuse.fronts.aws_lambda.front import LAMBDA_MARKER, scratch_env
+from fanfuse.net.aws_clients import sqs_client
 from fanfuse.queue.sqs import ensure_queues
 from fanfuse.settings import Settings
 from tests.aws_fixtures import AWS_ENV
@@ -51,9 +51,9 @@ LAMBDA_RUN = r"""
 import base64, json, os, sys
 sys.path.insert(0, "functions")
 import aws_lambda
-from fanfuse import cloud
-from fanfuse.aws.local import sqs_record
-from fanfuse.aws_clients import sqs_client
+from fanfuse.runtimes import cloud
+from fanfuse.fronts.aws_lambda.local import sqs_record
+from fanfuse.net.aws_clients import sqs_client
 from fanfuse.queue.sqs import SqsQueue, queue_arn
 
 settings = cloud.settings()

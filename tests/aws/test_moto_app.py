@@ -1,7 +1,7 @@
 """The tests' moto server keeps DynamoDB's promise that of concurrent writes conditioned on one
 item's version exactly one wins. moto's own threaded server does not (measured: with frequent
 thread switches, 27 rounds in 150 of 16 concurrent TransactWriteItems had several winners);
-fanfuse.devstack.moto_app serializes DynamoDB requests, and this fails without that."""
+fanfuse.tools.devstack.moto_app serializes DynamoDB requests, and this fails without that."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from functools import partial
 import pytest
 from types_boto3_dynamodb import DynamoDBClient
 
-from fanfuse.aws_clients import dynamodb_client
+from fanfuse.net.aws_clients import dynamodb_client
 from fanfuse.settings import Settings
 from fanfuse.store import dynamodb_codec as codec
 from tests.store_contract import at_once

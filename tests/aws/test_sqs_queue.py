@@ -11,10 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
-from fanfuse.aws_clients import sqs_client
-from fanfuse.devstack.moto_app import ThreadedMoto
-from fanfuse.errors import Unauthorized
-from fanfuse.models import utcnow
+from fanfuse.net.aws_clients import sqs_client
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, queue_id
 from fanfuse.queue.sqs import (
     DUE_ATTRIBUTE,
@@ -25,6 +22,9 @@ from fanfuse.queue.sqs import (
     ensure_queues,
 )
 from fanfuse.settings import Settings
+from fanfuse.tools.devstack.moto_app import ThreadedMoto
+from fanfuse.wire.errors import Unauthorized
+from fanfuse.wire.models import utcnow
 
 SECRET = "s3cret-for-tests"
 

@@ -19,16 +19,16 @@ from unittest import mock
 
 import httpx
 
-from fanfuse import cloud
-from fanfuse.aws import front
-from fanfuse.aws_clients import dynamodb_client
-from fanfuse.devstack.aws import AwsAddresses, AwsStack, LambdaHost
-from fanfuse.models import PlatformRun, Task
+from fanfuse.fronts.aws_lambda import front
+from fanfuse.net.aws_clients import dynamodb_client
 from fanfuse.queue.base import AGGREGATE_QUEUE, queue_id
 from fanfuse.queue.sqs import SIGNATURE_ATTRIBUTE, SqsQueue
+from fanfuse.runtimes import cloud
 from fanfuse.settings import Settings
 from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.dynamodb import DynamoStore
+from fanfuse.tools.devstack.aws import AwsAddresses, AwsStack, LambdaHost
+from fanfuse.wire.models import PlatformRun, Task
 from tests.e2e.cloud import Runtime
 
 
@@ -102,7 +102,8 @@ class AwsCloud(Runtime):
         )
 
     def _use_aws_handlers(self) -> None:
-        """This process's `fanfuse.cloud` wired as the Lambda handlers' (settings, service)."""
+        """This process's `fanfuse.fronts.functions` wired as the Lambda handlers' (settings,
+        service)."""
         if cloud._settings is not self.settings:
             cloud._settings = self.settings
             cloud._service = cloud._authenticator = None

@@ -36,13 +36,14 @@ import httpx
 from google.cloud import firestore
 
 from fanfuse.auth.tasks import SIGNATURE_HEADER
-from fanfuse.client import KEEPALIVE_EXPIRY
-from fanfuse.devstack import FunctionProcess, LocalStack, StackAddresses
-from fanfuse.models import TERMINAL_TASK
+from fanfuse.http.client import KEEPALIVE_EXPIRY
 from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
-from fanfuse.testing import StubSearxServer
+from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.stack import LocalStack, StackAddresses
+from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.models import TERMINAL_TASK
 from tests import option_scenarios
 from tests.fakes import make_task as make_task
 from tests.signing import task_signature
@@ -319,6 +320,6 @@ def write_corpus(path: Path) -> Path:
 
 def http_client(**kwargs: Any) -> httpx.Client:
     """A client for the stacks' functions that drops an idle connection before their server does
-    (fanfuse.client.KEEPALIVE_EXPIRY), as every fanfuse caller of the API does."""
+    (fanfuse.http.client.KEEPALIVE_EXPIRY), as every fanfuse caller of the API does."""
     limits = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY)
     return httpx.Client(timeout=60, limits=limits, **kwargs)

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse import cloud as cloud_module
 from fanfuse.auth import keys
-from fanfuse.devstack import FunctionProcess, LocalStack, free_port
-from fanfuse.devstack.aws import AwsStack, LambdaHost
-from fanfuse.testing import StubSearxServer
+from fanfuse.runtimes import cloud as cloud_module
+from fanfuse.tools.devstack.aws import AwsStack, LambdaHost
+from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.processes import free_port
+from fanfuse.tools.devstack.stack import LocalStack
+from fanfuse.tools.stubs import StubSearxServer
 from tests.e2e.aws import AwsCloud
 from tests.e2e.cloud import (
     LEASE_SECONDS,

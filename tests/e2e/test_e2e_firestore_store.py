@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from fanfuse.models import utcnow
-from fanfuse.store.base import Snapshot, Writes
+from fanfuse.rules.mutations import Snapshot, Writes
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
+from fanfuse.wire.models import utcnow
 from tests.e2e.cloud import Cloud, make_task
 from tests.store_contract import CloudStoreContract, Harness, at_once, cache_entry
 

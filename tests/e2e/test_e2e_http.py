@@ -16,9 +16,9 @@ import pytest
 from fanfuse.auth import keys
 from fanfuse.auth.callers import USERINFO_HEADER as USERINFO
 from fanfuse.auth.tasks import SIGNATURE_HEADER
-from fanfuse.devstack import FunctionProcess
-from fanfuse.models import utcnow
 from fanfuse.store.write_log import WriteLog
+from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.wire.models import utcnow
 from tests.e2e.cloud import TERMINAL, Cloud, http_client
 from tests.signing import task_signature
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from unittest import mock
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.aws.ports import dynamo_store
+from fanfuse.runtimes.aws import dynamo_store
 from fanfuse.settings import Settings
 from fanfuse.store.firestore import FirestoreStore
 from tests.e2e.aws import AwsCloud

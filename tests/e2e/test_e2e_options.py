@@ -10,9 +10,9 @@ import time
 from datetime import datetime
 from typing import Any
 
-from fanfuse.models import CacheEntry
 from fanfuse.store.firestore import CACHE_SUFFIX
 from fanfuse.store.firestore_codec import decode
+from fanfuse.wire.models import CacheEntry
 from tests import option_scenarios as sc
 from tests.e2e.cloud import Cloud
 

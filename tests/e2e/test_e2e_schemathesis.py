@@ -55,9 +55,9 @@ from schemathesis.checks import (
 from schemathesis.errors import FailureGroup
 
 from fanfuse.auth import keys
-from fanfuse.models import ErrorBody, utcnow
-from fanfuse.openapi import document
+from fanfuse.http.openapi import document
 from fanfuse.queue.base import AGGREGATE_QUEUE
+from fanfuse.wire.models import ErrorBody, utcnow
 from tests.e2e.cloud import Cloud
 
 SEED = int(os.environ.get("FANFUSE_FUZZ_SEED", "20251010"))

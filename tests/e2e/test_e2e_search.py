@@ -15,8 +15,8 @@ import httpx
 import pytest
 from pydantic import TypeAdapter
 
-from fanfuse import lifecycle
-from fanfuse.models import (
+from fanfuse.rules import lifecycle
+from fanfuse.wire.models import (
     FusionMethod,
     Hit,
     PlatformRun,

@@ -21,8 +21,8 @@ deadline start_search, the two DEBUG functions, the Firestore and Cloud Tasks em
 Firestore write log, every document of every collection and sub-collection, and every answer
 received, headers included: for each secret as sent, URL-encoded and JSON-escaped, whole or cut
 to its first or last 16 characters. `test_the_grep_finds_a_planted_secret` shows the grep
-reaching each kind of place; with `fanfuse.redact`'s masking turned off, the first test fails
-(and its grep alone, without the checks that the masks are there, finds the provider key).
+reaching each kind of place; with `fanfuse.support.redact`'s masking turned off, the first test
+fails (and its grep alone, without the checks that the masks are there, finds the provider key).
 """
 
 from __future__ import annotations
@@ -46,16 +46,15 @@ from werkzeug import Request, Response
 
 from fanfuse.auth import keys
 from fanfuse.auth.tasks import SIGNATURE_HEADER
-from fanfuse.devstack import (
-    DEFAULT_FUNCTIONS_SOURCE,
-    FUNCTION_TARGETS,
-    LOOPBACK,
-    FunctionProcess,
-    free_port,
-)
-from fanfuse.models import ApiKey
 from fanfuse.queue.base import queue_id
 from fanfuse.store.firestore import KEYS_SUFFIX
+from fanfuse.tools.devstack.functions import (
+    DEFAULT_FUNCTIONS_SOURCE,
+    FUNCTION_TARGETS,
+    FunctionProcess,
+)
+from fanfuse.tools.devstack.processes import LOOPBACK, free_port
+from fanfuse.wire.models import ApiKey
 from tests.e2e.cloud import TERMINAL, Cloud, http_client
 from tests.signing import KeySet, SigningKey, claims, make_key, task_signature
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from fanfuse.devstack import FirestoreEmulator, http_request
+from fanfuse.tools.devstack.firestore import FirestoreEmulator
+from fanfuse.tools.devstack.processes import http_request
 
 RULES = Path(__file__).resolve().parents[2] / "infra" / "firestore.rules"
 PROJECT = "demo-fanfuse-rules"

@@ -13,8 +13,12 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse import breaker
-from fanfuse.models import (
+from fanfuse.net.runner import Runner
+from fanfuse.platforms import Registry
+from fanfuse.rules import breaker
+from fanfuse.runtimes.embedded import EmbeddedRuntime
+from fanfuse.settings import Settings
+from fanfuse.wire.models import (
     BreakerState,
     FailureKind,
     PlatformHealth,
@@ -22,10 +26,6 @@ from fanfuse.models import (
     PlatformState,
     utcnow,
 )
-from fanfuse.net.runner import Runner
-from fanfuse.platforms import Registry
-from fanfuse.runtime import EmbeddedRuntime
-from fanfuse.settings import Settings
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture
 

@@ -18,13 +18,20 @@ from pytest_httpserver import HTTPServer
 from typer.testing import CliRunner, Result
 
 from fanfuse.auth import keys
-from fanfuse.cli import app
-from fanfuse.cli_keys import opened
-from fanfuse.cli_render import platform_notes
-from fanfuse.client import HttpSearchClient
-from fanfuse.corpus import load_corpus
-from fanfuse.errors import InvalidRequest, Unavailable, Unreachable, problems_of
-from fanfuse.models import (
+from fanfuse.cli.keys import opened
+from fanfuse.cli.main import app
+from fanfuse.fronts.render import platform_notes
+from fanfuse.http.client import HttpSearchClient
+from fanfuse.platforms import Registry
+from fanfuse.retrieval import index_dir
+from fanfuse.retrieval.bm25 import KIND as BM25_KIND
+from fanfuse.retrieval.bm25 import Bm25Index
+from fanfuse.retrieval.corpus import load_corpus
+from fanfuse.retrieval.dense import KIND as DENSE_KIND
+from fanfuse.retrieval.dense import DenseIndex
+from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import InvalidRequest, Unavailable, Unreachable, problems_of
+from fanfuse.wire.models import (
     BreakerState,
     CacheNote,
     FailureKind,
@@ -35,15 +42,8 @@ from fanfuse.models import (
     TaskStatus,
     utcnow,
 )
-from fanfuse.options import OptionUse
-from fanfuse.platforms import Registry
-from fanfuse.request import MAX_QUERIES, SearchRequest
-from fanfuse.retrieval import index_dir
-from fanfuse.retrieval.bm25 import KIND as BM25_KIND
-from fanfuse.retrieval.bm25 import Bm25Index
-from fanfuse.retrieval.dense import KIND as DENSE_KIND
-from fanfuse.retrieval.dense import DenseIndex
-from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.options import OptionUse
+from fanfuse.wire.request import MAX_QUERIES, SearchRequest
 from tests.fakes import task_view
 from tests.health_checks import put_health
 from tests.keys_checks import keys_round_trip

@@ -34,14 +34,14 @@ from pytest_httpserver import HTTPServer
 from typer.testing import CliRunner
 from werkzeug import Request, Response
 
-from fanfuse.agent.access import LOCAL_CALLER
-from fanfuse.agent.backend import open_backend
 from fanfuse.auth.outbound import AuthMode, ClientAuth, GoogleIdToken
-from fanfuse.cli import app
-from fanfuse.client import HttpSearchClient
-from fanfuse.devstack.serve import ServeProcess
-from fanfuse.errors import ApiError
-from fanfuse.models import TaskView
+from fanfuse.cli.main import app
+from fanfuse.fronts.mcp.access import LOCAL_CALLER
+from fanfuse.fronts.mcp.backend import open_backend
+from fanfuse.http.client import HttpSearchClient
+from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.wire.errors import ApiError
+from fanfuse.wire.models import TaskView
 from tests.signing import (
     GOOGLE_ISSUER,
     PROJECT,

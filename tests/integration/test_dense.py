@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fanfuse.corpus import Corpus, load_corpus
 from fanfuse.retrieval import index_dir
+from fanfuse.retrieval.corpus import Corpus, load_corpus
 from fanfuse.retrieval.dense import KIND, DenseIndex, dense_unavailable_reason
 
 pytestmark = pytest.mark.slow

@@ -25,27 +25,24 @@ import pytest
 from google.cloud import tasks_v2
 
 from fanfuse.auth import keys
-from fanfuse.devstack import (
-    DEFAULT_LOCATION,
-    DEFAULT_PROJECT,
-    CloudTasksEmulator,
-    FirestoreEmulator,
-    FunctionProcess,
-    LocalStack,
-    ManagedProcess,
-    free_port,
-    http_request,
-    queue_id,
-    queue_path,
-    tasks_client,
-    tcp_open,
-    wait_until,
-)
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
 from fanfuse.settings import Settings
 from fanfuse.store.firestore import FirestoreStore
+from fanfuse.tools.devstack.cloud_tasks import CloudTasksEmulator, queue_path, tasks_client
+from fanfuse.tools.devstack.firestore import FirestoreEmulator
+from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.processes import (
+    DEFAULT_LOCATION,
+    DEFAULT_PROJECT,
+    ManagedProcess,
+    free_port,
+    http_request,
+    tcp_open,
+    wait_until,
+)
+from fanfuse.tools.devstack.stack import LocalStack, queue_id
 
 FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"
 
@@ -473,7 +470,7 @@ def start_dev(args: list[str], env: dict[str, str], stderr_path: Path) -> subpro
     """`fanfuse dev ARGS` in a session of its own: its banner on a pipe, its stderr in a file."""
     with stderr_path.open("w") as stderr:
         return subprocess.Popen(
-            [sys.executable, "-m", "fanfuse.cli", "dev", *args],
+            [sys.executable, "-m", "fanfuse.cli.main", "dev", *args],
             env=env,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -485,7 +482,16 @@ def start_dev(args: list[str], env: dict[str, str], stderr_path: Path) -> subpro
 def cli_search(endpoint: str, query: str, env: dict[str, str], api_key: str) -> dict[str, Any]:
     """`fanfuse search --endpoint ENDPOINT --json QUERY` with `api_key`: its JSON view."""
     search = subprocess.run(
-        [sys.executable, "-m", "fanfuse.cli", "search", "--endpoint", endpoint, "--json", query],
+        [
+            sys.executable,
+            "-m",
+            "fanfuse.cli.main",
+            "search",
+            "--endpoint",
+            endpoint,
+            "--json",
+            query,
+        ],
         env={**env, "FANFUSE_API_KEY": api_key},
         capture_output=True,
         text=True,
@@ -590,7 +596,7 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
 STACK_SCRIPT = """
 import json, sys, time
 from pathlib import Path
-from fanfuse.devstack import LocalStack
+from fanfuse.tools.devstack.stack import LocalStack
 stack = LocalStack(["docs"], source=Path(sys.argv[1]), log_dir=Path(sys.argv[2]))
 with stack:
     ports = [stack.firestore.port, stack.tasks.port, *(f.port for f in stack.functions)]

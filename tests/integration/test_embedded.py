@@ -7,16 +7,16 @@ from datetime import timedelta
 
 import pytest
 
-from fanfuse.agent.backend import EmbeddedBackend, open_backend
-from fanfuse.errors import LeaseHeld, ProviderError
-from fanfuse.models import PlatformState, TaskStatus, TaskView, utcnow
+from fanfuse.fronts.mcp.backend import EmbeddedBackend, open_backend
+from fanfuse.fronts.serve.app import create_app
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
-from fanfuse.runtime import EmbeddedRuntime
-from fanfuse.serve.app import create_app
-from fanfuse.service import DEADLINE_GRACE
+from fanfuse.runtimes.embedded import EmbeddedRuntime
+from fanfuse.service.service import DEADLINE_GRACE
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import LeaseHeld, ProviderError
+from fanfuse.wire.models import PlatformState, TaskStatus, TaskView, utcnow
 from tests.fakes import FakePlatform, hits
 
 
@@ -153,7 +153,7 @@ async def test_cancel_while_running(settings: Settings) -> None:
 async def test_cancel_twice_is_a_conflict(settings: Settings) -> None:
     import pytest
 
-    from fanfuse.errors import TaskConflict, TaskNotFound
+    from fanfuse.wire.errors import TaskConflict, TaskNotFound
 
     async with EmbeddedRuntime(settings, registry=registry(FakePlatform("a"))) as rt:
         view = await rt.search({"query": "q"})

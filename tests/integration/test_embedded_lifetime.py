@@ -22,17 +22,17 @@ import httpx
 import pytest
 
 from fanfuse.auth import keys
-from fanfuse.devstack.processes import ManagedProcess, wait_until
-from fanfuse.devstack.serve import ServeProcess
-from fanfuse.models import utcnow
-from fanfuse.testing import StubSearxServer
+from fanfuse.tools.devstack.processes import ManagedProcess, wait_until
+from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.models import utcnow
 from tests.option_scenarios import web_platforms
 
 GATE = "hold"
 WAIT_S = 30.0
 """The bound on every wait for a child process to reach a state."""
 
-CLI = [sys.executable, "-m", "fanfuse.cli", "search"]
+CLI = [sys.executable, "-m", "fanfuse.cli.main", "search"]
 
 
 @pytest.fixture

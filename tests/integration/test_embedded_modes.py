@@ -15,10 +15,10 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.models import PlatformHealth, TaskStatus, utcnow
 from fanfuse.platforms import Registry
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.models import PlatformHealth, TaskStatus, utcnow
 from tests.fakes import FakePlatform, hits
 from tests.health_checks import put_health
 

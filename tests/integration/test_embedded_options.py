@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from fanfuse.models import CacheEntry, TaskView
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
-from fanfuse.testing import StubSearxServer
+from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.models import CacheEntry, TaskView
 from tests import option_scenarios as sc
 
 WEB = {"web_ok": "delay/0", **sc.DOUBLES}

@@ -17,13 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse import evaluation
-from fanfuse.evaluation import METRICS, EvalReport, run_evaluation
-from fanfuse.evaluation_pipelines import PERMUTATIONS, PRODUCTION_DEPTH, mode_pipelines, pipelines
-from fanfuse.fusers import DEFAULT_FUSION, FUSERS, VARIANTS
-from fanfuse.modes import MODES
+from fanfuse.fusion.fusers import DEFAULT_FUSION, FUSERS, VARIANTS
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.dense import DenseIndex
+from fanfuse.tools.evaluation import evaluate as evaluation
+from fanfuse.tools.evaluation.evaluate import METRICS, EvalReport, run_evaluation
+from fanfuse.tools.evaluation.pipelines import (
+    PERMUTATIONS,
+    PRODUCTION_DEPTH,
+    mode_pipelines,
+    pipelines,
+)
+from fanfuse.wire.modes import MODES
 
 DOCS = {
     "D01": "Below a critical temperature a superconductor loses all electrical resistance.",

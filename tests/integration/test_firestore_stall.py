@@ -21,11 +21,11 @@ from unittest import mock
 import pytest
 from google.api_core.exceptions import Aborted, DeadlineExceeded
 
-from fanfuse.errors import StoreUnavailable
-from fanfuse.models import ApiKey, CacheEntry, utcnow
-from fanfuse.store.base import Writes
+from fanfuse.rules.mutations import Writes
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.firestore_calls import Bounds, TaskLocks, stalled
+from fanfuse.wire.errors import StoreUnavailable
+from fanfuse.wire.models import ApiKey, CacheEntry, utcnow
 from tests.e2e.cloud import make_task
 
 BOUNDS = Bounds(call_s=0.3, transaction_s=0.8)

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
-from fanfuse.breaker import FAILURES_TO_OPEN
-from fanfuse.models import BreakerState, PlatformState
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.searxng import SearxngPlatform
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.rules.breaker import FAILURES_TO_OPEN
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import BreakerState, PlatformState
 from tests.hostile_pages import (
     ARTICLE,
     Page,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-from fanfuse.errors import LeaseHeld
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
+from fanfuse.wire.errors import LeaseHeld
 
 
 async def test_a_held_lease_is_delivered_again_after_retry_after() -> None:

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from mcp import Client, MCPError
 
-from fanfuse.request import MAX_QUERIES, SearchRequest
-from fanfuse.testing import StubSearxServer
+from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.request import MAX_QUERIES, SearchRequest
 from tests.mcp_harness import http_server, stdio_server, structured, text
 from tests.option_scenarios import web_platforms
 

@@ -43,7 +43,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def new_key(env: dict[str, str], owner: str) -> str:
     """`fanfuse keys create --owner OWNER` against the server's SQLite database."""
     done = subprocess.run(
-        [sys.executable, "-m", "fanfuse.cli", "keys", "create", "--owner", owner],
+        [sys.executable, "-m", "fanfuse.cli.main", "keys", "create", "--owner", owner],
         env=child_env(env),
         capture_output=True,
         text=True,
@@ -114,7 +114,7 @@ async def test_with_a_key_the_sdk_client_searches_and_one_keys_searches_are_not_
 def test_an_authenticating_server_refuses_to_front_a_remote_stack(env: dict[str, str]) -> None:
     """It would lend its --api-key to every client: refused before anything is bound."""
     done = subprocess.run(
-        [sys.executable, "-m", "fanfuse.cli", "mcp", "--http", "--port", "0", "--require-auth",
+        [sys.executable, "-m", "fanfuse.cli.main", "mcp", "--http", "--port", "0", "--require-auth",
          "--endpoint", "http://127.0.0.1:9/start_search"],
         env=child_env(env), capture_output=True, text=True, timeout=60,
     )  # fmt: skip

@@ -30,11 +30,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.models import PlatformState, TaskStatus
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -299,7 +299,7 @@ def test_the_cli_with_debug_logging_leaks_no_secret(
     env = {**os.environ, "FANFUSE_DB_PATH": str(db), "COLUMNS": "200"}
     launcher = (
         "import logging, sys; logging.basicConfig(level=logging.DEBUG, stream=sys.stderr); "
-        "from fanfuse.cli import app; app()"
+        "from fanfuse.cli.main import app; app()"
     )
     request = tmp_path / "request.json"
     request.write_text(json.dumps(REQUEST))

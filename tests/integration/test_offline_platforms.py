@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.docs import DocsPlatform, DocsSettings
 from fanfuse.platforms.vectors import VectorsPlatform
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.dense import DenseIndex
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import Hit
 
 ROWS = [
     {
@@ -115,7 +115,8 @@ async def test_docs_platform_reports_bad_corpora(
 def test_offline_modules_do_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "import fanfuse.platforms.docs, fanfuse.platforms.vectors, fanfuse.evaluation\n"
+        "import fanfuse.platforms.docs, fanfuse.platforms.vectors\n"
+        "import fanfuse.tools.evaluation.evaluate\n"
         "from fanfuse.retrieval.dense import dense_unavailable_reason\n"
         "from fanfuse.platforms.vectors import VectorsPlatform\n"
         "assert dense_unavailable_reason() is None\n"

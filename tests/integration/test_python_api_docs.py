@@ -46,7 +46,7 @@ def test_search_inside_a_running_loop_points_to_the_runtime() -> None:
 
 def test_keyword_fields_replace_the_bodys_and_a_bad_one_names_the_field() -> None:
     import fanfuse
-    from fanfuse.errors import InvalidRequest
+    from fanfuse.wire.errors import InvalidRequest
 
     view = fanfuse.search({"query": "laser", "max_results": 9}, platform="docs", max_results=2)
     assert len(view.results) == 2
@@ -56,8 +56,8 @@ def test_keyword_fields_replace_the_bodys_and_a_bad_one_names_the_field() -> Non
 
 
 def test_a_request_model_keeps_what_its_caller_set_against_the_modes_defaults() -> None:
-    from fanfuse.models import SearchRequest
-    from fanfuse.runtime import request_payload
+    from fanfuse.runtimes.embedded import request_payload
+    from fanfuse.wire.models import SearchRequest
 
     explicit = SearchRequest(query="x", mode="comprehensive", include_content=False)
     assert request_payload(explicit, {})["include_content"] is False

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import CacheState, Hit, PlatformState, TaskStatus
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import Capabilities
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import CacheState, Hit, PlatformState, TaskStatus
 from tests.fakes import FakePlatform, hits
 
 

@@ -6,12 +6,12 @@ from datetime import datetime
 
 import pytest
 
-from fanfuse.models import TaskStatus
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.service import SearchService
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import TaskStatus
 from tests.fakes import FakePlatform
 
 

@@ -12,12 +12,12 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.models import CacheState, Caller, PlatformRun, PlatformState
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.searxng import SearxngPlatform
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.models import CacheState, Caller, PlatformRun, PlatformState
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,7 +1,7 @@
 """`fanfuse serve` over real sockets: a `fanfuse serve --port 0` child process on 127.0.0.1.
 
 One server for the module (its start-up is most of the cost), on a tiny `docs` corpus and stub
-SearXNG platforms (`fanfuse.testing.StubSearxServer`): `web_ok` answers at once, `web_slow`
+SearXNG platforms (`fanfuse.tools.stubs.StubSearxServer`): `web_ok` answers at once, `web_slow`
 after 0.3 s, `web_gate` only once the test releases its gate. The functions' contract
 (tests/e2e/test_e2e_http.py) is asserted here again against `serve`: same codes, same bodies,
 the same verified callers (the key `serve` prints, sent by `http` by default).
@@ -26,12 +26,12 @@ import pytest
 from typer.testing import CliRunner
 
 from fanfuse.auth import keys
-from fanfuse.cli import app
-from fanfuse.devstack.serve import ServeProcess
-from fanfuse.models import ApiKey, utcnow
-from fanfuse.openapi import render
+from fanfuse.cli.main import app
+from fanfuse.http.openapi import render
 from fanfuse.store.sqlite import SqliteStore
-from fanfuse.testing import StubSearxServer
+from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.models import ApiKey, utcnow
 from tests.option_scenarios import web_platforms
 
 DOCS = {
@@ -348,8 +348,8 @@ async def test_past_the_cap_search_answers_the_running_document_and_the_stream_s
     tmp_path: Path, stub: StubSearxServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cap (the search's deadline + GRACE) is shortened to 0.2 s; the platform is gated."""
-    from fanfuse.runtime import EmbeddedRuntime
-    from fanfuse.serve import watch
+    from fanfuse.fronts.serve import watch
+    from fanfuse.runtimes.embedded import EmbeddedRuntime
     from fanfuse.settings import Settings
 
     monkeypatch.setattr(watch, "cap", lambda runtime, view: 0.2)
@@ -373,7 +373,7 @@ async def test_past_the_cap_search_answers_the_running_document_and_the_stream_s
 def test_bench_serve_fails_saying_why_when_vectors_is_unavailable(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    from fanfuse.bench_serve import ServeReport, measure_warm
+    from fanfuse.tools.bench.serve import ServeReport, measure_warm
 
     broken = {**env, "FANFUSE_VECTORS_CORPUS": str(tmp_path / "missing.trec")}
     with pytest.raises(RuntimeError) as caught:
@@ -403,8 +403,8 @@ async def in_process(
 ) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
     """serve's application in this process (its lifespan entered), over httpx's ASGI transport:
     the client, and the key it printed (for owner `local`, with `settings`' limits)."""
+    from fanfuse.fronts.serve.app import create_app
     from fanfuse.platforms import Registry
-    from fanfuse.serve.app import create_app
     from fanfuse.settings import Settings
     from tests.fakes import FakePlatform
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fanfuse.models import TaskStatus
 from fanfuse.platforms import Registry
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import TaskStatus
 from tests.fakes import FakePlatform, hits
 
 

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
-from fanfuse.corpus import Corpus, load_corpus
-from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.vectors import VectorsPlatform
 from fanfuse.retrieval import dense, index_dir, read_meta
+from fanfuse.retrieval.corpus import Corpus, load_corpus
 from fanfuse.retrieval.dense import KIND, DenseIndex
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import PlatformState, TaskStatus
 
 pytestmark = pytest.mark.slow
 

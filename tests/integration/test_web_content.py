@@ -16,16 +16,16 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
-from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import Capabilities
 from fanfuse.platforms.brave import BravePlatform
 from fanfuse.platforms.docs import DocsPlatform
 from fanfuse.platforms.searxng import SearxngPlatform
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import PlatformState, TaskStatus
 
 pytestmark = pytest.mark.timeout(120)
 

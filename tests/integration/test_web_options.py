@@ -20,12 +20,12 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import Platform
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.models import PlatformState, TaskStatus
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture
 

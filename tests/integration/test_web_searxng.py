@@ -8,11 +8,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
-from fanfuse.models import PlatformState, TaskStatus
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.models import PlatformState, TaskStatus
 from tests.unit.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)

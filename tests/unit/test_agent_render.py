@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fanfuse import aggregate
-from fanfuse.agent.render import CONTENT_CHARS, digest, markdown
-from fanfuse.models import (
+from fanfuse.fronts.mcp.render import CONTENT_CHARS, digest, markdown
+from fanfuse.fusion.rerank import RerankOrder
+from fanfuse.rules import aggregate
+from fanfuse.wire.models import (
     PlatformRun,
     PlatformState,
     RerankNote,
@@ -15,7 +16,6 @@ from fanfuse.models import (
     TaskView,
     utcnow,
 )
-from fanfuse.rerank.base import RerankOrder
 from tests.fakes import hits
 
 

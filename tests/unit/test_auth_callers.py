@@ -15,13 +15,13 @@ import pytest
 from starlette.datastructures import Headers as StarletteHeaders
 from werkzeug.datastructures import Headers as WerkzeugHeaders
 
-from fanfuse.api import error_answer
 from fanfuse.auth import callers, keys, tokens
 from fanfuse.auth.callers import Authenticator, visible
-from fanfuse.errors import Forbidden, TaskNotFound, Unauthorized
-from fanfuse.models import ApiKey, Caller, TaskView, utcnow
+from fanfuse.http.api import error_answer
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import Forbidden, TaskNotFound, Unauthorized
+from fanfuse.wire.models import ApiKey, Caller, TaskView, utcnow
 from tests.fakes import task_view
 
 KEY = keys.API_KEY_HEADER

@@ -11,9 +11,11 @@ import httpx
 import typer
 from typer.testing import CliRunner
 
-from fanfuse.bench import LatencyReport, Series, bench_app, run_latency
-from fanfuse.bench_cache import run_cache
-from fanfuse.testing import (
+from fanfuse.cli.bench import bench_app
+from fanfuse.tools.bench.cache import run_cache
+from fanfuse.tools.bench.common import Series
+from fanfuse.tools.bench.latency import LatencyReport, run_latency
+from fanfuse.tools.stubs import (
     DATE_STEP_DAYS,
     RESULTS_PER_PAGE,
     StubSearxServer,

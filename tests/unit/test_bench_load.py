@@ -8,8 +8,8 @@ from itertools import count
 
 from typer.testing import CliRunner
 
-from fanfuse.bench_load import Outcome, drive, percentiles
-from fanfuse.cli import app
+from fanfuse.cli.main import app
+from fanfuse.tools.bench.load import Outcome, drive, percentiles
 
 FIELDS = {"runtime", "searches", "terminal", "completed", "errors", "throughput_per_s", "latency_s"}
 

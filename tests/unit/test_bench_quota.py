@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from fanfuse.bench import bench_app
-from fanfuse.bench_quota import SERIES, BurstTail, QuotaReport, Rate, ops_per_second
+from fanfuse.cli.bench import bench_app
+from fanfuse.tools.bench.quota import SERIES, BurstTail, QuotaReport, Rate, ops_per_second
 
 
 def report(start_rates: tuple[float, float], take_rate: float) -> QuotaReport:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.corpus import Corpus, load_corpus
-from fanfuse.errors import CorpusError
 from fanfuse.retrieval import index_dir
 from fanfuse.retrieval.bm25 import Bm25Index
+from fanfuse.retrieval.corpus import Corpus, load_corpus
+from fanfuse.wire.errors import CorpusError
 
 DOCS = [
     ("d1", "Microwave measurement of the dielectric constant of liquids"),

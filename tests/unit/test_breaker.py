@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fanfuse import breaker
-from fanfuse.breaker import Verdict
-from fanfuse.circuit import Circuit
-from fanfuse.errors import Blocked, ProviderError, kind_for_status
-from fanfuse.lifecycle import Outcome
-from fanfuse.models import BreakerState, FailureKind, PlatformHealth, PlatformState
+from fanfuse.rules import breaker
+from fanfuse.rules.breaker import Verdict
+from fanfuse.rules.lifecycle import Outcome
+from fanfuse.service.circuit import Circuit
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import Blocked, ProviderError, kind_for_status
+from fanfuse.wire.models import BreakerState, FailureKind, PlatformHealth, PlatformState
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CLOSED = BreakerState.CLOSED

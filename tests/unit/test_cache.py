@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import SecretStr
 
-from fanfuse.cache import QueryCache, cache_key, cache_scope, settings_fingerprint
-from fanfuse.errors import DocumentTooLarge
-from fanfuse.models import CacheEntry, Hit
-from fanfuse.options import CacheMode, SearchOptions
 from fanfuse.platforms.base import PlatformSettings
+from fanfuse.stages.cache import QueryCache, cache_key, cache_scope, settings_fingerprint
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import DocumentTooLarge
+from fanfuse.wire.models import CacheEntry, Hit
+from fanfuse.wire.options import CacheMode, SearchOptions
 
 T0 = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ import flask
 import pytest
 from functions_framework._http.gunicorn import GunicornApplication
 
-from fanfuse.client import KEEPALIVE_EXPIRY, api_http
+from fanfuse.http.client import KEEPALIVE_EXPIRY, api_http
 
 
 def test_the_pool_expires_idle_connections_before_functions_framework_closes_them() -> None:

@@ -24,10 +24,10 @@ from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpc
 from werkzeug.datastructures import Headers
 
 from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
-from fanfuse.errors import Unauthorized
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import Unauthorized
 
 URLS = {
     "run_platform": "https://run-platform-abc-uc.a.run.app",

@@ -17,15 +17,16 @@ from pydantic import SecretStr
 from werkzeug.exceptions import NotFound
 from werkzeug.routing import RequestRedirect
 
-from fanfuse import cloud
-from fanfuse.admission import Ticket
 from fanfuse.auth import keys
 from fanfuse.auth.tasks import SIGNATURE_HEADER
-from fanfuse.errors import QueueUnavailable, StoreUnavailable, TaskExpired, UnknownPlatform
-from fanfuse.models import Caller, TaskView, utcnow
+from fanfuse.fronts import functions
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.runtimes import cloud
+from fanfuse.service.admission import Ticket
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import QueueUnavailable, StoreUnavailable, TaskExpired, UnknownPlatform
+from fanfuse.wire.models import Caller, TaskView, utcnow
 from tests.fakes import task_view
 from tests.signing import task_signature
 
@@ -99,15 +100,17 @@ def call(
 
 
 MESSAGE = {"task_id": "t1", "platform": "docs"}
-FROM_TASKS = {cloud.TASK_NAME_HEADER: "projects/p/locations/l/queues/q/tasks/t1--docs"}
+FROM_TASKS = {functions.TASK_NAME_HEADER: "projects/p/locations/l/queues/q/tasks/t1--docs"}
 
 
 def test_public_target_answers_the_services_5xx_and_503_for_anything_else(
     app: flask.Flask,
 ) -> None:
-    queue = call(app, cloud.start_search, QueueUnavailable("no queue"), {"query": "q"}, AS_ALICE)
+    queue = call(
+        app, functions.start_search, QueueUnavailable("no queue"), {"query": "q"}, AS_ALICE
+    )
     assert queue.status_code == 503 and queue.get_json()["error"] == "queue_unavailable"
-    bug = call(app, cloud.start_search, RuntimeError("boom"), {"query": "q"}, AS_ALICE)
+    bug = call(app, functions.start_search, RuntimeError("boom"), {"query": "q"}, AS_ALICE)
     assert bug.status_code == 503 and bug.get_json() == {
         "error": "unavailable",
         "message": "start_search is temporarily unavailable; try again",
@@ -120,8 +123,8 @@ def test_a_stalled_store_is_503_with_retry_after_for_callers_and_cloud_tasks(
 ) -> None:
     stalled = StoreUnavailable("Firestore did not answer get_task in time", retry_after_s=2.5)
     for target, body, headers in (
-        (cloud.start_search, {"query": "q"}, AS_ALICE),
-        (cloud.run_platform, MESSAGE, FROM_TASKS),
+        (functions.start_search, {"query": "q"}, AS_ALICE),
+        (functions.run_platform, MESSAGE, FROM_TASKS),
     ):
         answer = call(app, target, stalled, body, headers)
         assert answer.status_code == 503 and answer.get_json()["error"] == "store_unavailable"
@@ -129,11 +132,11 @@ def test_a_stalled_store_is_503_with_retry_after_for_callers_and_cloud_tasks(
 
 
 def test_task_target_drops_a_permanent_error_only_for_cloud_tasks(app: flask.Flask) -> None:
-    direct = call(app, cloud.run_platform, UnknownPlatform("docs"), MESSAGE)
+    direct = call(app, functions.run_platform, UnknownPlatform("docs"), MESSAGE)
     assert direct.status_code == 400 and direct.get_json()["problems"] == [
         {"field": "platform", "problem": "'docs' is not a platform of this search"}
     ]
-    dropped = call(app, cloud.run_platform, UnknownPlatform("docs"), MESSAGE, FROM_TASKS)
+    dropped = call(app, functions.run_platform, UnknownPlatform("docs"), MESSAGE, FROM_TASKS)
     assert dropped.status_code == 200
     assert dropped.get_json()["outcome"] == "dropped"
     assert dropped.get_json()["error"]["error"] == "invalid_request"
@@ -143,16 +146,19 @@ def test_task_target_drops_a_permanent_error_only_for_cloud_tasks(app: flask.Fla
 def test_task_target_answers_5xx_for_a_retryable_failure(
     app: flask.Flask, error: Exception
 ) -> None:
-    for target, body in ((cloud.run_platform, MESSAGE), (cloud.aggregate, {"task_id": "t1"})):
+    for target, body in (
+        (functions.run_platform, MESSAGE),
+        (functions.aggregate, {"task_id": "t1"}),
+    ):
         answer = call(app, target, error, body, FROM_TASKS)
         assert answer.status_code == 503, answer.get_json()
 
 
 def test_public_targets_authenticate_before_calling_the_service(app: flask.Flask) -> None:
     for target, method in (
-        (cloud.start_search, "POST"),
-        (cloud.search_status, "GET"),
-        (cloud.cancel_search, "POST"),
+        (functions.start_search, "POST"),
+        (functions.search_status, "GET"),
+        (functions.cancel_search, "POST"),
     ):
         service = _Service(QueueUnavailable("no queue"))
         for headers in ({}, {keys.API_KEY_HEADER: "ff_nonsense"}):
@@ -167,20 +173,20 @@ def test_start_search_admits_the_keys_caller_then_hands_it_to_the_service(
     app: flask.Flask,
 ) -> None:
     service = _Service(QueueUnavailable("no queue"))
-    call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
+    call(app, functions.start_search, service, {"query": "q"}, AS_ALICE)
     alice = Caller(subject="key:alice", via="api_key", key_id=RECORD.key_id, rate_per_minute=5)
     assert service.calls == [("admit", alice), ("start", alice)]
 
 
 def test_someone_elses_search_is_404_and_is_not_cancelled(app: flask.Flask) -> None:
     theirs = _Service(QueueUnavailable("no queue"), owner="key:bob")
-    status = call(app, cloud.search_status, theirs, {}, AS_ALICE, "GET")
+    status = call(app, functions.search_status, theirs, {}, AS_ALICE, "GET")
     assert status.status_code == 404 and status.get_json()["error"] == "not_found"
-    cancel = call(app, cloud.cancel_search, theirs, {"task_id": "t1"}, AS_ALICE)
+    cancel = call(app, functions.cancel_search, theirs, {"task_id": "t1"}, AS_ALICE)
     assert cancel.status_code == 404
     assert theirs.calls == [("status", "t1"), ("status", "t1")]  # never ("cancel", ...)
     mine = _Service(QueueUnavailable("no queue"), owner="key:alice")
-    assert call(app, cloud.search_status, mine, {}, AS_ALICE, "GET").status_code == 200
+    assert call(app, functions.search_status, mine, {}, AS_ALICE, "GET").status_code == 200
 
 
 class _Expired(_Service):
@@ -193,13 +199,16 @@ class _Expired(_Service):
 
 def test_an_expired_search_is_410_to_its_owner_and_404_to_anyone_else(app: flask.Flask) -> None:
     mine = _Expired(QueueUnavailable("no queue"), owner="key:alice")
-    status = call(app, cloud.search_status, mine, {}, AS_ALICE, "GET")
+    status = call(app, functions.search_status, mine, {}, AS_ALICE, "GET")
     assert status.status_code == 410 and status.get_json()["error"] == "expired"
     assert "results" not in status.get_json() and "queries" not in status.get_json()
-    cancel = call(app, cloud.cancel_search, mine, {"task_id": "t1"}, AS_ALICE)
+    cancel = call(app, functions.cancel_search, mine, {"task_id": "t1"}, AS_ALICE)
     assert cancel.status_code == 410
     theirs = _Expired(QueueUnavailable("no queue"), owner="key:bob")
-    for target, body in ((cloud.search_status, {}), (cloud.cancel_search, {"task_id": "t1"})):
+    for target, body in (
+        (functions.search_status, {}),
+        (functions.cancel_search, {"task_id": "t1"}),
+    ):
         answer = call(app, target, theirs, body, AS_ALICE, "GET" if body == {} else "POST")
         assert answer.status_code == 404 and answer.get_json()["error"] == "not_found"
     assert ("cancel", "t1") not in mine.calls + theirs.calls
@@ -208,7 +217,7 @@ def test_an_expired_search_is_410_to_its_owner_and_404_to_anyone_else(app: flask
 def test_a_revoked_key_is_403(app: flask.Flask) -> None:
     service = _Service(QueueUnavailable("no queue"))
     service.store.put_key(keys.revoked(RECORD, utcnow()))
-    answer = call(app, cloud.start_search, service, {"query": "q"}, AS_ALICE)
+    answer = call(app, functions.start_search, service, {"query": "q"}, AS_ALICE)
     assert answer.status_code == 403 and answer.get_json()["error"] == "forbidden"
     assert service.calls == []
 
@@ -223,7 +232,7 @@ def test_status_reads_the_task_id_after_the_functions_own_name(
     service = _Service(RuntimeError("unused"), owner="key:alice")
     cloud._service = service  # type: ignore[assignment]
     with app.test_request_context(path, method="GET", headers=AS_ALICE):
-        answer = cloud.search_status(flask.request)
+        answer = functions.search_status(flask.request)
     assert answer.status_code == 200 and service.calls == [("status", task_id)]
 
 
@@ -231,7 +240,7 @@ def test_status_without_a_task_id_is_400_even_under_the_functions_name(app: flas
     """functions-framework keeps `/search_status` in the path; it is not a task id."""
     cloud._service = _Service(RuntimeError("unused"))  # type: ignore[assignment]
     with app.test_request_context("/search_status", method="GET", headers=AS_ALICE):
-        answer = cloud.search_status(flask.request)
+        answer = functions.search_status(flask.request)
     assert answer.status_code == 400
     assert answer.get_json()["problems"] == [{"field": "task_id", "problem": "field required"}]
 
@@ -240,11 +249,11 @@ def test_what_functions_framework_refuses_itself_is_answered_as_json(app: flask.
     """Its routing matches no path with a newline and 404s `/robots.txt` itself (HTML, were it
     not for `routing_error`, which functions/main.py registers)."""
     with app.test_request_context("/search_status/%0A"):
-        answer = cloud.routing_error(NotFound())
+        answer = functions.routing_error(NotFound())
     assert isinstance(answer, flask.Response) and answer.status_code == 404
     assert answer.mimetype == "application/json"
     body = answer.get_json()
     assert body["error"] == "not_found" and body["problems"] == []
     assert body["message"].startswith("The requested URL was not found")
     redirect = RequestRedirect("http://127.0.0.1/search_status/")
-    assert cloud.routing_error(redirect) is redirect  # not an error: left to werkzeug
+    assert functions.routing_error(redirect) is redirect  # not an error: left to werkzeug

@@ -17,11 +17,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response as WerkzeugResponse
 
-from fanfuse.models import CallRecord
 from fanfuse.net import codings
 from fanfuse.net.codings import BoundedBody, Undecodable
 from fanfuse.net.policy import CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner, UndecodableBody
+from fanfuse.wire.models import CallRecord
 from tests.hostile_pages import GIB, brotli_bomb, gzip_bomb, gzip_in_gzip
 
 LIMIT = 10_000

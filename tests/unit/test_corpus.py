@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.corpus import (
+from fanfuse.retrieval.corpus import (
     Corpus,
     CorpusError,
     cache_dir,
@@ -178,7 +178,7 @@ def test_snippet_and_indexable_text() -> None:
     assert len(cut) <= 301 and cut.endswith("…") and not cut.endswith(" …")
     corpus = Corpus(name="t", docs=(), fingerprint="x", source=Path("."))
     assert len(corpus) == 0
-    from fanfuse.corpus import CorpusDoc
+    from fanfuse.retrieval.corpus import CorpusDoc
 
     derived = CorpusDoc(id="1", title="alpha beta", text="alpha beta gamma", url="u")
     assert indexable_text(derived) == "alpha beta gamma"

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from fanfuse.dedup import (
+from fanfuse.fusion.dedup import (
     NEAR_DUPLICATE_THRESHOLD,
     Text,
     dedupe,
     similarity,
     text_of,
 )
-from fanfuse.fusion import fuse, fuse_queries
-from fanfuse.models import FusionMethod, Hit
-from fanfuse.urls import registered_domain
+from fanfuse.fusion.fuse import fuse, fuse_queries
+from fanfuse.fusion.urls import registered_domain
+from fanfuse.wire.models import FusionMethod, Hit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "near_duplicates.json"
 PAIRS: list[dict[str, Any]] = json.loads(FIXTURES.read_text())["pairs"]

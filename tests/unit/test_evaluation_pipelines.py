@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from fanfuse.evaluation_pipelines import (
+from fanfuse.fusion.fusers import rrf
+from fanfuse.fusion.rerank import FusedOrder, Reranked, reordered
+from fanfuse.tools.evaluation.pipelines import (
     PERMUTATIONS,
     Candidates,
     Pipeline,
@@ -15,9 +17,7 @@ from fanfuse.evaluation_pipelines import (
     pipeline_run,
     pipelines,
 )
-from fanfuse.fusers import rrf
-from fanfuse.models import Hit, Result
-from fanfuse.rerank import FusedOrder, Reranked, reordered
+from fanfuse.wire.models import Hit, Result
 
 
 def hits(ids: str, text: str = "") -> list[Hit]:

@@ -11,14 +11,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fanfuse import api
 from fanfuse.auth.callers import visible_status
-from fanfuse.errors import StartTooSlow, TaskExpired, TaskNotFound
-from fanfuse.models import Caller, PlatformRun, Task, TaskStatus
+from fanfuse.http import api
 from fanfuse.platforms import Registry
-from fanfuse.service import SearchService
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import StartTooSlow, TaskExpired, TaskNotFound
+from fanfuse.wire.models import Caller, PlatformRun, Task, TaskStatus
 from tests.fakes import Clock, FakePlatform, HeldQueue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fanfuse.fusers import (
+from fanfuse.fusion.fusers import (
     DEFAULT_FUSION,
     FUSERS,
     VARIANTS,
@@ -17,7 +17,7 @@ from fanfuse.fusers import (
     rrf_score_weighted,
     score_fusion,
 )
-from fanfuse.models import FusionMethod
+from fanfuse.wire.models import FusionMethod
 
 RUNS = {
     "docs": [("a", 9.0), ("b", 7.0), ("c", 1.0)],

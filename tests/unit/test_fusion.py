@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from fanfuse.fusion import canonical_url, clean_url, content_id, fuse, fuse_queries
-from fanfuse.models import FusionMethod, Hit
+from fanfuse.fusion.fuse import canonical_url, clean_url, content_id, fuse, fuse_queries
+from fanfuse.wire.models import FusionMethod, Hit
 from tests.fakes import hits
 
 

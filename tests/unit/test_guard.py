@@ -10,10 +10,10 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.errors import Refused
 from fanfuse.net import guard
 from fanfuse.net.guard import FetchPolicy, address_problem, carried_ipv4, check_url, pinned
 from fanfuse.net.runner import Runner
+from fanfuse.wire.errors import Refused
 
 CLOSED = FetchPolicy()
 OPEN = FetchPolicy(allow_private=True, allow_loopback=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fanfuse import health
-from fanfuse.models import PlatformHealth, utcnow
+from fanfuse.rules import health
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import PlatformHealth, utcnow
 
 
 def test_a_change_that_returns_none_writes_nothing(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Hostile bodies get a specific 4xx naming the problem: deep nesting, control characters in
-any string (fanfuse.inbound), invisible queries, and JSON sent as another media type
-(fanfuse.api, the request model)."""
+any string (fanfuse.wire.inbound), invisible queries, and JSON sent as another media type
+(fanfuse.http.api, the request model)."""
 
 from __future__ import annotations
 
@@ -20,16 +20,18 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from typer.testing import CliRunner
 
-from fanfuse import api, cloud
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator
-from fanfuse.errors import InvalidRequest, Unauthorized, UnsupportedMediaType
-from fanfuse.inbound import TEXT_PATTERN, bad_characters, character_problem
-from fanfuse.models import Problem, SearchRequest, utcnow
+from fanfuse.fronts import functions as front
+from fanfuse.http import api
 from fanfuse.platforms import Registry
-from fanfuse.service import SearchService
+from fanfuse.runtimes import cloud
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import InvalidRequest, Unauthorized, UnsupportedMediaType
+from fanfuse.wire.inbound import TEXT_PATTERN, bad_characters, character_problem
+from fanfuse.wire.models import Problem, SearchRequest, utcnow
 from tests.fakes import FakePlatform, HeldQueue, NoQueue
 
 
@@ -113,7 +115,8 @@ NUL_PROBLEM = control(0x00)
 
 
 def over_http(body: dict[str, Any]) -> Any:
-    """The body as both HTTP fronts hand it to the service: JSON bytes through `fanfuse.api`."""
+    """The body as both HTTP fronts hand it to the service: JSON bytes through
+    `fanfuse.http.api`."""
     return api.decode_json(json.dumps(body).encode())
 
 
@@ -191,7 +194,7 @@ def test_the_cli_and_the_python_api_give_the_http_apis_400(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import fanfuse
-    from fanfuse.cli import app
+    from fanfuse.cli.main import app
 
     monkeypatch.setenv("FANFUSE_DB_PATH", str(tmp_path / "api.db"))
     monkeypatch.setenv("FANFUSE_DEPLOYED_PLATFORMS", '["docs"]')
@@ -551,7 +554,7 @@ def a_key(svc: SearchService, rate_per_minute: int | None = None) -> dict[str, s
 
 def test_the_functions_answer_a_5000_digit_integer_with_a_400(functions: SearchService) -> None:
     raw = b'{"query": "q", "max_results": ' + b"9" * 5000 + b"}"
-    answer = to_function(cloud.start_search, raw, a_key(functions))
+    answer = to_function(front.start_search, raw, a_key(functions))
     assert answer.status_code == 400, answer.get_json()
     assert answer.get_json()["problems"] == [
         {"field": "body", "problem": "a number has more than 4300 digits"}
@@ -560,12 +563,12 @@ def test_the_functions_answer_a_5000_digit_integer_with_a_400(functions: SearchS
 
 def test_the_functions_answer_an_undecodable_token_with_a_401(functions: SearchService) -> None:
     bearer = {"Authorization": f"Bearer {nested_token()}"}
-    for target in (cloud.start_search, cloud.cancel_search):
+    for target in (front.start_search, front.cancel_search):
         answer = to_function(target, b'{"query": "q"}', bearer)
         assert answer.status_code == 401, answer.get_json()
         assert answer.get_json()["message"] == "ID token refused: it is not a well-formed JWT"
     delivery = to_function(
-        cloud.run_platform, b'{"task_id": "t", "platform": "docs"}', {**bearer, "Host": "h"}
+        front.run_platform, b'{"task_id": "t", "platform": "docs"}', {**bearer, "Host": "h"}
     )
     assert delivery.status_code == 401, delivery.get_json()
     assert "not a well-formed JWT" in delivery.get_json()["message"]
@@ -582,7 +585,7 @@ def test_an_invalid_body_spends_a_token_at_the_functions(functions: SearchServic
     """A key of 2 starts a minute: the third request is a 429 though all three are invalid."""
     key = a_key(functions, rate_per_minute=2)
     statuses = [
-        to_function(cloud.start_search, raw, key).status_code
+        to_function(front.start_search, raw, key).status_code
         for raw in (b'{"query": 1}', b'{"query": "q", "max_results": true}', b"{")
     ]
     assert statuses == [400, 400, 429]
@@ -595,5 +598,5 @@ def test_a_valid_start_spends_one_token_not_two(functions: SearchService) -> Non
     functions.queue = HeldQueue()
     key = a_key(functions, rate_per_minute=3)
     bodies = (b'{"query": 1}', b'{"query": "q"}', b'{"query": "q"}', b'{"query": "q"}')
-    statuses = [to_function(cloud.start_search, raw, key).status_code for raw in bodies]
+    statuses = [to_function(front.start_search, raw, key).status_code for raw in bodies]
     assert statuses == [400, 202, 202, 429]

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from fanfuse.errors import LeaseHeld
-from fanfuse.models import utcnow
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import LeaseHeld
+from fanfuse.wire.models import utcnow
 from tests.fakes import FakePlatform
 
 TASKS = 5_000

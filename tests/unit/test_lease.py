@@ -13,14 +13,14 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from fanfuse import lifecycle, progress
-from fanfuse.errors import LeaseHeld
-from fanfuse.models import PlatformRun, PlatformState, TaskStatus, utcnow
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
-from fanfuse.service import SearchService
+from fanfuse.rules import lifecycle, progress
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.errors import LeaseHeld
+from fanfuse.wire.models import PlatformRun, PlatformState, TaskStatus, utcnow
 from tests.fakes import FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)

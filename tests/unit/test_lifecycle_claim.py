@@ -10,13 +10,13 @@ from datetime import timedelta
 
 import pytest
 
-from fanfuse import lifecycle
-from fanfuse.errors import InvalidRequest, UnknownPlatform
-from fanfuse.models import PlatformState, utcnow
 from fanfuse.platforms import Registry
-from fanfuse.service import SearchService
+from fanfuse.rules import lifecycle
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.errors import InvalidRequest, UnknownPlatform
+from fanfuse.wire.models import PlatformState, utcnow
 from tests.fakes import FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)

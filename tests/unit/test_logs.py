@@ -13,15 +13,17 @@ import flask
 import httpx
 import pytest
 
-from fanfuse import cloud, lifecycle, logs
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.logs import SPAN_FIELD, TRACE_FIELD, CloudLoggingFormatter, Trace, parse_trace
+from fanfuse.fronts import functions
+from fanfuse.fronts.serve.app import create_app
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
-from fanfuse.redact import install_log_redaction
-from fanfuse.runtime import EmbeddedRuntime
-from fanfuse.serve.app import create_app
+from fanfuse.rules import lifecycle
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.support import logs
+from fanfuse.support.logs import SPAN_FIELD, TRACE_FIELD, CloudLoggingFormatter, Trace, parse_trace
+from fanfuse.support.redact import install_log_redaction
 from tests.fakes import FakePlatform
 from tests.unit.test_cloud_wrappers import FROM_TASKS, MESSAGE, _Service, app, call
 
@@ -103,7 +105,7 @@ class _Logging(_Service):
     logs as well)."""
 
     async def run_platform(self, message: PlatformMessage) -> str:
-        logging.getLogger("fanfuse.service").warning("running %s", message.platform)
+        logging.getLogger("fanfuse.service.service").warning("running %s", message.platform)
         raise RuntimeError("boom")
 
 
@@ -124,7 +126,7 @@ def test_a_task_targets_lines_carry_task_platform_and_trace(
     app: flask.Flask, lines: io.StringIO
 ) -> None:
     headers = {**FROM_TASKS, "traceparent": TRACEPARENT}
-    answer = call(app, cloud.run_platform, _Logging(RuntimeError("unused")), MESSAGE, headers)
+    answer = call(app, functions.run_platform, _Logging(RuntimeError("unused")), MESSAGE, headers)
     assert answer.status_code == 503
     entries = _entries(lines)
     assert [e["message"].split("\n")[0] for e in entries] == ["running docs", "run_platform failed"]
@@ -146,7 +148,7 @@ async def test_embedded_platform_and_aggregate_lines_name_their_task(
     finalize = lifecycle.finalize
 
     def logged_finalize(*args: Any, **kwargs: Any) -> Any:
-        logging.getLogger("fanfuse.aggregate").warning("finalizing")
+        logging.getLogger("fanfuse.rules.aggregate").warning("finalizing")
         return finalize(*args, **kwargs)
 
     monkeypatch.setattr(lifecycle, "finalize", logged_finalize)

@@ -14,7 +14,10 @@ from types import SimpleNamespace
 import pytest
 from starlette.testclient import TestClient
 
-from fanfuse.agent.access import (
+from fanfuse.auth import keys
+from fanfuse.auth.callers import Authenticator
+from fanfuse.auth.keys import API_KEY_HEADER
+from fanfuse.fronts.mcp.access import (
     CALLER_KEY,
     LOCAL_CALLER,
     authenticates,
@@ -23,16 +26,13 @@ from fanfuse.agent.access import (
     served_names,
     transport_security,
 )
-from fanfuse.agent.backend import EmbeddedBackend
-from fanfuse.agent.serve import build_server, http_app
-from fanfuse.auth import keys
-from fanfuse.auth.callers import Authenticator
-from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.errors import TaskNotFound, Unauthorized
-from fanfuse.models import Caller, TaskStatus, utcnow
+from fanfuse.fronts.mcp.backend import EmbeddedBackend
+from fanfuse.fronts.mcp.serve import build_server, http_app
 from fanfuse.platforms import Registry
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import TaskNotFound, Unauthorized
+from fanfuse.wire.models import Caller, TaskStatus, utcnow
 from tests.fakes import FakePlatform
 from tests.mcp_harness import ACCEPT, INITIALIZE
 

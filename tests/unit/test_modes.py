@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fanfuse import aggregate, health
-from fanfuse.models import (
+from fanfuse.fusion.rerank import RerankOrder, apply_order
+from fanfuse.rerank.llm import parse_ranking
+from fanfuse.rules import aggregate, health
+from fanfuse.wire.models import (
     Hit,
     PlatformHealth,
     PlatformRun,
@@ -19,9 +21,7 @@ from fanfuse.models import (
     Task,
     utcnow,
 )
-from fanfuse.modes import MODES, Mode
-from fanfuse.rerank.base import RerankOrder, apply_order
-from fanfuse.rerank.llm import parse_ranking
+from fanfuse.wire.modes import MODES, Mode
 from tests.fakes import hits
 
 AVAILABLE = ["docs", "vectors", "google", "perplexity"]

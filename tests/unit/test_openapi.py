@@ -13,10 +13,10 @@ from typing import Any
 import flask
 import openapi_spec_validator
 
-from fanfuse import cloud
-from fanfuse.api import PUBLIC_TARGETS
-from fanfuse.inbound import TEXT_PATTERN
-from fanfuse.openapi import document, render
+from fanfuse.fronts import functions
+from fanfuse.http.api import PUBLIC_TARGETS
+from fanfuse.http.openapi import document, render
+from fanfuse.wire.inbound import TEXT_PATTERN
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
@@ -57,7 +57,7 @@ def test_it_validates_as_openapi_3_1() -> None:
 def test_the_functions_serve_it_under_search_status() -> None:
     app = flask.Flask("openapi")
     with app.test_request_context("/openapi.json", method="GET"):
-        answer = cloud.search_status(flask.request)
+        answer = functions.search_status(flask.request)
     assert answer.status_code == 200
     assert json.loads(answer.get_data()) == document()
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from fanfuse.errors import InvalidRequest
-from fanfuse.filters import host_of, post_filter
-from fanfuse.models import Hit
-from fanfuse.options import Applied, OptionName, SearchOptions, TimeRange
 from fanfuse.platforms import Registry
-from fanfuse.request import SearchRequest
-from fanfuse.service import SearchService
+from fanfuse.rules.filters import host_of, post_filter
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import InvalidRequest
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import Applied, OptionName, SearchOptions, TimeRange
+from fanfuse.wire.request import SearchRequest
 from tests.fakes import FakePlatform, NoQueue
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)

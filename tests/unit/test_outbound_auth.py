@@ -44,10 +44,10 @@ from fanfuse.auth.outbound import (
     infer_mode,
     signed_headers,
 )
-from fanfuse.cli import app
-from fanfuse.cli_keys import AuthName
-from fanfuse.client import HttpSearchClient
-from fanfuse.errors import FanfuseError
+from fanfuse.cli.keys import AuthName
+from fanfuse.cli.main import app
+from fanfuse.http.client import HttpSearchClient
+from fanfuse.wire.errors import FanfuseError
 from tests.unit.platforms.harness import loopback_server
 
 KEY = "ff_0123456789abcdef_" + "s" * 43

@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from fanfuse.errors import NotExtracted, ProviderError
-from fanfuse.models import Hit, Stage
 from fanfuse.net.runner import Runner
+from fanfuse.wire.errors import NotExtracted, ProviderError
+from fanfuse.wire.models import Hit, Stage
 from tests.unit.platforms import cases
 from tests.unit.platforms.test_content_stages import stage_run
 

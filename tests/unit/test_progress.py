@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fanfuse import progress
-from fanfuse.models import PlatformRun, PlatformState, Stage
+from fanfuse.rules import progress
+from fanfuse.wire.models import PlatformRun, PlatformState, Stage
 
 
 def run(name: str, index: int, of: int, state: PlatformState, percent: float = 0) -> PlatformRun:

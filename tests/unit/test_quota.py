@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fanfuse import admission, quota
-from fanfuse.models import QuotaBucket
-from fanfuse.quota import Limit
+from fanfuse.rules import quota
+from fanfuse.rules.quota import Limit
+from fanfuse.service import admission
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import QuotaBucket
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PER_MINUTE = Limit.per_minute(30)  # 0.5 a second, a burst of 30

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from fanfuse import api
-from fanfuse.errors import InvalidRequest, RateLimited
-from fanfuse.models import Caller, Hit
+from fanfuse.http import api
 from fanfuse.platforms import Registry
-from fanfuse.runtime import EmbeddedRuntime
-from fanfuse.service import SearchService
+from fanfuse.runtimes.embedded import EmbeddedRuntime
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import InvalidRequest, RateLimited
+from fanfuse.wire.models import Caller, Hit
 from tests.fakes import Clock, FakePlatform, HeldQueue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from fanfuse.models import QuotaBucket
-from fanfuse.quota import Limit
+from fanfuse.rules.quota import Limit
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import QuotaBucket
 from tests.quota_checks import T0, hammer
 
 

@@ -1,4 +1,4 @@
-"""`fanfuse.redact` and the shared points that apply it: the runner, `ProviderError`,
+"""`fanfuse.support.redact` and the shared points that apply it: the runner, `ProviderError`,
 `CallRecord`, the error-body helpers, and the log redaction the entry points install."""
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
-from fanfuse.errors import ProviderError, Unauthorized
-from fanfuse.models import CallRecord, ErrorBody
 from fanfuse.net.policy import CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner
 from fanfuse.platforms.parsing import error_detail, load_json
-from fanfuse.redact import (
+from fanfuse.settings import Settings
+from fanfuse.support.redact import (
     MASK,
     SecretFilter,
     credentials,
@@ -31,7 +30,8 @@ from fanfuse.redact import (
     redact_url,
     remember,
 )
-from fanfuse.settings import Settings
+from fanfuse.wire.errors import ProviderError, Unauthorized
+from fanfuse.wire.models import CallRecord, ErrorBody
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -253,7 +253,7 @@ def test_install_masks_every_logger_once(
 @pytest.mark.parametrize(
     "entry",
     [
-        "from fanfuse.cli import app",
+        "from fanfuse.cli.main import app",
         f"sys.path.insert(0, {str(REPO / 'functions')!r}); import main",
     ],
     ids=["cli", "functions"],

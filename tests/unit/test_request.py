@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fanfuse.errors import InvalidRequest
-from fanfuse.models import SearchRequest
 from fanfuse.platforms import Registry
-from fanfuse.service import SearchService
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import InvalidRequest
+from fanfuse.wire.models import SearchRequest
 from tests.fakes import FakePlatform, NoQueue
 
 AVAILABLE = ["docs", "vectors", "google"]

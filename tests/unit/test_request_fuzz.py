@@ -8,12 +8,12 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from fanfuse.errors import InvalidRequest
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.service import SearchService
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.errors import InvalidRequest
 from tests.fakes import FakePlatform
 
 FIELDS = ["query", "platform", "max_results", "include_content", "fusion", "language", "weights"]

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fanfuse.models import Result
-from fanfuse.rerank import FusedOrder, Reranked, Reranker, reordered
+from fanfuse.fusion.rerank import FusedOrder, Reranked, Reranker, reordered
 from fanfuse.rerank.offline import (
     DEFAULT_OFFLINE,
     VARIANTS,
@@ -19,6 +18,7 @@ from fanfuse.rerank.offline import (
     relevance_model,
     rm3_query,
 )
+from fanfuse.wire.models import Result
 
 WHEN = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -19,12 +19,13 @@ from pydantic import SecretStr
 from pytest_httpserver import HTTPServer
 from werkzeug.datastructures import Headers
 
-from fanfuse import cloud
 from fanfuse.auth import certs
 from fanfuse.auth.tasks import SIGNATURE_HEADER, signature_for, verify_delivery
-from fanfuse.errors import FanfuseError, Forbidden, Unauthorized
+from fanfuse.fronts import functions
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.runtimes import cloud
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import FanfuseError, Forbidden, Unauthorized
 from tests.signing import GOOGLE_ISSUER, KeySet, claims, make_key, task_signature
 
 SECRET = "local-stack-secret"
@@ -204,10 +205,10 @@ def post(target: Any, body: dict[str, Any], headers: dict[str, str]) -> flask.Re
 
 
 DELIVERIES = [
-    (cloud.run_platform, {"task_id": "t1", "platform": "docs"}),
-    (cloud.aggregate, {"task_id": "t1", "deadline": True}),
+    (functions.run_platform, {"task_id": "t1", "platform": "docs"}),
+    (functions.aggregate, {"task_id": "t1", "deadline": True}),
 ]
-FROM_TASKS = {cloud.TASK_NAME_HEADER: "projects/p/locations/l/queues/q/tasks/t1--x"}
+FROM_TASKS = {functions.TASK_NAME_HEADER: "projects/p/locations/l/queues/q/tasks/t1--x"}
 
 
 def other_target(target: Any) -> str:

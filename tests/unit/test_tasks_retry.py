@@ -8,7 +8,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from fanfuse.devstack.tasks_retry import (
+from fanfuse.tools.devstack.tasks_retry import (
     MAX_BACKOFF_S,
     MIN_BACKOFF_S,
     parse_retry_after,

@@ -29,8 +29,8 @@ from fanfuse.auth.certs import (
     keys_of,
 )
 from fanfuse.auth.tokens import bearer, caller_claims, caller_subject, task_claims
-from fanfuse.errors import FanfuseError, Forbidden, Unauthorized, Unavailable
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import FanfuseError, Forbidden, Unauthorized, Unavailable
 from tests.signing import (
     GOOGLE_ISSUER,
     PROJECT,

@@ -58,10 +58,10 @@ from collections.abc import Callable, Mapping
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.auth.tokens import Headers
-from fanfuse.errors import Forbidden, TaskExpired, TaskNotFound, Unauthorized
-from fanfuse.models import ApiKey, Caller, TaskView
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.errors import Forbidden, TaskExpired, TaskNotFound, Unauthorized
+from fanfuse.wire.models import ApiKey, Caller, TaskView
 
 AUTHORIZATION = "Authorization"
 USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
@@ -71,10 +71,10 @@ KEY_CACHE_SIZE = 1024
 OWNER_NAMESPACES = ("key", "firebase", "google", "gateway", "aws", "local")
 """The prefixes of `Caller.subject`: API keys, Firebase and Google ID tokens, API Gateway's
 claims (GCP), the IAM principal of a SigV4-signed call (AWS), and the fixed owner of an
-unauthenticated local MCP server (`agent.backend`)."""
+unauthenticated local MCP server (`fronts.mcp.backend`)."""
 LAMBDA_REQUEST_CONTEXT = "apig_wsgi.request_context"
-"""Where apig-wsgi (`fanfuse.aws.front`) puts the Lambda event's `requestContext` in the WSGI
-environ; no other front sets it, and no request header can (headers are `HTTP_*`)."""
+"""Where apig-wsgi (`fanfuse.fronts.aws_lambda.front`) puts the Lambda event's `requestContext`
+in the WSGI environ; no other front sets it, and no request header can (headers are `HTTP_*`)."""
 HOW = (
     f"send an API key as {API_KEY_HEADER} (`fanfuse keys create`) or an ID token as "
     f"{AUTHORIZATION}: Bearer <token>"

@@ -23,7 +23,7 @@ import re
 import secrets
 from datetime import datetime
 
-from fanfuse.models import ApiKey
+from fanfuse.wire.models import ApiKey
 
 API_KEY_HEADER = "X-Api-Key"
 """Where a client sends its key (the functions, `fanfuse serve`, `HttpSearchClient`)."""

@@ -40,7 +40,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.errors import Unauthorized, Unreachable
+from fanfuse.wire.errors import Unauthorized, Unreachable
 
 if TYPE_CHECKING:
     from botocore.credentials import Credentials as AwsCredentials

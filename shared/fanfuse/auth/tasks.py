@@ -49,8 +49,8 @@ import time
 from datetime import datetime
 
 from fanfuse.auth.tokens import CLOCK_SKEW, Headers, bearer, task_claims
-from fanfuse.errors import Forbidden, Unauthorized
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import Forbidden, Unauthorized
 
 SIGNATURE_HEADER = "X-Fanfuse-Signature"
 SIGNATURE = re.compile(r"^t=(\d{1,12}),e=(\d{1,12}),sha256=([0-9a-f]{64})$")

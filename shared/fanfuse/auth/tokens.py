@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fanfuse.auth.certs import CERTS, CertCache, CertsUnavailable
-from fanfuse.errors import Forbidden, Unauthorized, Unavailable
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import Forbidden, Unauthorized, Unavailable
 
 CLOCK_SKEW = 30
 """Seconds a token may be early (`iat`, `auth_time`) or late (`exp`): clocks differ a little."""

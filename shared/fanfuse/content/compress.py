@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 from fanfuse.content.settings import ContentSettings
-from fanfuse.errors import ProviderError
-from fanfuse.models import CallRecord, Hit
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.runner import Runner
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import CallRecord, Hit
 
 CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f\uff1b;])[\"'\u201d\u2019)\]]*\s*|\n+")

@@ -16,10 +16,10 @@ import asyncio
 from typing import Any
 
 from fanfuse.content.settings import ContentSettings
-from fanfuse.errors import NotExtracted
-from fanfuse.models import CallRecord
 from fanfuse.net import charsets, guard
 from fanfuse.net.runner import Response, Runner
+from fanfuse.wire.errors import NotExtracted
+from fanfuse.wire.models import CallRecord
 
 ACCEPTED = ("text/html", "application/xhtml+xml", "text/plain")
 

@@ -14,11 +14,11 @@ import html
 from collections.abc import Callable
 
 from fanfuse.content.settings import ContentSettings
-from fanfuse.models import CallRecord
+from fanfuse.fusion.urls import clean_url
 from fanfuse.net import guard
 from fanfuse.net.policy import RESOLVE_MAX_BYTES
 from fanfuse.net.runner import Runner
-from fanfuse.urls import clean_url
+from fanfuse.wire.models import CallRecord
 
 TargetReader = Callable[[str, bytes], str | None]
 """(final URL, body of the page there) -> the page's real target, when a platform knows how."""

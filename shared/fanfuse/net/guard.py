@@ -42,10 +42,10 @@ from urllib.parse import urljoin
 
 import httpx
 
-from fanfuse.errors import Refused
-from fanfuse.models import CallRecord
 from fanfuse.net.policy import BROWSER_USER_AGENT, MAX_REDIRECTS, PAGE_FETCH, CallPolicy
 from fanfuse.net.runner import RequestSpec, Response, Runner
+from fanfuse.wire.errors import Refused
+from fanfuse.wire.models import CallRecord
 
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 METADATA_HOSTS = frozenset(

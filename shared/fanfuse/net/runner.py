@@ -19,8 +19,8 @@ only (`charsets`).
 
 Every call is recorded (method, URL without secrets, status, attempts, seconds) so the platform
 document shows where time went. The credentials a request carries are handed to
-`fanfuse.redact` before it is sent, so no record, error or log line made afterwards (an error
-body that echoes the key included) shows them; httpx's own log line, which names the URL, is
+`fanfuse.support.redact` before it is sent, so no record, error or log line made afterwards (an
+error body that echoes the key included) shows them; httpx's own log line, which names the URL, is
 masked too. Waits go through an injectable `sleep`, so tests never sleep.
 The defaults of every limit are in `policy.py`.
 """
@@ -28,25 +28,24 @@ The defaults of every limit are in `policy.py`.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
 import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import httpx
 from pydantic import JsonValue
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from fanfuse.errors import ProviderError, kind_for_status
-from fanfuse.models import CallRecord
 from fanfuse.net import charsets
 from fanfuse.net.codings import ACCEPT_ENCODING, BoundedBody, Undecodable
 from fanfuse.net.policy import USER_AGENT, CallPolicy
-from fanfuse.redact import SecretFilter, credentials, redact, redact_url, remember
+from fanfuse.support.redact import SecretFilter, credentials, redact, redact_url, remember
+from fanfuse.support.retry_after import parse_retry_after
+from fanfuse.wire.errors import ProviderError, kind_for_status
+from fanfuse.wire.models import CallRecord
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
 BACKOFF_BASE = 0.5
@@ -105,24 +104,6 @@ def backoff(attempt: int, rng: random.Random) -> float:
     """0.5 s x 2^(attempt-1), plus up to half of that again as jitter (spreads retries out)."""
     base = BACKOFF_BASE * 2.0 ** (attempt - 1)
     return base + rng.uniform(0, base / 2)
-
-
-def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a `Retry-After` header: delta-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(float((when - (now or datetime.now(UTC))).total_seconds()), 0.0)
 
 
 class UndecodableBody(ProviderError):

@@ -9,9 +9,9 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fanfuse.models import PlatformHealth, PlatformInfo
 from fanfuse.platforms.base import Platform
 from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.wire.models import PlatformHealth, PlatformInfo
 
 # name -> "module:Class"; order is the order of `all`.
 BUILTIN: dict[str, str] = {

@@ -19,14 +19,14 @@ import xml.etree.ElementTree as ET
 
 from pydantic import field_validator
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import now_utc, since
 from fanfuse.platforms.parsing import parse_date
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName
 
 NS = {
     "atom": "http://www.w3.org/2005/Atom",

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fanfuse.limits import Budget
-from fanfuse.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
 from fanfuse.net.policy import PROVIDER
-from fanfuse.options import OptionName, OptionUse, SearchOptions
+from fanfuse.rules.limits import Budget
+from fanfuse.wire.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
+from fanfuse.wire.options import OptionName, OptionUse, SearchOptions
 
 if TYPE_CHECKING:
     from fanfuse.net.guard import AddressPolicy, Resolver

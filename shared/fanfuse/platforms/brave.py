@@ -21,10 +21,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import FailureKind, Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName, SearchOptions, TimeRange
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
@@ -37,6 +34,9 @@ from fanfuse.platforms.parsing import (
     secret,
     strip_html,
 )
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import FailureKind, Hit
+from fanfuse.wire.options import OptionName, SearchOptions, TimeRange
 
 PAGE_SIZE = 20
 MAX_OFFSET = 9

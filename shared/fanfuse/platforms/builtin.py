@@ -32,13 +32,13 @@ from typing import Any, Literal
 
 from pydantic import SecretStr, ValidationError
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName, SearchOptions, TimeRange
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName, SearchOptions, TimeRange
 
 ANSWER_CHARS = 2000
 MD_LINK = re.compile(r"\[([^\]]{1,300})\]\((https?://[^)\s]+)\)")

@@ -10,9 +10,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from fanfuse.corpus import Corpus, load_corpus, snippet
-from fanfuse.errors import CorpusError, ProviderError
-from fanfuse.models import Hit
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
@@ -21,6 +18,9 @@ from fanfuse.platforms.base import (
     SearchParams,
 )
 from fanfuse.retrieval import Ranked
+from fanfuse.retrieval.corpus import Corpus, load_corpus, snippet
+from fanfuse.wire.errors import CorpusError, ProviderError
+from fanfuse.wire.models import Hit
 
 SNIPPET_CHARS = 300
 

@@ -20,9 +20,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import domains, since
@@ -35,6 +33,8 @@ from fanfuse.platforms.parsing import (
     require,
     secret,
 )
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName
 
 MAX_RESULTS = 100
 

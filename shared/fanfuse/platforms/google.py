@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import FailureKind, Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName, SafeSearch, SearchOptions, TimeRange
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, error_detail, load_json, require, secret
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import FailureKind, Hit
+from fanfuse.wire.options import OptionName, SafeSearch, SearchOptions, TimeRange
 
 PAGE_SIZE = 10
 MAX_RESULTS = 100  # the API serves at most the first 100 results of a query

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
-from fanfuse.errors import ProviderError, kind_for_status, unwrap_group_error
-from fanfuse.models import FailureKind, Hit
 from fanfuse.net.policy import PROVIDER, CallPolicy
 from fanfuse.net.runner import RequestSpec, Response
 from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
 from fanfuse.platforms.parsing import error_detail
 from fanfuse.platforms.strategy import shape_query, supplemental_queries
+from fanfuse.wire.errors import ProviderError, kind_for_status, unwrap_group_error
+from fanfuse.wire.models import FailureKind, Hit
 
 PageToken = int | str | None
 

@@ -19,13 +19,13 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import domains, since
 from fanfuse.platforms.parsing import as_str, bearer, json_items, load_json, require
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName
 
 SNIPPET_CHARS = 400
 

@@ -9,7 +9,7 @@ Two rules hold for every platform, so they live here once:
   request builders stay pure and a test can pin the date (`since`).
 
 Which options a builder maps is declared next to it (`Platform.native`, `native_options`); the
-searching stage post-filters or records the rest (see `fanfuse.filters`).
+searching stage post-filters or records the rest (see `fanfuse.rules.filters`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from fanfuse.models import as_utc
-from fanfuse.options import OptionName, SearchOptions
 from fanfuse.platforms.base import SearchParams
+from fanfuse.wire.models import as_utc
+from fanfuse.wire.options import OptionName, SearchOptions
 
 T = TypeVar("T")
 D = TypeVar("D")

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from fanfuse.errors import ProviderError
-from fanfuse.redact import redact
+from fanfuse.support.redact import redact
+from fanfuse.wire.errors import ProviderError
 
 
 def secret(value: SecretStr | None) -> str:

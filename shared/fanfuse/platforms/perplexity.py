@@ -25,14 +25,14 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName, SearchOptions
 from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName, SearchOptions
 
 MAX_QUERIES = 5
 MAX_RESULTS = 20

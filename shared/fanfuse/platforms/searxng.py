@@ -16,14 +16,14 @@ country is not applied. A request's value overrides `FANFUSE_SEARXNG_TIME_RANGE`
 
 from __future__ import annotations
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName, SafeSearch
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_float, as_str, json_items, load_json, parse_date, require
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName, SafeSearch
 
 SAFESEARCH = {SafeSearch.OFF: 0, SafeSearch.MODERATE: 1, SafeSearch.STRICT: 2}
 

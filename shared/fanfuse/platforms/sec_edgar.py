@@ -22,13 +22,13 @@ from typing import Any
 
 from pydantic import field_validator
 
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import now_utc, since
 from fanfuse.platforms.parsing import as_str, load_json, parse_date, require
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName
 
 PAGE_SIZE = 100
 ARCHIVES = "https://www.sec.gov/Archives/edgar/data"

@@ -22,9 +22,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import OptionName, SearchOptions
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
@@ -37,6 +35,8 @@ from fanfuse.platforms.parsing import (
     parse_date,
     require,
 )
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import OptionName, SearchOptions
 
 MAX_RESULTS = 20
 COUNTRY_NAMES = {

@@ -14,7 +14,6 @@ import logging
 import threading
 from pathlib import Path
 
-from fanfuse.models import Hit
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
@@ -24,6 +23,7 @@ from fanfuse.platforms.base import (
 )
 from fanfuse.platforms.docs import corpus_problem, open_corpus, to_hits
 from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
+from fanfuse.wire.models import Hit
 
 log = logging.getLogger(__name__)
 

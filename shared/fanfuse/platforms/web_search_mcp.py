@@ -34,9 +34,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fanfuse.errors import ProviderError, Refused
-from fanfuse.models import CallRecord, Hit
 from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
+from fanfuse.wire.errors import ProviderError, Refused
+from fanfuse.wire.models import CallRecord, Hit
 
 if TYPE_CHECKING:
     from mcp import ClientSession

@@ -29,12 +29,12 @@ from urllib.parse import urljoin, urlsplit
 
 from pydantic import field_validator
 
-from fanfuse.errors import Blocked, ProviderError
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
-from fanfuse.options import TimeRange
 from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.wire.errors import Blocked, ProviderError
+from fanfuse.wire.models import Hit
+from fanfuse.wire.options import TimeRange
 
 PAGE_SIZE = 10
 URL_PIECE = re.compile(r"url\s*\+=\s*'([^']*)'")

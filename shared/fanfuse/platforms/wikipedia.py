@@ -17,12 +17,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import Hit
 from fanfuse.net.runner import RequestSpec
 from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.parsing import as_str, load_json, parse_date, require, strip_html
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import Hit
 
 MAX_LIMIT = 500
 

@@ -1,8 +1,8 @@
 """A Cloud Tasks client for an emulator: the official client over an insecure gRPC channel.
 
-Kept apart from `fanfuse.devstack` so the Cloud Tasks queue adapter can use it without importing
-the local-stack tooling. ClientOptions(api_endpoint=...) with anonymous credentials still opens a
-TLS channel, which the emulator does not speak: the plain channel has to be handed in.
+Kept apart from `fanfuse.tools.devstack` so the Cloud Tasks queue adapter can use it without
+importing the local-stack tooling. ClientOptions(api_endpoint=...) with anonymous credentials still
+opens a TLS channel, which the emulator does not speak: the plain channel has to be handed in.
 """
 
 from __future__ import annotations

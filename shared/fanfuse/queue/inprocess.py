@@ -16,9 +16,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from fanfuse.errors import LeaseHeld
-from fanfuse.models import utcnow
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue, task_name
+from fanfuse.wire.errors import LeaseHeld
+from fanfuse.wire.models import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@
   body and a validity window from the time SQS makes the message visible) in the message
   attribute `signature`: anyone who may send to a queue could otherwise run any platform of any
   search, or cut one short with a forged deadline. The handler checks it like a task target
-  checks `X-Fanfuse-Signature` (`fanfuse.aws.front`).
+  checks `X-Fanfuse-Signature` (`fanfuse.fronts.aws_lambda.front`).
 - No deduplication here: standard queues deliver at least once and a second enqueue is a second
   message; the store's rules (claim, lease, count once, finalize once) make either harmless.
 - The deadline task uses `DelaySeconds`, which SQS caps at 15 minutes. A later one carries its
@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from fanfuse.auth.tasks import hmac_secret, signature_for
-from fanfuse.models import utcnow
 from fanfuse.queue.base import (
     AGGREGATE_QUEUE,
     AggregateMessage,
@@ -42,6 +41,7 @@ from fanfuse.queue.base import (
     queue_id,
 )
 from fanfuse.settings import Settings
+from fanfuse.wire.models import utcnow
 
 if TYPE_CHECKING:
     from types_boto3_sqs import SQSClient
@@ -88,7 +88,7 @@ class SqsQueue(TaskQueue):
     def client(self) -> SQSClient:
         with self._lock:
             if self._client is None:
-                from fanfuse.aws_clients import sqs_client
+                from fanfuse.net.aws_clients import sqs_client
 
                 self._client = sqs_client(self.settings)
             return self._client

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fanfuse.models import RerankNote, Result
+from fanfuse.fusion.rerank import FusedOrder, PoolReranker, Reranker, RerankOrder
 from fanfuse.net.runner import Runner, default_runner
-from fanfuse.rerank.base import FusedOrder, PoolReranker, Reranker, RerankOrder
 from fanfuse.rerank.llm import LlmReranker, LlmRerankSettings
 from fanfuse.rerank.offline import DEFAULT_OFFLINE
+from fanfuse.wire.models import RerankNote, Result
 
 NO_RERANKER = (
     "no LLM endpoint is configured (FANFUSE_RERANK_LLM_BASE_URL), and no offline reranker "

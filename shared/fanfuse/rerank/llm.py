@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import RerankNote, Result
+from fanfuse.fusion.rerank import RerankOrder
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.policy import LLM, CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner
-from fanfuse.rerank.base import RerankOrder
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import RerankNote, Result
 
 SYSTEM_PROMPT = (
     "You rank web search results by how well they answer a search query. "

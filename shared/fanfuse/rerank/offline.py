@@ -32,9 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from fanfuse import fusers
-from fanfuse.models import Result
-from fanfuse.rerank.base import FusedOrder, Reranked, Reranker, reordered
+from fanfuse.fusion import fusers
+from fanfuse.fusion.rerank import FusedOrder, Reranked, Reranker, reordered
+from fanfuse.wire.models import Result
 
 Combine = Literal["rrf", "vote", "replace", "linear"]
 FB_DOCS = 10

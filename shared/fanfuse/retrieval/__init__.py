@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from fanfuse.corpus import Corpus, cache_dir
+from fanfuse.retrieval.corpus import Corpus, cache_dir
 
 Ranked = list[tuple[int, float]]
 T = TypeVar("T")

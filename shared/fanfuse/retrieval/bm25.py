@@ -18,9 +18,9 @@ import numpy as np
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN
 
-from fanfuse.corpus import Corpus, indexable_text
-from fanfuse.errors import CorpusError
 from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
+from fanfuse.retrieval.corpus import Corpus, indexable_text
+from fanfuse.wire.errors import CorpusError
 
 log = logging.getLogger(__name__)
 

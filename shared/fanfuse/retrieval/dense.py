@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from fanfuse.corpus import Corpus, indexable_text
 from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
+from fanfuse.retrieval.corpus import Corpus, indexable_text
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

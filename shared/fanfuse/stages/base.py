@@ -13,15 +13,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fanfuse import progress
-from fanfuse.cache import QueryCache
 from fanfuse.content.settings import ContentSettings
-from fanfuse.limits import Budget
-from fanfuse.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
-from fanfuse.redact import redact
+from fanfuse.rules import progress
+from fanfuse.rules.limits import Budget
+from fanfuse.stages.cache import QueryCache
 from fanfuse.store.base import TaskStore
+from fanfuse.support.redact import redact
+from fanfuse.wire.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
 
 log = logging.getLogger(__name__)
 

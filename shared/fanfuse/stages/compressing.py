@@ -7,8 +7,8 @@ calls are limited by the runner anyway.
 from __future__ import annotations
 
 from fanfuse.content.compress import compress_text, estimate_tokens
-from fanfuse.models import Hit, Stage
 from fanfuse.stages.base import StageRun
+from fanfuse.wire.models import Hit, Stage
 
 
 async def compress(run: StageRun, hits: list[Hit]) -> list[Hit]:

@@ -10,9 +10,9 @@ one hostile page never fails its platform run, so never counts against its break
 from __future__ import annotations
 
 from fanfuse.content.fetch import fetch_page
-from fanfuse.errors import NotExtracted, ProviderError, Refused
-from fanfuse.models import Hit, Stage
 from fanfuse.stages.base import StageRun
+from fanfuse.wire.errors import NotExtracted, ProviderError, Refused
+from fanfuse.wire.models import Hit, Stage
 
 
 def fetched_message(ok: int, total: int) -> str:

@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fanfuse.errors import Cancelled
-from fanfuse.models import Hit, Stage
 from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.stages import compressing, fetching, resolving, searching
 from fanfuse.stages.base import StageFn, StageRun
+from fanfuse.wire.errors import Cancelled
+from fanfuse.wire.models import Hit, Stage
 
 STAGES: dict[Stage, StageFn] = {
     Stage.SEARCHING: searching.search,

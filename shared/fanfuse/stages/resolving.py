@@ -9,12 +9,12 @@ the searching stage; the lists are ranked again after.
 
 from __future__ import annotations
 
-from fanfuse import filters
 from fanfuse.content.resolve import resolve_url
-from fanfuse.errors import ProviderError, Refused
-from fanfuse.models import Hit, Stage
+from fanfuse.rules import filters
 from fanfuse.stages.base import StageRun
 from fanfuse.stages.searching import ranked
+from fanfuse.wire.errors import ProviderError, Refused
+from fanfuse.wire.models import Hit, Stage
 
 
 def resolved_message(ok: int, total: int) -> str:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from fanfuse import filters, progress
-from fanfuse.breaker import run_kind
-from fanfuse.errors import ProviderError, unwrap_group_error
-from fanfuse.models import CacheNote, CacheState, FailureKind, Hit, QueryFailure, Stage
-from fanfuse.options import CacheMode
 from fanfuse.platforms.base import SearchParams
+from fanfuse.rules import filters, progress
+from fanfuse.rules.breaker import run_kind
 from fanfuse.stages.base import StageRun
+from fanfuse.wire.errors import ProviderError, unwrap_group_error
+from fanfuse.wire.models import CacheNote, CacheState, FailureKind, Hit, QueryFailure, Stage
+from fanfuse.wire.options import CacheMode
 
 NOT_CACHED = "not cached"
 

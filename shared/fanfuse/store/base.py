@@ -9,53 +9,12 @@ mechanics.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from fanfuse.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, QuotaBucket, Task
-
-HealthChange = Callable[[PlatformHealth | None], PlatformHealth | None]
-"""A health document's change (breaker.py, health.py): None leaves it as it is."""
-HealthSwap = Callable[[PlatformHealth | None], tuple[PlatformHealth | None, PlatformHealth | None]]
-
-
-def health_swap(change: HealthChange) -> HealthSwap:
-    """`change` in a QuotaMutator's shape, for a store's one-document read-modify-write: (the
-    document to write, None: nothing; what `update_health` returns, the document as stored
-    afterwards)."""
-
-    def swap(stored: PlatformHealth | None) -> tuple[PlatformHealth | None, PlatformHealth | None]:
-        written = change(stored)
-        return written, stored if written is None else written
-
-    return swap
-
-
-@dataclass
-class Snapshot:
-    """What a transaction read: the task and the platform runs it asked for."""
-
-    task: Task
-    runs: dict[str, PlatformRun]
-
-
-@dataclass
-class Writes:
-    """What a transaction writes: whole documents, replaced."""
-
-    task: Task | None = None
-    runs: list[PlatformRun] = field(default_factory=list)
-    contents: dict[str, str] = field(default_factory=dict)
-
-
-Mutator = Callable[[Snapshot], Writes | None]
-"""Pure: a store may call it more than once (Firestore retries contended transactions)."""
-
-QuotaMutator = Callable[[QuotaBucket | None], tuple[QuotaBucket | None, float | None]]
-"""Pure, like Mutator: the bucket read (None: none) -> (the bucket to write, or None to write
-nothing; None when the start is admitted, else the seconds until it would be). See quota.py."""
+from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Writes
+from fanfuse.wire.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
 
 
 class TaskStore(ABC):

@@ -20,10 +20,23 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
-from fanfuse.aws_clients import READ_TIMEOUT_S
-from fanfuse.errors import DocumentTooLarge, TaskNotFound
-from fanfuse.lifecycle import progress_accepted
-from fanfuse.models import (
+from fanfuse.net.aws_clients import READ_TIMEOUT_S
+from fanfuse.rules.lifecycle import progress_accepted
+from fanfuse.rules.mutations import (
+    HealthChange,
+    Mutator,
+    QuotaMutator,
+    Snapshot,
+    Writes,
+    health_swap,
+)
+from fanfuse.store import dynamodb_codec as codec
+from fanfuse.store.base import TaskStore
+from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
+from fanfuse.store.surfacing import surfacing, until_won
+from fanfuse.store.write_log import WriteLog, patch_op
+from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
+from fanfuse.wire.models import (
     TERMINAL_TASK,
     ApiKey,
     CacheEntry,
@@ -33,19 +46,6 @@ from fanfuse.models import (
     Task,
     TaskStatus,
 )
-from fanfuse.store import dynamodb_codec as codec
-from fanfuse.store.base import (
-    HealthChange,
-    Mutator,
-    QuotaMutator,
-    Snapshot,
-    TaskStore,
-    Writes,
-    health_swap,
-)
-from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
-from fanfuse.store.surfacing import surfacing, until_won
-from fanfuse.store.write_log import WriteLog, patch_op
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 from botocore.exceptions import ClientError, ConnectionError, HTTPClientError
 from pydantic import BaseModel
 
-from fanfuse.models import Task
+from fanfuse.wire.models import Task
 
 if TYPE_CHECKING:
     from types_boto3_dynamodb import DynamoDBClient

@@ -35,28 +35,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from fanfuse.errors import DocumentTooLarge, TaskNotFound
-from fanfuse.lifecycle import progress_accepted
-from fanfuse.models import (
-    TERMINAL_TASK,
-    ApiKey,
-    CacheEntry,
-    PlatformHealth,
-    PlatformRun,
-    QuotaBucket,
-    Task,
-    TaskStatus,
-)
-from fanfuse.settings import Settings
-from fanfuse.store.base import (
+from fanfuse.rules.lifecycle import progress_accepted
+from fanfuse.rules.mutations import (
     HealthChange,
     Mutator,
     QuotaMutator,
     Snapshot,
-    TaskStore,
     Writes,
     health_swap,
 )
+from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
     Bounds,
@@ -66,6 +55,17 @@ from fanfuse.store.firestore_calls import (
 )
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
 from fanfuse.store.write_log import WriteLog, patch_op
+from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
+from fanfuse.wire.models import (
+    TERMINAL_TASK,
+    ApiKey,
+    CacheEntry,
+    PlatformHealth,
+    PlatformRun,
+    QuotaBucket,
+    Task,
+    TaskStatus,
+)
 
 if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference, Transaction

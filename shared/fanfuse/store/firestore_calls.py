@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from fanfuse.errors import StoreUnavailable
 from fanfuse.store.surfacing import surfacing, until_won
+from fanfuse.wire.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from google.api_core.retry import Retry

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_jsonable_python
 
-from fanfuse.models import PlatformRun
+from fanfuse.wire.models import PlatformRun
 
 NESTED_ARRAY = "fanfuse_array"
 """Firestore has no array directly inside an array: such an inner array is stored as the map

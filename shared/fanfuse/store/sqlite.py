@@ -16,9 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fanfuse.errors import TaskNotFound
-from fanfuse.lifecycle import progress_accepted
-from fanfuse.models import (
+from fanfuse.rules.lifecycle import progress_accepted
+from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Snapshot, Writes
+from fanfuse.store.base import TaskStore
+from fanfuse.wire.errors import TaskNotFound
+from fanfuse.wire.models import (
     TERMINAL_TASK,
     ApiKey,
     CacheEntry,
@@ -26,14 +28,6 @@ from fanfuse.models import (
     PlatformRun,
     QuotaBucket,
     Task,
-)
-from fanfuse.store.base import (
-    HealthChange,
-    Mutator,
-    QuotaMutator,
-    Snapshot,
-    TaskStore,
-    Writes,
 )
 
 _SCHEMA = """

@@ -22,7 +22,7 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from fanfuse.errors import FanfuseError, StoreUnavailable
+from fanfuse.wire.errors import FanfuseError, StoreUnavailable
 
 C = TypeVar("C", bound=type)
 T = TypeVar("T")

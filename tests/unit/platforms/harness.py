@@ -10,11 +10,11 @@ from typing import Any
 
 from pytest_httpserver import HTTPServer
 
-from fanfuse.models import Hit
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import Platform, PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.http import H as S
 from fanfuse.platforms.http import PageToken, ProviderResponse
+from fanfuse.wire.models import Hit
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "providers"
 

@@ -11,14 +11,14 @@ from werkzeug import Response
 
 from fanfuse.content.fetch import fetch_page
 from fanfuse.content.settings import ContentSettings
-from fanfuse.errors import Refused
-from fanfuse.models import CallRecord, Hit, Stage
 from fanfuse.net import guard
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.stages.base import StageRun
 from fanfuse.stages.compressing import compress
 from fanfuse.stages.resolving import resolve
+from fanfuse.wire.errors import Refused
+from fanfuse.wire.models import CallRecord, Hit, Stage
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import fixture
 

@@ -8,8 +8,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.errors import ProviderError
 from fanfuse.net.runner import Runner
+from fanfuse.wire.errors import ProviderError
 from tests.unit.platforms.cases import CASES
 from tests.unit.platforms.harness import AdapterCase, Sleeps, run_search
 

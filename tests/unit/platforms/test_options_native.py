@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from fanfuse.options import OptionName, SearchOptions
 from fanfuse.platforms import load_engine
 from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform
+from fanfuse.wire.options import OptionName, SearchOptions
 from tests.unit.platforms import cases
 
 NOW = datetime(2025, 6, 15, 12, 30, tzinfo=UTC)

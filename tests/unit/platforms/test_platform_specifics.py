@@ -8,9 +8,9 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.errors import Blocked, ProviderError
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import SearchParams
+from fanfuse.wire.errors import Blocked, ProviderError
 from tests.unit.platforms import cases
 from tests.unit.platforms.harness import answer, fixture, run_search
 

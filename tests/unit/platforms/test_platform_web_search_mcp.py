@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.errors import ProviderError
-from fanfuse.models import Hit, PlatformState, TaskStatus
 from fanfuse.net.guard import AddressPolicy, FetchPolicy, Resolver
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.web_search_mcp import WebSearchMcpPlatform, parse_results
-from fanfuse.runtime import EmbeddedRuntime
+from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
+from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.models import Hit, PlatformState, TaskStatus
 from tests.unit.platforms.harness import FIXTURES
 
 pytestmark = pytest.mark.timeout(120)

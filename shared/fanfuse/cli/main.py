@@ -1,0 +1,432 @@
+"""`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | keys | bench`: a
+thin shell over the service."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from fanfuse.cli.keys import (
+    ApiKeyOption,
+    AudienceOption,
+    AuthOption,
+    AwsRegionOption,
+    GoogleCredentialsOption,
+    IdTokenFileOption,
+    client_auth,
+)
+from fanfuse.cli.render import ProgressView, console, fail, out, progress_bars, render_results
+from fanfuse.support.redact import install_log_redaction
+from fanfuse.wire.errors import FanfuseError
+from fanfuse.wire.models import TaskView
+
+if TYPE_CHECKING:
+    from fanfuse.auth.outbound import ClientAuth
+
+install_log_redaction()  # whatever logging the command turns on, no record shows a secret
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+CANCEL_TIMEOUT_S = 5.0
+"""How long Ctrl-C waits for a remote stack to take the cancel before the process exits anyway."""
+
+
+@app.command()
+def search(
+    query: Annotated[
+        list[str] | None, typer.Argument(help="one query, or up to 5 (else the --request file's)")
+    ] = None,
+    platform: Annotated[
+        str | None, typer.Option("--platform", "-p", help="all (default) | name | a, b")
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", "-m", help="fast | balanced (default) | comprehensive"),
+    ] = None,
+    max_results: Annotated[
+        int | None, typer.Option("--max-results", "-n", help="default 10")
+    ] = None,
+    content: Annotated[
+        bool | None, typer.Option("--content/--no-content", help="fetch page content")
+    ] = None,
+    fusion: Annotated[str | None, typer.Option(help="rrf | score | concat")] = None,
+    language: Annotated[str | None, typer.Option()] = None,
+    include_domain: Annotated[
+        list[str] | None,
+        typer.Option("--include-domain", help="keep only this host and its subdomains; repeat"),
+    ] = None,
+    exclude_domain: Annotated[
+        list[str] | None, typer.Option("--exclude-domain", help="drop this host; repeat")
+    ] = None,
+    time_range: Annotated[str | None, typer.Option(help="day | week | month | year")] = None,
+    country: Annotated[str | None, typer.Option(help="ISO 3166-1 alpha-2, e.g. US")] = None,
+    safesearch: Annotated[str | None, typer.Option(help="off | moderate | strict")] = None,
+    timeout: Annotated[
+        str | None, typer.Option(help="time budget in seconds (timeout_s), 0.5 to the deadline")
+    ] = None,
+    cache: Annotated[str | None, typer.Option(help="auto (default) | bypass | only")] = None,
+    request: Annotated[
+        str | None,
+        typer.Option(
+            "--request",
+            help="a JSON request body, as the HTTP API takes it (- for stdin); options given "
+            "here replace its fields, positional queries its query",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the final task as JSON")] = False,
+    endpoint: Annotated[
+        str | None, typer.Option(help="start_search URL of a deployed or `fanfuse dev` stack")
+    ] = None,
+    api_key: ApiKeyOption = None,
+    auth: AuthOption = None,
+    audience: AudienceOption = None,
+    google_credentials: GoogleCredentialsOption = None,
+    id_token_file: IdTokenFileOption = None,
+    aws_region: AwsRegionOption = None,
+) -> None:
+    """Run one search and show live progress per platform, then the fused results.
+
+    --request FILE (- for stdin): an HTTP API request body; queries and options given here win.
+    """
+    # Values go to the request model unchecked: a bad one gets the HTTP API's 400 message,
+    # naming the field, from the one validation both runtimes share.
+    payload = read_request(request) if request is not None else {}
+    given = {
+        "query": (query if len(query) > 1 else query[0]) if query else None,
+        "platform": platform,
+        "mode": mode,
+        "max_results": max_results,
+        "include_content": content,
+        "fusion": fusion,
+        "language": language,
+        "include_domains": include_domain or None,
+        "exclude_domains": exclude_domain or None,
+        "time_range": time_range,
+        "country": country,
+        "safesearch": safesearch,
+        "timeout_s": _number(timeout),
+        "cache": cache,
+    }
+    payload.update({name: value for name, value in given.items() if value is not None})
+    credentials = client_auth(
+        auth, api_key, audience, google_credentials, id_token_file, aws_region
+    )
+    try:
+        view = asyncio.run(_run_search(payload, endpoint, credentials, show_progress=not as_json))
+    except FanfuseError as exc:
+        raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
+    except KeyboardInterrupt:  # the search was cancelled on the way out (_run_search)
+        raise fail("interrupted: the search was cancelled", 130) from None
+    if as_json:
+        sys.stdout.write(view.model_dump_json(indent=2) + "\n")
+    else:
+        render_results(view)
+    if view.status.value in ("failed", "cancelled"):
+        raise typer.Exit(1)
+
+
+def read_request(source: str) -> dict[str, Any]:
+    """The JSON object in the file `source` (`-`: stdin); a bad one is one error naming it."""
+    name = "stdin" if source == "-" else source
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise fail(f"{name}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"{name}: cannot read it ({exc})") from None
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise fail(f"{name}: not JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise fail(f"{name}: expected a JSON object (a request body), got {_json_kind(body)}")
+    return body
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
+
+
+def _number(text: str | None) -> float | str | None:
+    """`--timeout` as a number when it is one; else as given, for the model to name the field."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+async def _run_search(
+    payload: dict[str, Any], endpoint: str | None, credentials: ClientAuth, show_progress: bool
+) -> TaskView:
+    with progress_bars(show_progress) as bars:
+        on_update = ProgressView(bars)
+        if endpoint:
+            from fanfuse.http.client import HttpSearchClient
+
+            client = HttpSearchClient(endpoint, auth=credentials.build(endpoint))
+            accepted = await client.start(payload)
+            try:
+                return await client.wait(accepted, on_update)
+            except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels this coroutine
+                with contextlib.suppress(Exception):  # best effort: the exit must not hang
+                    await asyncio.wait_for(client.cancel(accepted), CANCEL_TIMEOUT_S)
+                raise
+        from fanfuse.runtimes.embedded import EmbeddedRuntime
+
+        # Not resident: it resumes nothing, and Ctrl-C cancels its search (runtime.search).
+        async with EmbeddedRuntime() as runtime:
+            return await runtime.search(payload, on_update=on_update)
+
+
+@app.command()
+def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the platforms, which are available here, why the others are not, and each one's
+    health in the embedded store (breaker state, reason, retry time, measured latency)."""
+    from fanfuse.cli.render import platforms_table
+    from fanfuse.platforms import Registry
+    from fanfuse.settings import Settings
+    from fanfuse.store.sqlite import SqliteStore
+
+    settings = Settings()
+    store = SqliteStore(settings.db_path)
+    try:
+        rows = Registry.from_settings(settings).describe(store.get_health())
+    finally:
+        store.close()
+    if as_json:
+        data = [row.model_dump(mode="json") for row in rows]
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    out.print(platforms_table(rows))
+
+
+@app.command()
+def index(
+    path: Annotated[Path | None, typer.Argument(help="TREC file, JSONL file or folder")] = None,
+    dense: Annotated[bool, typer.Option(help="also build the dense (vectors) index")] = True,
+) -> None:
+    """Build and cache the BM25 (and dense) index of a corpus; Vaswani by default."""
+    from fanfuse.tools.evaluation.evaluate import build_indexes
+
+    try:
+        build_indexes(path, dense=dense)
+    except (ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command("eval")
+def evaluate(
+    corpus: Annotated[Path | None, typer.Option(help="TREC corpus (default: Vaswani)")] = None,
+    queries: Annotated[Path | None, typer.Option(help="TREC topics")] = None,
+    qrels: Annotated[Path | None, typer.Option(help="TREC qrels")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Score docs, vectors and every fuser against relevance judgements (ir-measures)."""
+    from fanfuse.tools.evaluation.evaluate import render_report, run_evaluation
+
+    try:
+        report = run_evaluation(corpus, queries, qrels, show_progress=not as_json)
+    except (ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
+    for note in report.notes:
+        console.print(f"note: {note}", highlight=False)
+    if as_json:
+        sys.stdout.write(report.model_dump_json(include={"runs"}, indent=2) + "\n")
+    else:
+        out.print(render_report(report))
+
+
+@app.command()
+def dev(
+    platform: Annotated[
+        str,
+        typer.Option(
+            "--platform",
+            "-p",
+            help="platforms the stack serves (queues, deployed): all available, or a, b",
+        ),
+    ] = "all",
+    firestore_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,
+    start_search_port: Annotated[int | None, typer.Option(help="default: a free port")] = None,
+    cloud: Annotated[
+        str,
+        typer.Option(
+            help="gcp: the Firestore and Cloud Tasks emulators and the functions; aws: moto's "
+            "server (DynamoDB, SQS) and the Lambda handlers run locally (docs/aws.md)",
+        ),
+    ] = "gcp",
+) -> None:
+    """Start the local cloud stack (emulators + functions on 127.0.0.1) until Ctrl-C or SIGTERM."""
+    import time
+
+    from fanfuse.platforms import Registry
+    from fanfuse.settings import Settings
+    from fanfuse.tools.devstack.aws import AwsStack
+    from fanfuse.tools.devstack.stack import LocalStack
+    from fanfuse.wire.request import split_platforms
+
+    names = split_platforms(platform)
+    if names == ["all"]:
+        names = Registry.from_settings(Settings()).available()
+    stack: LocalStack | AwsStack
+    if cloud == "aws":
+        stack = AwsStack(names, http_port=start_search_port)
+    elif cloud == "gcp":
+        ports = {"start_search": start_search_port} if start_search_port else None
+        stack = LocalStack(names, firestore_port=firestore_port, function_ports=ports)
+    else:
+        raise fail(f"--cloud is gcp or aws, not {cloud!r}", 2)
+    try:
+        with stack:
+            for component, address in stack.describe():
+                out.print(f"{component:<14} {address}", highlight=False)
+            out.print(
+                f"ready: fanfuse search --endpoint {stack.addresses.functions['start_search']}"
+                ' --api-key <api_key above> "your query"   (Ctrl-C stops everything)',
+                highlight=False,
+            )
+            while True:
+                time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    except RuntimeError as exc:
+        raise fail(str(exc), 1) from None
+
+
+@app.command()
+def mcp(
+    http: Annotated[bool, typer.Option("--http", help="streamable HTTP instead of stdio")] = False,
+    host: Annotated[str, typer.Option(help="address to listen on (--http)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port (--http); 0: a free one, printed")] = 8765,
+    endpoint: Annotated[
+        str | None, typer.Option(help="start_search URL of a deployed stack (default: embedded)")
+    ] = None,
+    max_wait: Annotated[
+        float | None, typer.Option(help="seconds `search` waits at most (default: the deadline)")
+    ] = None,
+    api_key: ApiKeyOption = None,
+    auth: AuthOption = None,
+    audience: AudienceOption = None,
+    google_credentials: GoogleCredentialsOption = None,
+    id_token_file: IdTokenFileOption = None,
+    aws_region: AwsRegionOption = None,
+    require_auth: Annotated[
+        bool,
+        typer.Option(
+            "--require-auth",
+            help="verify callers (X-Api-Key or Bearer ID token) on loopback too; any other "
+            "--host always does",
+        ),
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a Host name clients use to reach --http (repeatable); loopback's "
+            "and --host's are served already"
+        ),
+    ] = None,
+) -> None:
+    """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
+    from fanfuse.fronts.mcp.serve import ExposedRemote, McpOptions, log_to_stderr, serve
+
+    log_to_stderr()
+    credentials = client_auth(
+        auth, api_key, audience, google_credentials, id_token_file, aws_region
+    )
+    try:
+        sender = credentials.build(endpoint) if endpoint else None
+    except FanfuseError as exc:
+        raise fail(str(exc), 2) from None
+    options = McpOptions(
+        http=http,
+        host=host,
+        port=port,
+        endpoint=endpoint,
+        max_wait=max_wait,
+        auth=sender,
+        require_auth=require_auth,
+        allowed_hosts=allowed_host or [],
+    )
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C on the HTTP server: a clean stop
+        try:
+            asyncio.run(serve(options))
+        except ExposedRemote as exc:
+            raise fail(str(exc)) from None
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="address to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="0: a free port")] = 8000,
+    public_url: Annotated[
+        str | None, typer.Option(help="base of the links handed out, if not the bound address")
+    ] = None,
+    warm: Annotated[
+        str | None,
+        typer.Option(help="platforms to load at startup: a, b | none (default: docs, vectors)"),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="uvicorn's log level")] = "warning",
+    json_logs: Annotated[
+        bool, typer.Option(help="fanfuse's log lines as Cloud Logging JSON on stderr")
+    ] = False,
+) -> None:
+    """Serve the HTTP API from one resident embedded runtime until Ctrl-C or SIGTERM.
+
+    Prints `url http://HOST:PORT`, `api_key ff_...` (a key for owner `local`, valid while it
+    runs), then `ready` once it answers. The routes (those of the
+    functions, plus /search, events, /platforms): GET /openapi.json, docs/serve.md.
+    """
+    from fanfuse.fronts.serve.server import run_server
+    from fanfuse.wire.request import split_platforms
+
+    names = None if warm is None else [n for n in split_platforms(warm) if n != "none"]
+    if json_logs:
+        from fanfuse.settings import Settings
+        from fanfuse.support.logs import install_json_logging
+
+        install_json_logging(Settings().project)
+    try:
+        run_server(host, port, public_url=public_url, warm=names, log_level=log_level)
+    except FanfuseError as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", 1) from None
+    except RuntimeError as exc:
+        raise fail(str(exc), 1) from None
+    out.print("stopped", highlight=False)
+
+
+@app.command()
+def openapi() -> None:
+    """Print the HTTP API's OpenAPI 3.1 document (`fanfuse openapi > docs/openapi.json`)."""
+    from fanfuse.http.openapi import render
+
+    sys.stdout.write(render())
+
+
+def _register_groups() -> None:
+    from fanfuse.cli.bench import bench_app
+    from fanfuse.cli.keys import keys_app
+
+    app.add_typer(bench_app, name="bench")
+    app.add_typer(keys_app, name="keys")
+
+
+_register_groups()
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,142 @@
+"""How `fanfuse search` shows a search: live bars while it runs, then tables and notes.
+
+Kept apart from main.py so the command stays a parser; everything here reads a TaskView and
+prints, never changes the search (and `fail`, the one-line error every command ends with).
+Results are built as rich `Text`, not markup, so a title with brackets prints as it is, and the
+result column folds long words: a URL is shown in full, wrapped over as many lines as the
+terminal needs, because a cut URL cannot be used.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.table import Column, Table
+from rich.text import Text
+
+from fanfuse.fronts.render import platform_notes, rerank_line, snippet
+from fanfuse.rules.progress import platform_percent
+from fanfuse.wire.models import (
+    BreakerState,
+    PlatformInfo,
+    Result,
+    TaskView,
+)
+
+console = Console(stderr=True)
+"""Errors and progress: stderr, so stdout holds only the results (or the JSON)."""
+out = Console()
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print `error: message` on stderr and return the exit to raise (2: the caller's mistake)."""
+    # soft_wrap: one line whatever the width (rich hard-wraps at 80 columns when piped); Text,
+    # not markup, so a message quoting brackets (a bad value, a path) prints as it is.
+    line = Text.assemble(("error:", "bold red"), f" {message}")
+    console.print(line, highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def progress_bars(show: bool) -> Progress:
+    """One line per bar: name, bar, percent, and the stage's message (cut to fit)."""
+    columns = (
+        TextColumn("{task.description}", table_column=Column(width=12, no_wrap=True)),
+        BarColumn(bar_width=16),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TextColumn("{task.fields[note]}", table_column=Column(no_wrap=True, max_width=36)),
+    )
+    return Progress(*columns, console=console, disable=not show)
+
+
+class ProgressView:
+    """One bar per platform plus the overall bar, fed by successive TaskViews."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.bars: dict[str, TaskID] = {}
+        self.overall: TaskID | None = None
+
+    def __call__(self, view: TaskView) -> None:
+        if self.overall is None:
+            self.overall = self.progress.add_task("overall", total=100, note="")
+            for run in view.platform_runs:
+                self.bars[run.name] = self.progress.add_task(run.name, total=100, note="")
+        for run in view.platform_runs:
+            note = run.message.removeprefix(f"Platform {run.index}/{run.of} ({run.name}): ")
+            self.progress.update(self.bars[run.name], completed=platform_percent(run), note=note)
+        self.progress.update(
+            self.overall, completed=view.progress.percent, note=view.progress.message
+        )
+
+
+def render_results(view: TaskView) -> None:
+    """The result tables (one per query and the fused one), then what each platform did with
+    the options and the cache, the status line and the platforms' errors."""
+    for label, results in _result_lists(view):
+        table = Table(title=label, show_lines=False, expand=True)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column("title / url", ratio=3, overflow="fold")
+        table.add_column("platforms", ratio=1)
+        for r in results:
+            ranks = ", ".join(f"{p}#{r.ranks.get(p, '-')}" for p in r.platforms)
+            table.add_row(str(r.rank), f"{r.score:.4f}", _cell(r), ranks)
+        out.print(table)
+    for run in view.platform_runs:
+        for line in platform_notes(run):
+            out.print(line, highlight=False, markup=False, soft_wrap=True)
+    if view.rerank is not None:
+        out.print(rerank_line(view.rerank), highlight=False, markup=False, soft_wrap=True)
+    message = view.summary.message if view.summary else view.progress.message
+    out.print(f"[bold]{view.status.value}[/]: {message}", highlight=False)
+    for err in view.errors:
+        out.print(
+            Text.assemble((f"{err.platform} {err.state.value}:", "red"), f" {err.error}"),
+            highlight=False,
+        )
+
+
+def _cell(r: Result) -> Text:
+    """Title, then the URL in full, then the snippet (dim) unless it only repeats the title."""
+    cell = Text(r.title)
+    cell.append("\n")
+    cell.append(r.url, style="cyan")
+    text = snippet(r.snippet)
+    if text and text != " ".join(r.title.split()):
+        cell.append("\n")
+        cell.append(text, style="dim")
+    return cell
+
+
+def _result_lists(view: TaskView) -> list[tuple[str, list[Result]]]:
+    if view.results_by_query:
+        lists = [(f"{q.query!r}", q.results) for q in view.results_by_query]
+        return [*lists, ("all queries, fused", view.results)]
+    return [(", ".join(repr(q) for q in view.queries), view.results)]
+
+
+def platforms_table(rows: list[PlatformInfo]) -> Table:
+    """`fanfuse platforms`: availability, the breaker's state (breaker.py) and the measured
+    latency; the notes say why a platform is unavailable, or why and until when suspended."""
+    whole = [Column(t, no_wrap=True) for t in ("platform", "available", "health", "latency")]
+    table = Table(*whole, "notes")  # on a narrow terminal only the notes wrap
+    for row in rows:
+        health = row.health
+        notes = [row.reason] if row.reason else []
+        if health is not None and health.state is not BreakerState.CLOSED:
+            why = health.reason.value.replace("_", " ") if health.reason else "failures"
+            retry = health.retry_at
+            until = f" until {retry.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z" if retry else ""
+            notes.append(f"suspended ({why}){until}")
+        latency = health.latency_s if health is not None else None
+        table.add_row(
+            row.name,
+            "yes" if row.available else "no",
+            health.state.value if health is not None else "",
+            f"{latency:.2f}s" if latency is not None else "",
+            "; ".join(notes),
+        )
+    return table

@@ -1,0 +1,317 @@
+"""The Cloud Functions front: the HTTP handling of the five targets, which the AWS Lambda
+handlers reuse as they are (`fanfuse.fronts.aws_lambda.front` turns Lambda events into these
+targets' requests). The service they call, its settings and event loops are the cloud runtime's
+(`fanfuse.runtimes.cloud`: Firestore and Cloud Tasks, or DynamoDB and SQS when FANFUSE_CLOUD=aws).
+
+`functions/main.py` only names the five targets; what they share lives here: two wrappers that
+check the method and map errors to JSON answers, `public_target` for the three public targets
+and `task_target` for the two Cloud Tasks targets, so that each target holds only its own work.
+
+Status codes. The three public targets answer 400 (every problem listed, by field), 404, 405,
+409 or 413 for bad input, never 500; 5xx means infrastructure (Firestore, Cloud Tasks).
+`run_platform` and `aggregate` are Cloud Tasks targets, and Cloud Tasks retries *any* answer
+outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried").
+Before anything else a delivery must prove it comes from the queue (`fanfuse.auth.tasks`: the
+tasks service account's OIDC token, or locally an HMAC of the body); one that does not is
+answered 401/403 and touches nothing. A verified delivery that can never succeed (a malformed
+body, an unknown task, a platform its search does not have) is acknowledged with 200 and
+`{"outcome": "dropped", "error": ...}` when it comes from Cloud Tasks (it carries
+`X-CloudTasks-TaskName`), and logged as an error; a signed direct call gets the plain 400/404.
+Infrastructure failures answer 503, which Cloud Tasks retries with backoff. The wrappers tell
+these apart by type only (every error class is in `fanfuse.wire.errors`, with its status), never by
+an exception's message.
+
+Identity. The three public targets authenticate their caller first, before anything is read
+or written (`fanfuse.auth.callers`: an API key, an ID token, API Gateway's claims when
+FANFUSE_TRUST_GATEWAY says the functions sit behind it, or on AWS the IAM principal API Gateway
+verified when FANFUSE_TRUST_IAM_AUTHORIZER says every route is IAM-authorized); the caller's
+subject becomes the search's `owner` (`firebase:<uid>` for a Firebase user, what
+`firestore.rules` compare with `'firebase:' + request.auth.uid`), and a search with an owner is
+visible (status, cancel) only to that caller. The OpenAPI document needs no credential.
+`start_search` then admits the caller (its in-flight cap and start rate, `admission.py`) before
+it parses the body, so that an invalid body spends the caller's token as a valid one does.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import flask
+from pydantic import BaseModel
+from werkzeug.exceptions import HTTPException
+
+from fanfuse.auth.callers import LAMBDA_REQUEST_CONTEXT, visible_status
+from fanfuse.auth.tasks import verify_delivery
+from fanfuse.http.api import (
+    CancelRequest,
+    check_length,
+    check_task_id,
+    decode_json,
+    error_answer,
+    parse,
+    require_method,
+)
+from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.runtimes.cloud import authenticator, loops, service, settings
+from fanfuse.support import logs
+from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
+from fanfuse.wire.models import Caller, ErrorBody, Problem
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", PlatformMessage, AggregateMessage)
+Handler = Callable[[flask.Request], flask.Response]
+"""What functions-framework calls for a target: one request in, one answer out."""
+
+TASK_NAME_HEADER = "X-CloudTasks-TaskName"
+PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+OPENAPI_NAME = "openapi.json"
+STATUS_TARGET = "search_status"
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP helpers
+
+
+def json_response(
+    data: BaseModel | dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> flask.Response:
+    body = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
+    response = flask.Response(body, status=status, mimetype="application/json")
+    response.headers["Cache-Control"] = "no-store"
+    for key, value in (headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
+def error_response(exc: FanfuseError) -> flask.Response:
+    answer = error_answer(exc)
+    return json_response(answer.body, answer.status, answer.headers)
+
+
+def routing_error(error: HTTPException) -> flask.Response | HTTPException:
+    """What functions-framework refuses before any target runs, as JSON like every other answer
+    (not werkzeug's HTML page): its `/<path:path>` rule matches no path with a newline in it,
+    and it answers `/robots.txt` and `/favicon.ico` itself, both 404. A redirect (below 400)
+    is left as werkzeug makes it."""
+    if error.code is None or error.code < 400:
+        return error
+    code = re.sub(r"\W+", "_", (error.name or "error").strip().lower())
+    body = ErrorBody(error=code, message=error.description or error.name)
+    return json_response(body, error.code)
+
+
+def read_json(request: flask.Request) -> Any:
+    """The body as JSON, or a 400/413/415 that says what is wrong with it (see
+    `fanfuse.http.api`)."""
+    check_length(request.content_length)
+    return decode_json(request.get_data(cache=True), request.headers.get("Content-Type"))
+
+
+def check_message(message: PlatformMessage | AggregateMessage) -> None:
+    """Ids from a task body become document paths: refuse anything but plain names."""
+    check_task_id(message.task_id)
+    if isinstance(message, PlatformMessage) and not PLATFORM.match(message.platform):
+        raise InvalidRequest([Problem(field="platform", problem="not a platform name")])
+
+
+def task_id_of(request: flask.Request) -> str:
+    """`?task_id=` or the last path segment (`status_url` is `{search_status URL}/{task_id}`).
+
+    A leading `search_status` segment is the function's own name, not a task id: Cloud
+    Functions strip it, but functions-framework and a gateway that appends the path keep it, so
+    `GET /search_status` without `?task_id=` is the 400 the document promises, not a 404.
+    """
+    value = request.args.get("task_id")
+    if value is None:
+        segments = [s for s in request.path.split("/") if s]
+        if segments[:1] == [STATUS_TARGET]:
+            segments = segments[1:]
+        value = segments[-1] if segments else None
+    return check_task_id(value)
+
+
+def caller(request: flask.Request) -> Caller | None:
+    """The verified caller, or None (anonymous, where allowed); else 401/403 (`fanfuse.auth`)."""
+    context = request.environ.get(LAMBDA_REQUEST_CONTEXT)  # the Lambda front's alone
+    return authenticator().caller(request.headers, context)
+
+
+# ---------------------------------------------------------------------------------------------
+# The two wrappers: the method check and the mapping of errors to answers
+
+
+def _infrastructure(target: str) -> flask.Response:
+    """Anything but a FanfuseError is taken for infrastructure: logged, answered 503."""
+    log.exception("%s failed", target)
+    return error_response(Unavailable(f"{target} is temporarily unavailable; try again"))
+
+
+def _require_method(request: flask.Request, target: str, allowed: tuple[str, ...]) -> None:
+    require_method(target, request.method, allowed)
+
+
+def public_target(*methods: str) -> Callable[[Handler], Handler]:
+    """A public target answering `methods`: its errors become their own 4xx JSON body (or 5xx
+    for an infrastructure error the service names, like QueueUnavailable), anything else 503.
+
+    The target's name (what the 405 message and the log say) is the function's name.
+    """
+
+    def wrap(answer: Handler) -> Handler:
+        target = answer.__name__
+
+        @functools.wraps(answer)
+        def handle(request: flask.Request) -> flask.Response:
+            with logs.request_context(dict(request.headers)):
+                try:
+                    _require_method(request, target, methods)
+                    return answer(request)
+                except FanfuseError as exc:
+                    return error_response(exc)
+                except Exception:
+                    return _infrastructure(target)
+
+        return handle
+
+    return wrap
+
+
+def _permanent(request: flask.Request, target: str, exc: FanfuseError) -> flask.Response:
+    """A task delivery that can never succeed: acknowledged for Cloud Tasks, 4xx for others."""
+    if TASK_NAME_HEADER not in request.headers:
+        return error_response(exc)
+    log.error("%s: dropping task %s: %s", target, request.headers.get(TASK_NAME_HEADER), exc.body())
+    return json_response({"outcome": "dropped", "error": exc.body().model_dump()})
+
+
+def _verify(request: flask.Request, target: str) -> None:
+    """Method, size, then where the delivery comes from (`auth.tasks`), before any parsing."""
+    _require_method(request, target, ("POST",))
+    check_length(request.content_length)
+    verify_delivery(target, request.headers, request.get_data(cache=True), settings())
+
+
+def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]]], Handler]:
+    """A Cloud Tasks target: POST a `message_type` body, which `work` runs into the JSON answer.
+
+    A delivery that does not prove it comes from the queue (see `fanfuse.auth.tasks`) is
+    answered 401/403 (or 405/413 before that) and touches nothing: never acknowledged, since
+    only a verified delivery is known to be Cloud Tasks'. A verified one with a bad body or ids
+    is permanent (see `_permanent`). While running, a 5xx error is answered as such so that
+    Cloud Tasks retries it, a 4xx one is permanent, and anything else is infrastructure (503,
+    retried).
+    """
+
+    def wrap(work: Callable[[M], dict[str, Any]]) -> Handler:
+        target = work.__name__
+
+        @functools.wraps(work)
+        def handle(request: flask.Request) -> flask.Response:
+            with logs.request_context(dict(request.headers)):
+                return _deliver(request)
+
+        def _deliver(request: flask.Request) -> flask.Response:
+            try:
+                _verify(request, target)
+            except FanfuseError as exc:
+                log.warning("%s: refused a delivery: %s", target, exc)
+                return error_response(exc)
+            except Exception:
+                return _infrastructure(target)
+            try:
+                message: M = parse(message_type, read_json(request))
+                check_message(message)
+            except FanfuseError as exc:
+                return _permanent(request, target, exc)
+            with logs.task_context(message.task_id, getattr(message, "platform", None)):
+                try:
+                    answer = work(message)
+                except FanfuseError as exc:
+                    if exc.status_code >= 500:
+                        return error_response(exc)
+                    return _permanent(request, target, exc)
+                except Exception:
+                    return _infrastructure(target)
+                return json_response(answer)
+
+        return handle
+
+    return wrap
+
+
+# ---------------------------------------------------------------------------------------------
+# The five targets: each holds only its own work
+
+
+@public_target("POST")
+def start_search(request: flask.Request) -> flask.Response:
+    """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`).
+
+    The caller is verified and admitted (a rate token spent) before the body is read: an
+    invalid body costs its caller a start, so refusing bodies has a limit (admission.py)."""
+    who = caller(request)
+    svc = service()
+    ticket = svc.admit(who)
+    accepted = svc.start(read_json(request), ticket=ticket)
+    return json_response(accepted, 202, {"Location": accepted.status_url})
+
+
+@public_target("GET", "HEAD")
+def search_status(request: flask.Request) -> flask.Response:
+    """GET `/{task_id}` or `?task_id=` -> the merged TaskView; 404 for an unknown id.
+
+    GET `/openapi.json` -> the API's one OpenAPI document (`fanfuse.http.openapi`), which `serve`
+    answers at the same name: `.` is never in a task id, so the two cannot clash, and the
+    document needs no store (no service is built for it).
+    """
+    if request.args.get("task_id") is None and request.path.endswith("/" + OPENAPI_NAME):
+        from fanfuse.http.openapi import document
+
+        return json_response(document())
+    who = caller(request)
+    return json_response(visible_status(service().status, task_id_of(request), who))
+
+
+@public_target("POST")
+def cancel_search(request: flask.Request) -> flask.Response:
+    """POST `{task_id}` -> the cancelled TaskView; 404 unknown, 409 once terminal."""
+    who = caller(request)
+    if request.args.get("task_id") is not None:
+        task_id = check_task_id(request.args["task_id"])
+    else:
+        task_id = check_task_id(parse(CancelRequest, read_json(request)).task_id)
+    svc = service()
+    visible_status(svc.status, task_id, who)  # 404/410 before anything is written
+    return json_response(svc.cancel(task_id))
+
+
+@task_target(PlatformMessage)
+def run_platform(message: PlatformMessage) -> dict[str, Any]:
+    """Run that platform once (idempotent); a platform its search lacks is UnknownPlatform."""
+    outcome = loops.run(service().run_platform(message))
+    return {"task_id": message.task_id, "platform": message.platform, "outcome": outcome}
+
+
+@task_target(AggregateMessage)
+def aggregate(message: AggregateMessage) -> dict[str, Any]:
+    """Finalize the search once, or wait for its platforms (before the deadline)."""
+    return {"task_id": message.task_id, "outcome": loops.run(service().aggregate(message))}
+
+
+__all__ = [
+    "aggregate",
+    "cancel_search",
+    "public_target",
+    "routing_error",
+    "run_platform",
+    "search_status",
+    "service",
+    "start_search",
+    "task_target",
+]

@@ -1,0 +1,84 @@
+"""Plain-text views of a search that the CLI and the MCP front both show: a snippet cut to a
+hint, a platform's notes (filters, cache, caps, failed queries), the reranking line.
+
+Here, not in the CLI's rendering, so the MCP front (`fanfuse.fronts.mcp`) and the command
+(`fanfuse.cli`) say the same thing without one importing the other. Plain strings, no terminal
+library: each front decides how to print them.
+"""
+
+from __future__ import annotations
+
+from fanfuse.wire.models import CacheNote, CacheState, PlatformRun, RerankNote
+from fanfuse.wire.options import Applied, CacheMode, OptionUse
+
+SNIPPET_CHARS = 200
+"""A snippet is a hint of the page, not the page: longer ones are cut (a URL never is)."""
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    """`text` on one line, cut to `limit` characters (an ellipsis marks the cut)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def platform_notes(run: PlatformRun) -> list[str]:
+    """What to know about one platform's results, one line each; none when there is nothing.
+
+    `google: filtered include_domains -3 (post_filter), time_range native; cache hit (age 42s);
+    capped page fetches at 66 (434 skipped)` and `google: query 2 failed: HTTP 500`. A plain
+    cache miss is not news and is left out.
+    """
+    parts = []
+    if run.options:
+        parts.append("filtered " + ", ".join(_option(n, u) for n, u in run.options.items()))
+    cache = _cache(run.cache)
+    if cache:
+        parts.append(cache)
+    parts += [
+        f"capped {name.replace('_', ' ')} at {cut.cap} ({cut.skipped} skipped)"
+        for name, cut in run.limits.items()
+    ]
+    lines = [f"{run.name}: {'; '.join(parts)}"] if parts else []
+    lines += [
+        f"{run.name}: query {f.query_index + 1} failed: {f.error}" for f in run.failed_queries
+    ]
+    return lines
+
+
+def rerank_line(note: RerankNote) -> str:
+    """`reranked by llm (qwen-plus): 20 candidates` or `not reranked: <why>`."""
+    if not note.applied:
+        return f"not reranked ({note.method}): {note.error}"
+    model = f" ({note.model})" if note.model else ""
+    return f"reranked by {note.method}{model}: {note.candidates} candidates"
+
+
+def _option(name: str, use: OptionUse) -> str:
+    if use.applied is Applied.POST_FILTER:
+        return f"{name} -{use.removed} (post_filter)"
+    if use.applied is Applied.NATIVE:
+        return f"{name} native"
+    return f"{name} not applied"
+
+
+def _cache(note: CacheNote | None) -> str | None:
+    if note is None:
+        return None
+    age = f" (age {_age(note.age_s)})" if note.age_s is not None else ""
+    if note.state is CacheState.HIT:
+        return f"cache hit{age}"
+    if note.state is CacheState.PARTIAL:
+        return f"cache partial: {note.hits} hit, {note.misses} searched{age}"
+    if note.mode is CacheMode.BYPASS:
+        return "cache bypassed (entries refreshed)"
+    if note.mode is CacheMode.ONLY:
+        return "cache miss (cache only)"
+    return None
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

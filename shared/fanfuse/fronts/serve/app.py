@@ -1,0 +1,320 @@
+"""The Starlette application of `fanfuse serve`: routes named like the functions, one runtime.
+
+Every route takes every method and checks it itself (`route`), so a wrong method gets the
+functions' 405 JSON body with `Allow`, not Starlette's plain-text one; errors are mapped by
+`fanfuse.http.api.error_answer`, and anything that is not a FanfuseError is logged and answered 503,
+as the functions do. A line logged while a route runs carries its request's trace
+(`traceparent` or `X-Cloud-Trace-Context`, logs.py), as a function's line does.
+
+Callers are verified as the functions verify them (`fanfuse.auth.callers`: an API key or an ID
+token, against this runtime's store), on every route but `/openapi.json`; `/platforms` too,
+since its reasons name the provider settings this deployment lacks. A search belongs to its
+caller's subject, and is visible only to it. At start-up a key for owner `local` is created and
+handed to `on_key` (the server prints it); it is revoked when the server stops.
+
+The service is synchronous over SQLite and runs on the event loop's thread, as in the embedded
+runtime: a store call is a short local read or write. One thing a caller controls the cost of
+does not: a body's decoding and validation (up to 64 KiB; linear, about a millisecond for an
+ordinary one, a few for the worst shapes) run on one worker thread (`check_body`), one body at
+a time, so that twenty hostile bodies at once queue there while the loop goes on answering
+(`/openapi.json`, status polls, the event streams). Validation reads the store only for the
+platforms' health, through the store's lock (`SqliteStore` is shared across threads so).
+A start admits its caller (one rate token, `admission.py`) before the body is read: an invalid
+body costs a token as a valid one does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, TypeVar
+
+import anyio
+from pydantic import BaseModel
+from sse_starlette import EventSourceResponse
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from fanfuse.auth import keys
+from fanfuse.auth.callers import Authenticator, visible_status
+from fanfuse.fronts.serve import watch
+from fanfuse.http import api
+from fanfuse.http.openapi import render
+from fanfuse.platforms import Registry
+from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.runtimes.embedded import EmbeddedRuntime
+from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
+from fanfuse.support import logs
+from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
+from fanfuse.wire.models import Accepted, Caller, Problem, utcnow
+
+log = logging.getLogger(__name__)
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+OFFLINE = ("docs", "vectors")
+"""The platforms with a model or an index to load, warmed at startup by default."""
+SSE_PING = 15.0
+Endpoint = Callable[[Request, EmbeddedRuntime], Awaitable[Response]]
+T = TypeVar("T")
+
+
+def json_response(
+    data: BaseModel | Sequence[BaseModel] | dict[str, Any],
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    if isinstance(data, BaseModel):
+        body = data.model_dump_json()
+    elif isinstance(data, dict):
+        body = json.dumps(data)
+    else:
+        body = json.dumps([item.model_dump(mode="json") for item in data])
+    answer = Response(body, status, media_type="application/json")
+    answer.headers["Cache-Control"] = "no-store"
+    answer.headers.update(headers or {})
+    return answer
+
+
+def error_response(exc: FanfuseError) -> Response:
+    answer = api.error_answer(exc)
+    return json_response(answer.body, answer.status, answer.headers)
+
+
+async def read_body(request: Request) -> bytes:
+    """The body's bytes: 413 from a declared length at once, else stops reading past the limit."""
+    length = request.headers.get("content-length", "")
+    api.check_length(int(length) if length.isdigit() else None)
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > api.MAX_BODY_BYTES:
+            raise api.too_large()
+    return bytes(raw)
+
+
+async def check_body(request: Request, check: Callable[[bytes, str | None], T]) -> T:
+    """`check(body, content type)` on the body-checking thread, one body at a time (the
+    limiter made in the lifespan): what it costs is not spent on the event loop."""
+    raw = await read_body(request)
+    content_type = request.headers.get("content-type")
+    limiter: anyio.CapacityLimiter = request.app.state.checking
+    return await anyio.to_thread.run_sync(check, raw, content_type, limiter=limiter)
+
+
+async def admitted_start(request: Request, runtime: EmbeddedRuntime) -> Accepted:
+    """Verify the caller, admit it (a token spent), then decode and validate the body off the
+    loop, then start: the service validates the (then small and valid) payload again, on the
+    loop, with the store as it is at that moment, and writes the search."""
+    ticket = runtime.service.admit(caller_of(request))
+
+    def valid(raw: bytes, content_type: str | None) -> Any:
+        payload = api.decode_json(raw, content_type)
+        runtime.service.validate(payload)  # the 400, every problem listed, raised here
+        return payload
+
+    payload = await check_body(request, valid)
+    return runtime.service.start(payload, ticket=ticket)
+
+
+def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
+    """A route answering `allowed` methods under `target`'s name (405s and logs say it)."""
+
+    def wrap(answer: Endpoint) -> Route:
+        async def handle(request: Request) -> Response:
+            with logs.request_context(request.headers):  # the request's trace, as the functions'
+                try:
+                    api.require_method(target, request.method, allowed)
+                    runtime: EmbeddedRuntime = request.app.state.runtime
+                    return await answer(request, runtime)
+                except FanfuseError as exc:
+                    return error_response(exc)
+                except Exception:
+                    log.exception("%s failed", target)
+                    return error_response(Unavailable(f"{target} is temporarily unavailable"))
+
+        return Route(path, handle, methods=METHODS, name=f"{target}:{path}")
+
+    return wrap
+
+
+def caller_of(request: Request) -> Caller | None:
+    """The verified caller (None: anonymous, where settings allow it); else 401/403."""
+    auth: Authenticator = request.app.state.auth
+    return auth.caller(request.headers)
+
+
+def task_id_of(request: Request) -> str:
+    """`?task_id=` first, else the path's `{task_id}` (as the functions read it)."""
+    return api.check_task_id(
+        request.query_params.get("task_id") or request.path_params.get("task_id")
+    )
+
+
+@route("/start_search", "start_search", "POST")
+async def start_search(request: Request, runtime: EmbeddedRuntime) -> Response:
+    accepted = await admitted_start(request, runtime)
+    return json_response(accepted, 202, {"Location": accepted.status_url})
+
+
+async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
+    if (
+        request.path_params.get("task_id") == "openapi.json"
+        and "task_id" not in request.query_params
+    ):
+        return _openapi()  # the functions' spelling: `{search_status URL}/openapi.json`
+    who = caller_of(request)
+    return json_response(visible_status(runtime.service.status, task_id_of(request), who))
+
+
+status_by_query = route("/search_status", "search_status", "GET", "HEAD")(_status)
+status_by_path = route("/search_status/{task_id}", "search_status", "GET", "HEAD")(_status)
+
+
+def cancel_request(raw: bytes, content_type: str | None) -> api.CancelRequest:
+    parsed: api.CancelRequest = api.parse(api.CancelRequest, api.decode_json(raw, content_type))
+    return parsed
+
+
+@route("/cancel_search", "cancel_search", "POST")
+async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
+    who = caller_of(request)
+    if "task_id" in request.query_params:
+        task_id = api.check_task_id(request.query_params["task_id"])
+    else:
+        cancel = await check_body(request, cancel_request)
+        task_id = api.check_task_id(cancel.task_id)
+    visible_status(runtime.service.status, task_id, who)  # 404/410 before anything else
+    return json_response(runtime.service.cancel(task_id))
+
+
+@route("/search", "search", "POST")
+async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """Start and wait: 200 with the terminal document, or 202 with the running one at the cap."""
+    accepted = await admitted_start(request, runtime)
+    view = await watch.settle(runtime, accepted.task_id)
+    if view.status.terminal:
+        return json_response(view)
+    return json_response(view, 202, {"Location": accepted.status_url})
+
+
+@route("/search_status/{task_id}/events", "search_events", "GET")
+async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
+    who = caller_of(request)
+    task_id = task_id_of(request)
+    # 400/404/410 as JSON, before the stream starts
+    visible_status(runtime.service.status, task_id, who)
+    return EventSourceResponse(
+        watch.events(runtime, task_id), ping=SSE_PING, headers={"Cache-Control": "no-store"}
+    )
+
+
+@route("/platforms", "platforms", "GET", "HEAD")
+async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
+    caller_of(request)  # verified, though every caller gets the same list
+    return json_response(runtime.service.platforms())
+
+
+def _openapi() -> Response:
+    return Response(render(), media_type="application/json")
+
+
+@route("/openapi.json", "openapi", "GET", "HEAD")
+async def openapi(request: Request, runtime: EmbeddedRuntime) -> Response:
+    return _openapi()
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 (no such route), in the API's error body."""
+    if isinstance(exc, HTTPException) and exc.status_code != 404:
+        body = {"error": "http_error", "message": str(exc.detail), "problems": []}
+        return json_response(body, exc.status_code)
+    message = f"no route {request.url.path}; the routes are listed at /openapi.json"
+    return json_response({"error": "not_found", "message": message, "problems": []}, 404)
+
+
+# ---------------------------------------------------------------------------------------------
+# The application and its lifespan
+
+
+def warm_names(registry: Registry, warm: Sequence[str] | None) -> list[str]:
+    """`None`: the available offline platforms; else the named ones, each available here."""
+    available = registry.available()
+    if warm is None:
+        return [name for name in OFFLINE if name in available]
+    missing = [n for n in warm if n not in available]
+    if missing:
+        reasons = "; ".join(f"{n}: {registry.unavailable_reason(n)}" for n in missing)
+        problem = f"cannot warm {', '.join(missing)} ({reasons})"
+        raise InvalidRequest([Problem(field="warm", problem=problem)])
+    return list(warm)
+
+
+async def warm_up(runtime: EmbeddedRuntime, names: Sequence[str]) -> None:
+    """One tiny search per platform, so its model and index are loaded before `ready`."""
+    params = SearchParams(queries=["warm up"], limit=1)
+    for name in names:
+        platform = runtime.registry.get(name)
+        await platform.search(PlatformContext(settings=platform.load_settings()), params)
+        log.info("warmed %s", name)
+
+
+@contextmanager
+def local_key(store: TaskStore, on_key: Callable[[str], None] | None) -> Iterator[None]:
+    """A key for owner `local` while the server runs: created, handed to `on_key`, revoked at
+    the end (a key that was printed should not outlive the process that printed it)."""
+    if on_key is None:
+        yield
+        return
+    plaintext, record = keys.new_key(keys.LOCAL_OWNER, "fanfuse serve", None, None, utcnow())
+    store.put_key(record)
+    on_key(plaintext)
+    try:
+        yield
+    finally:
+        store.put_key(keys.revoked(record, utcnow()))
+
+
+def create_app(
+    settings: Settings,
+    *,
+    registry: Registry | None = None,
+    warm: Sequence[str] | None = None,
+    on_key: Callable[[str], None] | None = None,
+) -> Starlette:
+    """The application over one EmbeddedRuntime on `settings`, entered by its lifespan.
+
+    `warm`: the platforms to load at startup (None: the available offline ones; []: none).
+    `on_key`: given the local key created at start-up (None: no key is created).
+    `settings.function_urls` should name this server's own routes, so that the service builds
+    `status_url` and `cancel_url` pointing back here (`server.settings_for`).
+    """
+    registry = registry or Registry.from_settings(settings)
+    names = warm_names(registry, warm)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with EmbeddedRuntime(settings, registry=registry, resident=True) as runtime:
+            await warm_up(runtime, names)
+            app.state.runtime = runtime
+            app.state.auth = Authenticator(settings, runtime.service.store)
+            app.state.checking = anyio.CapacityLimiter(1)  # the body-checking thread
+            with local_key(runtime.service.store, on_key):
+                yield
+
+    routes = [
+        start_search,
+        status_by_query,
+        search_events,
+        status_by_path,
+        cancel_search,
+        search,
+        platforms,
+        openapi,
+    ]
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})

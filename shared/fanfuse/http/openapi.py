@@ -1,0 +1,279 @@
+"""One OpenAPI 3.1 document for the HTTP API, generated from the wire models.
+
+`fanfuse serve` and the Cloud Functions answer the same three public calls under the same names
+(`start_search`, `search_status`, `cancel_search`), so one document describes both; the routes
+only `serve` has (`/search`, the event stream, `/platforms`) say so (`x-fanfuse-only: serve`).
+The schemas are the models themselves (`model_json_schema` through `models_json_schema`, refs
+under `#/components/schemas/`), never a second description that could drift: a schema change is
+a model change. `docs/openapi.json` is this document checked in; a test fails when the two
+differ, and `fanfuse openapi > docs/openapi.json` regenerates it.
+
+Where it is served: `GET /openapi.json` on `serve`, and `GET {search_status URL}/openapi.json`
+on the functions (`.` is never in a task id, so that path cannot name a search).
+
+One adjustment to what pydantic sees: a few request fields take a string as well as the list
+their type says (a before-validator splits `"docs, vectors"`); pydantic cannot see through a
+validator, so `INPUT_STRINGS` adds the string form to those fields' input schema (with the
+`pattern` that keeps control characters out of every request string, as the models' own).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from fanfuse import __version__
+from fanfuse.auth.keys import API_KEY_HEADER
+from fanfuse.http.api import CancelRequest
+from fanfuse.wire.inbound import text_schema
+from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
+
+REF = "#/components/schemas/{model}"
+MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+    (SearchRequest, "validation"),
+    (CancelRequest, "validation"),
+    (Accepted, "serialization"),
+    (TaskView, "serialization"),
+    (ErrorBody, "serialization"),
+    (PlatformInfo, "serialization"),
+]
+INPUT_STRINGS = {
+    "query": "one query as a string",
+    "platform": '"all", a name, or comma-separated names',
+    "include_domains": "comma-separated host names",
+    "exclude_domains": "comma-separated host names",
+}
+SERVE_ONLY = {"x-fanfuse-only": "serve"}
+RETRY_AFTER = {
+    "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
+}
+AUTH = (401, 403)
+"""What every route but this document may answer: `fanfuse.auth.callers` verifies the caller."""
+SECURITY_SCHEMES = {
+    "apiKey": {
+        "type": "apiKey",
+        "in": "header",
+        "name": API_KEY_HEADER,
+        "description": "`fanfuse keys create` (`fanfuse dev` and `fanfuse serve` print one)",
+    },
+    "idToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "a Firebase or Google-signed ID token",
+    },
+}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
+
+
+def _json(name: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ref(name)}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    meaning = {
+        400: "invalid input: every problem listed, by field; nothing written",
+        401: "no credential, or one that does not verify (`WWW-Authenticate` says how)",
+        403: "a revoked API key",
+        404: "no search with this task id",
+        405: "method not allowed (the `Allow` header lists the allowed ones)",
+        409: "the search is already terminal",
+        410: "the search has expired (past its `expires_at`): nothing of it is served any more; "
+        "a search of another owner is 404 even then, so ids are not disclosed",
+        413: "body larger than 64 KiB",
+        415: "a body not sent as application/json",
+        429: "over the caller's quota (rate or searches in flight); `Retry-After` says when",
+        503: "infrastructure unavailable (`store_unavailable`: the store did not answer in "
+        "time); try again, after `Retry-After` when it is given",
+    }
+    answers = {str(s): _json("ErrorBody", meaning[s]) for s in statuses}
+    for status in ("429", "503"):
+        if status in answers:
+            answers[status]["headers"] = RETRY_AFTER
+    return answers
+
+
+def _task_id(where: str) -> dict[str, Any]:
+    return {
+        "name": "task_id",
+        "in": where,
+        "required": where == "path",
+        "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"},
+    }
+
+
+def components() -> dict[str, Any]:
+    _, schemas = models_json_schema(MODELS, ref_template=REF)
+    defs: dict[str, Any] = copy.deepcopy(schemas["$defs"])
+    request = defs["SearchRequest"]["properties"]
+    for name, description in INPUT_STRINGS.items():
+        field = request[name]
+        as_list = {k: field.pop(k) for k in list(field) if k in ("type", "items", "anyOf")}
+        field["anyOf"] = [{"type": "string", "description": description}, as_list]
+        text_schema(field)  # the string form too holds no control character (inbound.py)
+    return defs
+
+
+def paths() -> dict[str, Any]:
+    status = {
+        "200": _json("TaskView", "the search with its platforms' live progress"),
+        **_errors(*AUTH, 400, 404, 405, 410, 503),
+    }
+    location = {"Location": {"description": "the status_url", "schema": {"type": "string"}}}
+    return {
+        "/start_search": {
+            "post": {
+                "operationId": "start_search",
+                "summary": "Start a search; poll its status_url",
+                "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
+                "responses": {
+                    "202": {**_json("Accepted", "accepted"), "headers": location},
+                    **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
+                },
+            }
+        },
+        "/search_status/{task_id}": {
+            "get": {
+                "operationId": "search_status",
+                "summary": "The search's status (status_url)",
+                "parameters": [_task_id("path")],
+                "responses": status,
+            }
+        },
+        "/search_status": {
+            "get": {
+                "operationId": "search_status_by_query",
+                "summary": "The search's status, by `?task_id=`",
+                "parameters": [{**_task_id("query"), "required": True}],
+                "responses": status,
+            }
+        },
+        "/cancel_search": {
+            "post": {
+                "operationId": "cancel_search",
+                "summary": "Cancel a search: body `{task_id}` or `?task_id=` (cancel_url)",
+                "parameters": [_task_id("query")],
+                "requestBody": {
+                    "required": False,
+                    "content": _json("CancelRequest", "")["content"],
+                },
+                "responses": {
+                    "200": _json("TaskView", "the cancelled search"),
+                    **_errors(*AUTH, 400, 404, 405, 409, 410, 413, 415, 503),
+                },
+            }
+        },
+        "/search": {
+            "post": {
+                **SERVE_ONLY,
+                "operationId": "search",
+                "summary": "Search and wait: the final document in one call",
+                "description": "Waits until the search is terminal, at most its deadline "
+                "(timeout_s or the deployment's) plus a few seconds; past that cap it answers 202 "
+                "with the running document and a Location to poll.",
+                "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
+                "responses": {
+                    "200": _json("TaskView", "the terminal search"),
+                    "202": {**_json("TaskView", "still running at the cap"), "headers": location},
+                    **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
+                },
+            }
+        },
+        "/search_status/{task_id}/events": {
+            "get": {
+                **SERVE_ONLY,
+                "operationId": "search_events",
+                "summary": "Server-Sent Events of the search's progress",
+                "description": "`event: progress` with the TaskView JSON on each change, then one "
+                "`event: done` with the terminal document (or `event: timeout` with the last "
+                "one when the deadline passes first); then the stream closes.",
+                "parameters": [_task_id("path")],
+                "responses": {
+                    "200": {
+                        "description": "the event stream; each event's data is a TaskView",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    **_errors(*AUTH, 400, 404, 405, 410),
+                },
+            }
+        },
+        "/platforms": {
+            "get": {
+                **SERVE_ONLY,
+                "operationId": "platforms",
+                "summary": "The platforms, which are available here, and why the others are not",
+                "responses": {
+                    "200": {
+                        "description": "one entry per platform",
+                        "content": {
+                            "application/json": {
+                                "schema": {"type": "array", "items": ref("PlatformInfo")}
+                            }
+                        },
+                    },
+                    **_errors(*AUTH, 405),
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "security": [],
+                "summary": "This document (functions: GET {search_status URL}/openapi.json)",
+                "responses": {
+                    "200": {
+                        "description": "OpenAPI 3.1",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+            }
+        },
+    }
+
+
+@functools.cache
+def _document() -> str:
+    doc = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "fanfuse",
+            "version": __version__,
+            "description": "One search request, many platforms, one fused answer. The same "
+            "calls on `fanfuse serve` and on the Cloud Functions (each function at its target's "
+            "name); routes marked `x-fanfuse-only: serve` exist on `serve` only.",
+        },
+        "servers": [
+            {"url": "http://127.0.0.1:8000", "description": "fanfuse serve (the url it prints)"},
+            {
+                "url": "https://{region}-{project}.cloudfunctions.net",
+                "description": "the Cloud Functions",
+                "variables": {
+                    "region": {"default": "us-central1"},
+                    "project": {"default": "demo-fanfuse"},
+                },
+            },
+        ],
+        "security": [{name: []} for name in SECURITY_SCHEMES],
+        "paths": paths(),
+        "components": {"schemas": components(), "securitySchemes": SECURITY_SCHEMES},
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def document() -> dict[str, Any]:
+    """The document as a fresh dict (built once per process)."""
+    loaded: dict[str, Any] = json.loads(_document())
+    return loaded
+
+
+def render() -> str:
+    """The document as `docs/openapi.json` holds it."""
+    return _document()

@@ -1,0 +1,1 @@
+"""The composition roots: the embedded runtime (SQLite, asyncio) and the cloud one (GCP or AWS)."""

@@ -1,0 +1,155 @@
+"""One claimed platform run's stages, from the search parameters to how the run ended.
+
+Kept apart from the service, which decides when a run starts and what its end changes (claim,
+lease, breaker, fan-in): this is only the work in between, and the classification of its end
+(succeeded, cancelled, timed out by the deadline, failed, and what kind of failure the platform's
+breaker should count).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from fanfuse.platforms import Registry
+from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
+from fanfuse.rules import lifecycle, limits
+from fanfuse.rules.limits import Budget
+from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
+from fanfuse.support.redact import redact
+from fanfuse.wire.errors import Cancelled, ProviderError
+from fanfuse.wire.models import FailureKind, PlatformRun, PlatformState, Stage, Task
+
+if TYPE_CHECKING:
+    from fanfuse.content.settings import ContentSettings
+    from fanfuse.net.runner import Runner
+    from fanfuse.stages.base import Reporter
+
+log = logging.getLogger(__name__)
+
+
+class Executor:
+    """Runs platform stages with one shared network runner and content settings, both made on
+    first use: a process that only starts searches or answers status never builds them."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        registry: Registry,
+        settings: Settings,
+        clock: Callable[[], datetime],
+        runner: Runner | None = None,
+        content: ContentSettings | None = None,
+    ) -> None:
+        self.store, self.registry, self.settings, self.clock = store, registry, settings, clock
+        self._runner, self._content = runner, content
+
+    @property
+    def runner(self) -> Runner:
+        from fanfuse.net.runner import default_runner
+
+        self._runner = self._runner or default_runner()
+        return self._runner
+
+    @property
+    def made_runner(self) -> Runner | None:
+        """The runner if one was made (or given): the aggregate's reranker uses it, and builds
+        none of its own unless it calls a model."""
+        return self._runner
+
+    async def run(
+        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+    ) -> lifecycle.Outcome:
+        """`stop`: checked between steps; True ends the run as `Cancelled` (a cancel, or its
+        lease went to another delivery)."""
+        started = time.monotonic()
+        params = SearchParams(
+            queries=task.queries,
+            limit=task.request.depth,
+            language=task.request.language,
+            include_content=task.request.include_content,
+            options=task.request.options,
+            now=task.created_at,  # every platform counts a time range back from the same instant
+        )
+        record = RunRecord()
+        failure: FailureKind | None = None
+        reporter: Reporter | None = None
+        calls = Budget(limits.share(self.settings.max_provider_calls_per_search, run.of))
+        fetches = Budget(limits.share(self.settings.max_page_fetches_per_search, run.of))
+        try:
+            platform = self.registry.get(run.name)
+            # The run path alone needs the stages, the content settings and the network layer:
+            # imported here, so a status or start request never loads them at cold start.
+            from fanfuse.content.compress import within_chars
+            from fanfuse.content.settings import ContentSettings
+            from fanfuse.stages import pipeline
+            from fanfuse.stages.base import Reporter, StageRun
+            from fanfuse.stages.cache import QueryCache, cache_scope
+
+            self._content = self._content or ContentSettings()
+            planned = pipeline.plan(platform, params)
+            reporter = Reporter(self.store, run, planned, self.settings.progress_interval)
+            ctx = PlatformContext(
+                settings=platform.load_settings(),
+                runner=self.runner,
+                record=record,
+                report=reporter.step,
+                addresses=self._content,  # a URL a platform has fetched is guarded as ours are
+                call_budget=calls,
+            )
+            cache = QueryCache.for_run(
+                self.store,
+                run.name,
+                ctx.settings,
+                params,
+                task.request.cache,
+                default_ttl_s=self.settings.cache_ttl_seconds,
+                clock=self.clock,
+                scope=cache_scope(task.owner, shared=self.settings.cache_scope == "shared"),
+            )
+            stage_run = StageRun(
+                platform, ctx, params, reporter, self._content, cache, fetch_budget=fetches
+            )
+            remaining = (task.deadline_at - self.clock()).total_seconds()
+            async with asyncio.timeout(max(remaining, 0.001)):
+                hits = await pipeline.execute(stage_run, planned, stop)
+            hits = within_chars(hits, self.settings.max_content_chars)
+            state, error, message = PlatformState.SUCCEEDED, None, reporter.message
+        except Cancelled:
+            hits, state, error, message = [], PlatformState.CANCELLED, None, "Cancelled"
+        except TimeoutError:
+            hits, state = [], PlatformState.TIMED_OUT
+            error, message = "no result before the deadline", "Timed out"
+        except ProviderError as exc:
+            hits, state, error, message = [], PlatformState.FAILED, str(exc), ""
+            failure = exc.fault if searching(reporter) else FailureKind.INTERNAL
+        except Exception as exc:  # a platform's bug must not stop the fan-in
+            log.exception("platform %s failed", run.name)
+            failure = FailureKind.INTERNAL  # ours to fix: suspending the provider cannot
+            error = redact(f"{run.name}: {exc!r}")  # its text is unvetted: it may carry a key
+            hits, state, message = [], PlatformState.FAILED, ""
+        return lifecycle.Outcome(
+            state=state,
+            results=hits,
+            error=error,
+            message=message,
+            provider=record.provider,
+            timings={**record.timings, "total": round(time.monotonic() - started, 4)},
+            calls=record.calls,
+            options=record.options,
+            failed_queries=record.failed_queries,
+            cache=record.cache,
+            failure=failure,
+            limits=limits.cuts({limits.PROVIDER_CALLS: calls, limits.PAGE_FETCHES: fetches}),
+        )
+
+
+def searching(reporter: Reporter | None) -> bool:
+    """Whether a run ended in its searching stage (or before it): only there does it talk to its
+    provider; what fails later (a redirect, a result page, the compressor) is not the provider's."""
+    return reporter is None or reporter.stage is Stage.SEARCHING

@@ -1,0 +1,408 @@
+"""start / run_platform / aggregate / status / cancel: one code path for both runtimes.
+
+The service talks to a TaskStore and a TaskQueue port; the embedded runtime passes SQLite and an
+in-process queue, the Cloud Functions pass Firestore and Cloud Tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from pydantic import ValidationError
+
+from fanfuse.fusion import fusers
+from fanfuse.platforms import Registry
+from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.rules import aggregate, health, lifecycle, progress
+from fanfuse.rules.breaker import Verdict
+from fanfuse.service import admission, circuit
+from fanfuse.service.execute import Executor
+from fanfuse.service.heartbeat import Heartbeat
+from fanfuse.settings import Settings
+from fanfuse.store.base import TaskStore
+from fanfuse.support import logs
+from fanfuse.wire.errors import (
+    InvalidRequest,
+    QueueUnavailable,
+    StartTooSlow,
+    TaskExpired,
+    TaskNotFound,
+    problems_of,
+)
+from fanfuse.wire.models import (
+    Accepted,
+    Caller,
+    PlatformInfo,
+    PlatformRun,
+    PlatformState,
+    Problem,
+    SearchRequest,
+    Task,
+    TaskStatus,
+    TaskView,
+    utcnow,
+)
+
+if TYPE_CHECKING:
+    from fanfuse.content.settings import ContentSettings
+    from fanfuse.fusion.rerank import RerankOrder
+    from fanfuse.net.runner import Runner
+
+log = logging.getLogger(__name__)
+
+DEADLINE_GRACE = timedelta(seconds=0.25)
+"""The deadline task runs this long after the deadline. A worker still searching at the deadline
+stops and reports by itself, and its fan-in finalizes the search; the deadline task is the
+backstop for a worker that never reports. At the same instant, the two would transact on the
+task document together, which the Firestore emulator resolves only by its 2 s lock timeout
+(production Firestore by aborting one and retrying)."""
+
+
+AVAILABILITY_TTL_S = 10.0
+"""How long validation reuses which platforms are available here. Finding out builds every
+platform's settings from the environment (about 10 ms for twenty platforms, more than checking
+a 64 KiB body), and it changes only when the deployment does; without the reuse every start,
+invalid ones included, would pay it."""
+
+
+class SearchService:
+    def __init__(
+        self,
+        store: TaskStore,
+        queue: TaskQueue,
+        registry: Registry,
+        settings: Settings,
+        *,
+        runner: Runner | None = None,
+        content: ContentSettings | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
+        self.clock = clock
+        self._executor = Executor(store, registry, settings, clock, runner, content)
+        self._circuit = circuit.Circuit(store, clock)
+        self._reasons: tuple[float, dict[str, str | None]] | None = None
+
+    # -- start -------------------------------------------------------------------------------
+
+    def validate(self, payload: Any) -> SearchRequest:
+        if isinstance(payload, SearchRequest):
+            payload = payload.model_dump(exclude_none=True)
+        if not isinstance(payload, Mapping):
+            raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
+        reasons = self._availability()
+        context = {
+            "available": [n for n, r in reasons.items() if r is None],
+            "unavailable": {n: r for n, r in reasons.items() if r is not None},
+            "deadline_seconds": self.settings.deadline_seconds,
+            "max_queries": self.settings.max_queries,
+            "max_platforms": self.settings.max_platforms,
+            "by_latency": self.by_latency,  # called only for a mode that picks the quickest
+        }
+        try:
+            return SearchRequest.model_validate(dict(payload), context=context)
+        except ValidationError as exc:
+            raise InvalidRequest(problems_of(exc)) from None
+
+    def _availability(self) -> dict[str, str | None]:
+        """Each platform's reason to be unavailable here (None: available), read at most once
+        per AVAILABILITY_TTL_S (one tuple swapped whole: safe from serve's checking thread)."""
+        now = time.monotonic()
+        cached = self._reasons
+        if cached is not None and now - cached[0] < AVAILABILITY_TTL_S:
+            return cached[1]
+        reasons = {n: self.registry.unavailable_reason(n) for n in self.registry.names()}
+        self._reasons = (now, reasons)
+        return reasons
+
+    def platforms(self) -> list[PlatformInfo]:
+        """Every platform with its health in this deployment's store (breaker.py, health.py)."""
+        return self.registry.describe(self.store.get_health())
+
+    def by_latency(self, names: Sequence[str]) -> list[str]:
+        """`names` quickest first, by this deployment's measurements (see health.py)."""
+        priors = {n: self.registry.get(n).typical_latency_s for n in names}
+        return health.by_latency(names, self.store.get_health(), priors)
+
+    def admit(self, caller: Caller | None) -> admission.Ticket:
+        """Let `caller` start a search now, spending its token, or RateLimited (429): what a
+        front does before it reads the body, so an invalid body costs a token too. None (in
+        process) is not limited, nor is a `local` caller (fronts/mcp/access.py). The ticket's time
+        is when the request arrived."""
+        now = self.clock()
+        if caller is not None and caller.via != "local":
+            admission.admit(self.store, caller, self.settings, now)
+        return admission.Ticket(caller=caller, at=now)
+
+    def start(
+        self,
+        payload: Any,
+        *,
+        caller: Caller | None = None,
+        ticket: admission.Ticket | None = None,
+    ) -> Accepted:
+        """Validate, write the task and its platform documents, enqueue: 202's `Accepted`.
+
+        `caller` is the verified caller (None: in-process, as the embedded runtime and the
+        Python API are): its subject owns the search, and its quotas apply (admission.py),
+        before the payload is validated (an invalid one spends a token too) and before anything
+        is written. A front that admitted the caller before reading the body passes its
+        `ticket` instead, and no second token is taken. A `local` caller (an MCP server's one
+        local user, fronts/mcp/access.py) owns its searches but, being in process, is not admitted.
+        The deadline runs from admission, when the request arrived; see `_write` for a store too
+        slow to leave time for the search.
+        """
+        if ticket is None:
+            ticket = self.admit(caller)
+        elif caller is not None:
+            raise TypeError("start takes a caller or the ticket it was admitted with, not both")
+        request = self.validate(payload)
+        now, caller = ticket.at, ticket.caller
+        owner = caller.subject if caller is not None else None
+        task_id = uuid.uuid4().hex
+        names = request.platforms
+        budget = request.timeout_s or self.settings.deadline_seconds
+        task = Task(
+            task_id=task_id,
+            owner=owner,
+            request=request,
+            queries=request.queries,
+            platforms=names,
+            fusion=request.fusion or fusers.DEFAULT_FUSION,
+            progress=progress.queued(len(names)),
+            created_at=now,
+            updated_at=now,
+            deadline_at=now + timedelta(seconds=budget),
+            expires_at=now + timedelta(minutes=self.settings.ttl_minutes),
+        )
+        runs = [
+            PlatformRun(task_id=task_id, name=name, index=i, of=len(names), updated_at=now)
+            for i, name in enumerate(names, 1)
+        ]
+        self._write(task, runs)
+        try:
+            for name in names:
+                self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
+            self._enqueue_deadline(task)
+        except Exception as exc:
+            # The task is written but cannot run: finalize it as failed rather than leave it.
+            log.exception("enqueue failed for %s", task_id)
+            self.store.transact(task_id, None, lifecycle.finalize(self.clock(), force=True))
+            raise QueueUnavailable(f"could not enqueue the search: {exc}") from exc
+        return Accepted(
+            task_id=task_id,
+            status=task.status,
+            status_url=self.status_url(task_id),
+            cancel_url=self.cancel_url(task_id),
+        )
+
+    def _write(self, task: Task, runs: list[PlatformRun]) -> None:
+        """Create the task, or leave nothing: a failed create (a timed-out commit may still
+        land) and a create that left too little of the budget (StartTooSlow, 503) withdraw it,
+        before anything is enqueued. Past that check the enqueues are quick and the search runs.
+        """
+        try:
+            self.store.create(task, runs)
+        except Exception:
+            self._withdraw(task.task_id)
+            raise
+        now = self.clock()
+        if lifecycle.too_late_to_start(task, now, self.settings.start_min_budget_fraction):
+            self._withdraw(task.task_id)
+            took = (now - task.created_at).total_seconds()
+            budget = (task.deadline_at - task.created_at).total_seconds()
+            raise StartTooSlow(
+                f"storage took {took:.1f} s of the search's {budget:g} s; nothing was kept, "
+                "try again",
+                retry_after_s=took,
+            )
+
+    def _withdraw(self, task_id: str) -> None:
+        """Best effort: if the store fails here too, the never-enqueued task stays `queued`
+        until its expiry purge (status answers it; nothing runs it)."""
+        try:
+            self.store.withdraw(task_id)
+        except Exception:
+            log.warning("could not withdraw refused search %s", task_id, exc_info=True)
+
+    def status_url(self, task_id: str) -> str:
+        base = self.settings.status_url_base or self.settings.function_urls.get("search_status")
+        return f"{base.rstrip('/')}/{task_id}" if base else f"fanfuse://searches/{task_id}"
+
+    def cancel_url(self, task_id: str) -> str | None:
+        """`cancel_search?task_id=...`: a POST there cancels, with no body to build."""
+        base = self.settings.function_urls.get("cancel_search")
+        return f"{base}?{urlencode({'task_id': task_id})}" if base else None
+
+    # -- run_platform ----------------------------------------------------------------------
+
+    @logs.in_task_context  # every line logged meanwhile names the task and the platform
+    async def run_platform(self, message: PlatformMessage) -> str:
+        """Run one platform's stages; a no-op when it (or its task) is already terminal."""
+        task_id, name = message.task_id, message.platform
+        token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
+        lease = timedelta(seconds=self.settings.lease_seconds)
+        claim = lifecycle.claim(name, self.clock(), token, lease=lease)
+        claimed = self.store.transact(task_id, [name], claim)
+        if claimed is None:
+            self._resume_fan_in(task_id)
+            return "skipped"
+        run = claimed.runs[0]
+        task = self.store.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        try:
+            async with Heartbeat(self.store, task_id, name, token, lease, self.clock) as beat:
+
+                def stop() -> bool:  # the lease went to another delivery, or a cancel
+                    return beat.lost or self._cancelled(task_id)
+
+                outcome = await self._guarded(task, run, stop)
+        except asyncio.CancelledError:
+            # This process is stopping mid-run: hand the run back rather than hold it until the
+            # lease lapses (a restarted embedded runtime resumes it at once).
+            self.store.transact(task_id, [name], lifecycle.release(name, token))
+            raise
+        written = self.store.transact(
+            task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
+        )
+        self._circuit.observe_latency(name, outcome)
+        if written is None or written.task is None:
+            return "discarded"
+        if written.task.counters.done == len(written.task.platforms):
+            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+        return outcome.state.value
+
+    async def _guarded(
+        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+    ) -> lifecycle.Outcome:
+        """The run behind its platform's shared breaker (circuit.py): a suspended platform is
+        answered at once, with no provider call, instead of spending the search's deadline."""
+        gate = self._circuit.admit(run.name)
+        if gate.verdict is Verdict.SUSPENDED:
+            return circuit.suspended(run.name, gate)
+        outcome = await self._executor.run(task, run, stop)
+        self._circuit.record(run.name, outcome, gate)
+        return outcome
+
+    def _resume_fan_in(self, task_id: str) -> None:
+        """A redelivery after the fan-in committed but its aggregate enqueue failed: enqueue it
+        again (the task name makes a second enqueue harmless) instead of waiting for the deadline.
+        """
+        task = self.store.get_task(task_id)
+        if (
+            task is not None
+            and not task.status.terminal
+            and all(r.state.terminal for r in self.store.get_runs(task_id))
+        ):
+            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+
+    def resume_unfinished(self) -> int:
+        """What this resident process left unfinished before a restart (`store.recoverable`:
+        its own searches only): within the deadline, the runs not yet terminal are enqueued
+        again, and the deadline (which still holds); past it, the search is finalized at once
+        with what it has, and no provider is called: nobody can use a late answer. Returns how
+        many searches were resumed or finalized."""
+        tasks = self.store.recoverable()
+        for task in tasks:
+            now = self.clock()
+            if task.deadline_at <= now:
+                self.store.transact(task.task_id, None, lifecycle.finalize(now, force=True))
+                continue
+            for run in self.store.get_runs(task.task_id):
+                if not run.state.terminal:
+                    if run.lease is not None:  # held by this process's previous life: gone
+                        release = lifecycle.release(run.name, run.lease)
+                        self.store.transact(task.task_id, [run.name], release)
+                    self.queue.enqueue_platform(
+                        PlatformMessage(task_id=task.task_id, platform=run.name)
+                    )
+            self._enqueue_deadline(task)
+        return len(tasks)
+
+    def _enqueue_deadline(self, task: Task) -> None:
+        self.queue.enqueue_aggregate(
+            AggregateMessage(task_id=task.task_id, deadline=True),
+            at=task.deadline_at + DEADLINE_GRACE,
+        )
+
+    def _cancelled(self, task_id: str) -> bool:
+        task = self.store.get_task(task_id)
+        return task is None or task.status is TaskStatus.CANCELLED
+
+    # -- aggregate, status, cancel -----------------------------------------------------------
+
+    @logs.in_task_context  # every line logged meanwhile names the task
+    async def aggregate(self, message: AggregateMessage) -> str:
+        """Finalize exactly once: a no-op when terminal, or still running before the deadline."""
+        task = self.store.get_task(message.task_id)
+        if task is None:
+            raise TaskNotFound(message.task_id)
+        if task.status.terminal:
+            return "already_final"
+        reranked = await self._rerank(task, message.deadline) if task.request.reranks else None
+        written = self.store.transact(
+            message.task_id,
+            None,
+            lifecycle.finalize(self.clock(), force=message.deadline, reranked=reranked),
+        )
+        if written is None:
+            latest = self.store.get_task(message.task_id)
+            return "already_final" if latest and latest.status.terminal else "waiting"
+        return written.task.status.value if written.task else "finalized"
+
+    async def _rerank(self, task: Task, force: bool) -> dict[int, RerankOrder] | None:
+        """Each query's candidate pool reranked, when the search is due to be finalized.
+
+        Runs before the finalizing transaction, which must stay short; if a straggler lands in
+        between, the orders still apply (a result they do not name keeps its fused place).
+        """
+        runs = self.store.get_runs(task.task_id)
+        if not lifecycle.finalization_due(task, runs, self.clock(), force=force):
+            return None
+        from fanfuse.rerank.choice import reranker_for
+
+        reranker = reranker_for(self._executor.made_runner)
+        pools = aggregate.candidates(task, runs)
+        orders = await asyncio.gather(
+            *(reranker.order(task.queries[qi], pool.results) for qi, pool in enumerate(pools))
+        )
+        return dict(enumerate(orders))
+
+    def status(self, task_id: str) -> TaskView:
+        """The task merged with its platform documents; TaskNotFound, or TaskExpired (410, and
+        nothing of the document) past its `expires_at`."""
+        task = self.store.get_task(task_id)
+        if task is None:
+            raise TaskNotFound(task_id)
+        if lifecycle.expired(task, self.clock()):
+            raise TaskExpired(task_id, task.owner)
+        runs = self.store.get_runs(task_id)
+        view = TaskView.model_validate({**dict(task), "platform_runs": runs})
+        if not task.status.terminal:
+            view.progress = progress.merged(runs, view.progress)
+            if any(r.state is not PlatformState.QUEUED for r in runs):
+                view.status = TaskStatus.RUNNING
+        elif task.request.include_content:
+            self._attach_contents(view)
+        return view
+
+    def _attach_contents(self, view: TaskView) -> None:
+        lists = [view.results, *(q.results for q in view.results_by_query)]
+        ids = sorted({r.content_id for rs in lists for r in rs if r.content_id and not r.content})
+        contents = self.store.get_contents(view.task_id, ids)
+        for results in lists:
+            for r in results:
+                if r.content_id and r.content is None:
+                    r.content = contents.get(r.content_id)
+
+    def cancel(self, task_id: str) -> TaskView:
+        self.store.transact(task_id, None, lifecycle.cancel(self.clock()))
+        return self.status(task_id)

@@ -1,0 +1,1 @@
+"""Benchmarks, evaluation, the local stacks and the provider stubs: never imported by a function."""

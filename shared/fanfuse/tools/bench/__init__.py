@@ -1,0 +1,1 @@
+"""`fanfuse bench`: latency, load, cache, quota and serve benchmarks (common: what they share)."""

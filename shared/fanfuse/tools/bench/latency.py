@@ -1,0 +1,218 @@
+"""`fanfuse bench latency`: how close a fan-out search gets to its physical limit.
+
+A local stub SearXNG server answers each platform after a fixed delay (0.2, 0.5 and 1.0 s by
+default), so the best any runtime can do is the slowest delay: platforms run in parallel and the
+search is done when the slowest one is. Measured, over several runs each, from the request to
+the moment a poller sees a terminal status:
+
+- `embedded`: the embedded runtime (SQLite, in-process queue), polled in process;
+- `emulator`: the local cloud stack (Firestore and Cloud Tasks emulators, functions-framework
+  processes), driven over HTTP like an app would, polling `status_url`;
+- `aws`: the local AWS stack (moto's DynamoDB and SQS, the Lambda handlers run by a local
+  front and queue dispatcher: `fanfuse dev --cloud aws`), driven over HTTP the same way;
+- `sequential`: the baseline of the original design, platforms searched one after another in
+  one process and then fused (no store at all, so it is the best case of that design).
+
+The first run of each runtime warms it up (imports, connection pools, a function's cold start)
+and is reported apart, not in the medians. The poll interval bounds how late a poller sees the
+end: it is part of what is measured, and printed.
+
+The stub server is `fanfuse.tools.stubs.StubSearxServer`, which the end-to-end tests share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.tools.bench.common import (
+    DEFAULT_DELAYS,
+    DEFAULT_POLL,
+    DEFAULT_RUNS,
+    Series,
+    bench_payload,
+    check_completed,
+)
+from fanfuse.tools.stubs import (
+    RESULTS_PER_PAGE,
+    StubSearxServer,
+    extra_platforms_env,
+    stub_platforms,
+)
+
+EMBEDDED_TARGET = 1.15
+STACK_TARGET = 1.5
+
+# ---------------------------------------------------------------------------------------------
+# Measurements
+
+
+class LatencyReport(BaseModel):
+    delays: list[float]
+    runs: int
+    poll: float
+    series: list[Series]
+
+    @property
+    def limit(self) -> float:
+        return max(self.delays)
+
+    def get(self, runtime: str) -> Series | None:
+        return next((s for s in self.series if s.runtime == runtime), None)
+
+    def ratios(self) -> dict[str, tuple[float, float | None]]:
+        """runtime -> (median / physical limit, median / sequential median)."""
+        sequential = self.get("sequential")
+        return {
+            s.runtime: (
+                s.median / self.limit,
+                s.median / sequential.median if sequential is not None else None,
+            )
+            for s in self.series
+        }
+
+    def render(self) -> str:
+        delays = ", ".join(f"{d:g}" for d in self.delays)
+        lines = [
+            f"fanfuse bench latency: {len(self.delays)} platforms answering after {delays} s; "
+            f"{self.runs} runs each after one warm-up run; poll every {self.poll:g} s",
+            f"{'runtime':<11}{'median':>9}{'min':>9}{'max':>9}{'warm-up':>10}"
+            f"{'x limit':>10}{'x sequential':>14}",
+        ]
+        for s in self.series:
+            to_limit, to_seq = self.ratios()[s.runtime]
+            seq = f"{to_seq:.2f}x" if to_seq is not None else "-"
+            lines.append(
+                f"{s.runtime:<11}{s.median:>8.3f}s{min(s.samples):>8.3f}s{max(s.samples):>8.3f}s"
+                f"{s.warmup:>9.3f}s{to_limit:>9.2f}x{seq:>14}"
+            )
+        lines.append(
+            f"physical limit (slowest platform): {self.limit:g} s; "
+            f"sum of the delays: {sum(self.delays):g} s"
+        )
+        targets = (("embedded", EMBEDDED_TARGET), ("emulator", STACK_TARGET), ("aws", STACK_TARGET))
+        for runtime, target in targets:
+            found = self.get(runtime)
+            if found is not None:
+                ratio = found.median / self.limit
+                verdict = "met" if ratio <= target else "MISSED"
+                lines.append(f"target {runtime} <= {target:g}x the limit: {verdict} ({ratio:.2f}x)")
+        return "\n".join(lines)
+
+
+async def measure_embedded(
+    platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path
+) -> Series:
+    """Start -> terminal status seen by an in-process poller, on the embedded runtime."""
+    from fanfuse.runtimes.embedded import EmbeddedRuntime
+
+    settings = Settings(db_path=workdir / "bench.db", extra_platforms=platforms)
+    timings: list[float] = []
+    async with EmbeddedRuntime(settings) as runtime:
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            accepted = runtime.service.start(bench_payload(list(platforms)))
+            view = await runtime.wait(accepted.task_id, poll=poll)
+            timings.append(time.perf_counter() - started)
+            check_completed(view.status.value, "embedded")
+    return Series(runtime="embedded", warmup=timings[0], samples=timings[1:])
+
+
+async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> Series:
+    """The original design: each platform searched after the previous one, then fused."""
+    from fanfuse.fusion import fuse as fusion
+    from fanfuse.fusion import fusers
+    from fanfuse.platforms import Registry
+    from fanfuse.platforms.base import PlatformContext, SearchParams
+    from fanfuse.stages.searching import ranked
+
+    registry = Registry(extra=platforms)
+    params = SearchParams(queries=["fan-out latency"], limit=RESULTS_PER_PAGE)
+    timings: list[float] = []
+    for _ in range(runs + 1):
+        started = time.perf_counter()
+        lists = {}
+        for name in platforms:
+            platform = registry.get(name)
+            ctx = PlatformContext(settings=platform.load_settings())
+            lists[name] = ranked(await platform.search(ctx, params), params.limit)
+        fusion.fuse_queries(params.queries, lists, fusers.DEFAULT_FUSION, params.limit)
+        timings.append(time.perf_counter() - started)
+    return Series(runtime="sequential", warmup=timings[0], samples=timings[1:])
+
+
+STACK_RUNTIMES = {"gcp": "emulator", "aws": "aws"}
+"""The series name of each local cloud stack."""
+
+
+def measure_stack(
+    platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path, cloud: str = "gcp"
+) -> Series:
+    """POST start_search -> terminal status seen polling `status_url`, on a local cloud stack:
+    the GCP one (`emulator`: Firestore and Cloud Tasks emulators, functions), or the AWS one
+    (`aws`: moto's DynamoDB and SQS, the Lambda handlers' local process)."""
+    from fanfuse.tools.devstack.aws import AwsStack
+    from fanfuse.tools.devstack.stack import LocalStack
+
+    env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
+    logs = workdir / "logs" / cloud
+    names = list(platforms)
+    stack = AwsStack(names, extra_env=env, log_dir=logs) if cloud == "aws" else None
+    with stack or LocalStack(names, extra_env=env, log_dir=logs) as addresses:
+        url = addresses.functions["start_search"]
+        runtime = STACK_RUNTIMES[cloud]
+        payload = bench_payload(names)
+        return asyncio.run(_measure_http(url, addresses.api_key, payload, runs, poll, runtime))
+
+
+async def _measure_http(
+    url: str,
+    api_key: str | None,
+    payload: dict[str, Any],
+    runs: int,
+    poll: float,
+    runtime: str = "emulator",
+) -> Series:
+    """Searches through the HTTP client, on one connection pool (as an app would keep it), as
+    the stack's `local` key."""
+    from fanfuse.http.client import HttpSearchClient, api_http
+
+    timings: list[float] = []
+    async with api_http(30) as http:
+        client = HttpSearchClient(url, poll=poll, http=http, api_key=api_key)
+        for _ in range(runs + 1):
+            started = time.perf_counter()
+            view = await client.search(payload)
+            timings.append(time.perf_counter() - started)
+            check_completed(view.status.value, runtime)
+    return Series(runtime=runtime, warmup=timings[0], samples=timings[1:])
+
+
+def run_latency(
+    delays: Sequence[float] = DEFAULT_DELAYS,
+    runs: int = DEFAULT_RUNS,
+    poll: float = DEFAULT_POLL,
+    *,
+    stack: bool = True,
+    aws: bool = True,
+) -> LatencyReport:
+    """Run the measurements against one stub server; see the module docstring."""
+    with (
+        StubSearxServer() as stub,
+        tempfile.TemporaryDirectory(prefix="fanfuse-bench-") as tmp,
+    ):
+        workdir = Path(tmp)
+        platforms = stub_platforms(stub, delays)
+        series = [asyncio.run(measure_embedded(platforms, runs, poll, workdir))]
+        for cloud, wanted in (("gcp", stack), ("aws", aws)):
+            if wanted:
+                series.append(measure_stack(platforms, runs, poll, workdir, cloud))
+        series.append(asyncio.run(measure_sequential(platforms, runs)))
+    return LatencyReport(delays=list(delays), runs=runs, poll=poll, series=series)

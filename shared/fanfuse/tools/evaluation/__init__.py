@@ -1,0 +1,1 @@
+"""`fanfuse eval`: retrieval quality of the platforms, fusers and pipelines."""

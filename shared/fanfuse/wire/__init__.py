@@ -1,0 +1,1 @@
+"""The wire formats: models, errors, the request and its options, modes, inbound parsing."""

@@ -1,0 +1,419 @@
+"""The request: what an app sends, validated into one clear problem per bad field.
+
+`SearchRequest` is validated with a context that says which platforms are available here (and
+why the others are not), the deployment's deadline and limits (`max_queries`, `max_platforms`),
+and `by_latency` (the available platforms quickest first, for a mode whose `all` means the
+quickest, and for a deployment that caps how many platforms `all` may mean), so the same model
+gives the same 400 in every runtime and in `fanfuse search`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from fanfuse.wire.inbound import Inbound, character_problem
+from fanfuse.wire.modes import DEFAULT_MODE, MODES, Mode
+from fanfuse.wire.options import (
+    COUNTRIES,
+    MAX_DOMAINS,
+    CacheMode,
+    SafeSearch,
+    SearchOptions,
+    TimeRange,
+    domain_problem,
+    normalize_domain,
+)
+
+MAX_QUERIES = 5
+MIN_TIMEOUT_S = 0.5
+MAX_QUERY_CHARS = 500
+MAX_PLATFORM_NAMES = 64
+"""Platform names one request may list, counted before duplicates are dropped: more than any
+deployment has (about 20), and a bound on the work a body can ask of the validator."""
+MAX_NAME_CHARS = 40
+"""A platform name's length at most (`_NAME`): a longer one is refused before it is looked up
+or quoted back in a 400."""
+MAX_HOST_CHARS = 253
+"""A host name's length at most (RFC 1035): checked before the name is IDNA-encoded."""
+MAX_SHOWN_CHARS = 60
+"""How much of a refused value a 400 quotes back: enough to recognise it, never the body."""
+
+
+class FusionMethod(StrEnum):
+    """How per-platform ranked lists become one list (see fusion.py and fusers.py)."""
+
+    RRF = "rrf"
+    SCORE = "score"
+    CONCAT = "concat"
+
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def shown(value: str) -> str:
+    """`value` quoted for a problem, cut to MAX_SHOWN_CHARS (a 400 never echoes a whole body)."""
+    if len(value) <= MAX_SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:MAX_SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` is not a query a person could have typed, or None: a character no person
+    means (inbound.py: a control, a bidi control, a zero-width character), or no visible
+    character at all (only spaces, format characters, or marks)."""
+    problem = character_problem(text)
+    if problem:
+        return problem
+    if not any(unicodedata.category(char)[0] in "LNPS" for char in text):
+        return "has no visible character"
+    return None
+
+
+def split_platforms(value: Any) -> list[str]:
+    """`"docs, Vectors"` or `["docs", "vectors"]` -> `["docs", "vectors"]` (lower, deduped).
+
+    Linear in the input, whatever it holds: the names are counted (commas, blanks and
+    duplicates included) before any is split off, at most MAX_PLATFORM_NAMES are taken, each
+    at most MAX_NAME_CHARS long, and duplicates are dropped through a dict (in order).
+    """
+    if isinstance(value, str):
+        items: list[Any] = [value]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ValueError("platform must be a string or a list of strings")
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError("platform names must be strings")
+    count = sum(item.count(",") + 1 for item in items)
+    if count > MAX_PLATFORM_NAMES:
+        raise ValueError(f"at most {MAX_PLATFORM_NAMES} platform names per request, got {count}")
+    parts = [part for item in items for part in item.split(",")]
+    names: dict[str, None] = {}
+    for part in parts:
+        name = part.strip().lower()
+        if len(name) > MAX_NAME_CHARS:
+            raise ValueError(
+                f"platform name {shown(name)} is longer than {MAX_NAME_CHARS} characters"
+            )
+        if name:
+            names[name] = None
+    return list(names)
+
+
+def one_or_list(
+    max_items: int | None = None, *, min_items: int = 1, nullable: bool = False, **item: Any
+) -> Callable[[dict[str, Any]], None]:
+    """The JSON schema of a list field whose before-validator also takes one string (and
+    `null`, when `nullable`: the validator reads it as an empty list).
+
+    pydantic sees only `list[str]`; this rewrites the field's schema to what the validator
+    takes (`"a"` or `["a", "b"]`), with the list's limits, so the request's JSON schema (the MCP
+    tools' input schema, the OpenAPI document) says what the API accepts.
+    """
+
+    def rewrite(schema: dict[str, Any]) -> None:
+        string = {"type": "string", **item}
+        array: dict[str, Any] = {"type": "array", "items": string}
+        if min_items:
+            array["minItems"] = min_items
+        if max_items is not None:
+            array["maxItems"] = max_items
+        schema.pop("type", None)
+        schema.pop("items", None)
+        schema["anyOf"] = [string, array, *([{"type": "null"}] if nullable else [])]
+
+    return rewrite
+
+
+def _domains(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v.strip()]
+    if not isinstance(value, list):
+        raise ValueError("must be a list of host names")
+    if len(value) > MAX_DOMAINS:
+        raise ValueError(f"at most {MAX_DOMAINS} domains, got {len(value)}")
+    domains: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValueError("domains must be strings")
+        if len(item.strip().rstrip(".")) > MAX_HOST_CHARS:  # before IDNA encodes it
+            raise ValueError(f"{shown(item.strip())} is not a host name")
+        host = normalize_domain(item)
+        problem = domain_problem(host)
+        if problem:
+            raise ValueError(problem)
+        if host not in domains:  # at most MAX_DOMAINS of them
+            domains.append(host)
+    return domains
+
+
+Domains = Annotated[
+    list[str],
+    BeforeValidator(_domains),
+    Field(json_schema_extra=one_or_list(MAX_DOMAINS, min_items=0, nullable=True)),
+]
+
+
+def _country(value: str) -> str:
+    code = value.strip().upper()
+    if code not in COUNTRIES:
+        raise ValueError(
+            f"{shown(value)} is not an ISO 3166-1 alpha-2 country code (e.g. US, DE, CN)"
+        )
+    return code
+
+
+def _weights_shape(value: Any) -> Any:
+    """At most MAX_PLATFORM_NAMES weights, each keyed by a name of at most MAX_NAME_CHARS:
+    checked before pydantic validates each value, so a body of 10,000 weights costs a count."""
+    if isinstance(value, dict):
+        if len(value) > MAX_PLATFORM_NAMES:
+            raise ValueError(f"at most {MAX_PLATFORM_NAMES} weights, got {len(value)}")
+        for key in value:
+            if isinstance(key, str) and len(key.strip()) > MAX_NAME_CHARS:
+                raise ValueError(
+                    f"weight for {shown(key.strip())}: a platform name is at most "
+                    f"{MAX_NAME_CHARS} characters"
+                )
+    return value
+
+
+class SearchRequest(Inbound):
+    """What an app sends. Validate with `context={"available": [...]}` to check platform names.
+
+    No string in it, key or value, may hold a control character, a bidi control or a
+    zero-width character: it is an `Inbound` model (inbound.py). Its numbers and booleans are
+    strict: `true` is not 1, `1` is not true, `"10"` is not ten (JSON has types, and a client
+    sending the wrong one has a bug a 400 shows; pydantic's lax mode would hide it). Every
+    list and map has a bound, checked before its items are: validating a body is linear in
+    it, and a 64 KiB body is refused in about a millisecond."""
+
+    model_config = ConfigDict(str_strip_whitespace=False)
+
+    query: list[str] = Field(
+        description="one query, or a list of 1-5 queries",
+        json_schema_extra=one_or_list(MAX_QUERIES, minLength=1, maxLength=MAX_QUERY_CHARS),
+    )
+    mode: Mode = Field(
+        default=DEFAULT_MODE,
+        description="fast | balanced | comprehensive: which platforms `all` means, how deep "
+        "each platform searches, whether content is fetched and results reranked (modes.py)",
+    )
+    platform: list[str] = Field(
+        default="all",  # type: ignore[assignment]
+        validate_default=True,
+        description='"all", one name, comma-separated names, or a list; resolved to names '
+        f"(at most {MAX_PLATFORM_NAMES} names, each at most {MAX_NAME_CHARS} characters)",
+        json_schema_extra=one_or_list(MAX_PLATFORM_NAMES),
+    )
+    max_results: Annotated[int, Field(strict=True, ge=1, le=100)] = Field(
+        default=10, description="results in all after fusion (per query when there are several)"
+    )
+    include_content: Annotated[bool, Field(strict=True)] = Field(
+        default=False,
+        description="fetch each result's page content; when not given, the mode decides "
+        "(fast: no, balanced: no, comprehensive: yes)",
+    )
+    fusion: FusionMethod | None = Field(
+        default=None, description="fuser; None means the default fuser (fusers.DEFAULT_FUSION)"
+    )
+    language: Annotated[str, Field(pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})?$")] | None = None
+    weights: Annotated[
+        dict[str, Annotated[float, Field(strict=True, ge=0, le=100)]] | None,
+        BeforeValidator(_weights_shape),
+    ] = Field(default=None, json_schema_extra={"maxProperties": MAX_PLATFORM_NAMES})
+    include_domains: Domains = Field(
+        default_factory=list, description="host names; a domain also matches its subdomains"
+    )
+    exclude_domains: Domains = Field(default_factory=list)
+    time_range: TimeRange | None = None
+    country: Annotated[str, AfterValidator(_country)] | None = Field(
+        default=None, description="ISO 3166-1 alpha-2"
+    )
+    safesearch: SafeSearch | None = None
+    timeout_s: Annotated[float, Field(strict=True)] | None = Field(
+        default=None,
+        description="the search's time budget in seconds, from 0.5 up to the deployment's "
+        "deadline; when it runs out the search is finalized with what has arrived",
+        json_schema_extra={"minimum": MIN_TIMEOUT_S},
+    )
+    cache: CacheMode = CacheMode.AUTO
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _queries(cls, value: Any, info: ValidationInfo) -> list[str]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise ValueError("query must be a string or a list of strings")
+        if not value:
+            raise ValueError("query must not be empty")
+        most = min(MAX_QUERIES, (info.context or {}).get("max_queries") or MAX_QUERIES)
+        if len(value) > most:
+            raise ValueError(f"at most {most} queries per request, got {len(value)}")
+        queries: list[str] = []
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise ValueError(f"query {i + 1} must be a string")
+            text = item.strip()
+            if not text:
+                raise ValueError(f"query {i + 1} is empty")
+            if len(text) > MAX_QUERY_CHARS:  # first: the scans below then read 500 at most
+                raise ValueError(
+                    f"query {i + 1} has {len(text)} characters; at most {MAX_QUERY_CHARS}"
+                )
+            problem = text_problem(text)
+            if problem:
+                raise ValueError(f"query {i + 1} {problem}")
+            queries.append(text)
+        return queries
+
+    @field_validator("platform", mode="before")
+    @classmethod
+    def _platforms(cls, value: Any, info: ValidationInfo) -> list[str]:
+        names = split_platforms(value)
+        if not names:
+            raise ValueError("platform selection is empty")
+        available = _available(info)
+        if available is None:
+            return names
+        if "all" in names:
+            if len(names) > 1:
+                raise ValueError('"all" cannot be combined with other platform names')
+            if not available:
+                raise ValueError("no platform is available (see `fanfuse platforms`)")
+            return _all(available, info)
+        unavailable = (info.context or {}).get("unavailable", {})
+        not_here = [n for n in names if n in unavailable]
+        if not_here:
+            reasons = "; ".join(f"{n!r}: {unavailable[n]}" for n in not_here)
+            raise ValueError(
+                f"platform not available here ({reasons}); "
+                f"available: {', '.join(available) or 'none'}"
+            )
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            quoted = ", ".join(repr(n) for n in unknown)
+            raise ValueError(
+                f"unknown platform {quoted}; available: {', '.join(available) or 'none'}"
+            )
+        most = (info.context or {}).get("max_platforms")
+        if most is not None and len(names) > most:
+            raise ValueError(
+                f"at most {most} platforms per request on this deployment, got {len(names)}"
+            )
+        return names
+
+    @field_validator("weights")
+    @classmethod
+    def _weights(
+        cls, value: dict[str, float] | None, info: ValidationInfo
+    ) -> dict[str, float] | None:
+        if value is None:
+            return None
+        lowered = {k.strip().lower(): v for k, v in value.items()}
+        chosen = info.data.get("platform")
+        if chosen:
+            unknown = sorted(set(lowered) - set(chosen))
+            if unknown:
+                raise ValueError(
+                    f"weights name platforms not in the selection: {', '.join(unknown)}"
+                )
+        return lowered
+
+    @field_validator("exclude_domains")
+    @classmethod
+    def _disjoint(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        both = sorted(set(value) & set(info.data.get("include_domains") or []))
+        if both:
+            raise ValueError(f"{', '.join(both)} both included and excluded")
+        return value
+
+    @field_validator("timeout_s")
+    @classmethod
+    def _timeout(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:
+            return None
+        if not value >= MIN_TIMEOUT_S:  # also refuses NaN
+            raise ValueError(f"must be at least {MIN_TIMEOUT_S} seconds")
+        deadline = (info.context or {}).get("deadline_seconds")
+        if deadline is not None and value > deadline:
+            raise ValueError(f"must be at most the deployment's deadline, {deadline:g} seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _resolved(self) -> SearchRequest:
+        for name in self.platform:
+            if name != "all" and not _NAME.match(name):
+                raise ValueError(f"platform name {name!r} is not a valid name")
+        content = MODES[self.mode].content
+        if "include_content" not in self.model_fields_set and content is not None:
+            self.include_content = content
+        return self
+
+    @property
+    def depth(self) -> int:
+        """How many results each platform is asked for: the mode's candidate pool."""
+        return MODES[self.mode].depth(self.max_results)
+
+    @property
+    def reranks(self) -> bool:
+        return MODES[self.mode].rerank
+
+    @property
+    def options(self) -> SearchOptions:
+        return SearchOptions(
+            include_domains=self.include_domains,
+            exclude_domains=self.exclude_domains,
+            time_range=self.time_range,
+            country=self.country,
+            safesearch=self.safesearch,
+        )
+
+    @property
+    def queries(self) -> list[str]:
+        return self.query
+
+    @property
+    def platforms(self) -> list[str]:
+        return self.platform
+
+
+def _all(available: list[str], info: ValidationInfo) -> list[str]:
+    """What `all` means in the request's mode: every available platform, or the quickest N
+    of them by the `by_latency` ordering the context gives (listed in `available`'s order).
+
+    A deployment's `max_platforms` caps N the same way: `all` then means the quickest that many
+    (a 400 would make `all`, the default, unusable there), while naming more is a 400.
+    """
+    ctx = info.context or {}
+    caps = (MODES[info.data.get("mode", DEFAULT_MODE)].quickest, ctx.get("max_platforms"))
+    quickest = min((c for c in caps if c is not None), default=None)
+    if quickest is None or quickest >= len(available):
+        return available
+    by_latency = ctx.get("by_latency")
+    ordered = by_latency(available) if by_latency is not None else available
+    chosen = set(ordered[:quickest])
+    return [name for name in available if name in chosen]
+
+
+def _available(info: ValidationInfo) -> list[str] | None:
+    ctx = info.context or {}
+    available = ctx.get("available")
+    return list(available) if available is not None else None
