@@ -16,14 +16,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from fanfuse.content.settings import ContentSettings
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
+from fanfuse.rerank.settings import LlmRerankSettings
 from fanfuse.service.polling import until_terminal
 from fanfuse.service.service import SearchService
-from fanfuse.content.settings import ContentSettings
-from fanfuse.rerank.settings import LlmRerankSettings
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.store.sqlite import SqliteStore
