@@ -22,7 +22,9 @@ class ExtraPlatform(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FANFUSE_", extra="ignore", populate_by_name=True)
+    """`populate_by_name`: a field with env aliases is still set by its name in code
+    (`Settings(store_write_log=...)`), not silently ignored."""
 
     # Where and how long tasks live.
     project: str = Field(
@@ -74,8 +76,13 @@ class Settings(BaseSettings):
     status_url_base: str | None = None
     tasks_service_account: str | None = None
     collection: str = "searches"
-    firestore_write_log: Path | None = Field(
-        default=None, description="append one JSON line per Firestore document write (tests)"
+    store_write_log: Path | None = Field(
+        default=None,
+        description="append one JSON line per document write of a cloud store, Firestore or "
+        "DynamoDB (tests' write counts)",
+        # Named `firestore_write_log` (FANFUSE_FIRESTORE_WRITE_LOG) while Firestore was the only
+        # cloud store; the old name still works, so a deployment that sets it keeps its log.
+        validation_alias=AliasChoices("FANFUSE_STORE_WRITE_LOG", "FANFUSE_FIRESTORE_WRITE_LOG"),
     )
     # AWS path (docs/aws.md): DynamoDB and SQS; the endpoint is moto's server in dev and tests.
     aws_region: str = "us-east-1"

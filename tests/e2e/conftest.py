@@ -47,7 +47,7 @@ def handler_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
         "FANFUSE_VECTORS_CORPUS": str(corpus),
         "FANFUSE_CACHE_DIR": str(tmp / "cache"),
         "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, WEB)),
-        "FANFUSE_FIRESTORE_WRITE_LOG": str(tmp / "store-writes.jsonl"),
+        "FANFUSE_STORE_WRITE_LOG": str(tmp / "store-writes.jsonl"),
         # Short, so a killed worker's run is taken over within seconds (test_e2e_faults.py);
         # its worker renews it every 1.5 s while it runs.
         "FANFUSE_LEASE_SECONDS": str(LEASE_SECONDS),
@@ -58,7 +58,7 @@ def handler_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
 def cloud(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> Iterator[Cloud]:
     tmp = tmp_path_factory.mktemp("e2e")
     env = handler_env(tmp, stub)
-    write_log = Path(env["FANFUSE_FIRESTORE_WRITE_LOG"])
+    write_log = Path(env["FANFUSE_STORE_WRITE_LOG"])
     stack = LocalStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", tasks_max_retries=3)
     # Fails (never skips) when Java, gcloud's Firestore emulator or functions-framework is
     # missing: devstack checks the prerequisites and says what to install.
@@ -118,7 +118,7 @@ def aws_cloud(
                 short_start=short,
                 stub=stub,
                 http=http,
-                write_log=Path(env["FANFUSE_FIRESTORE_WRITE_LOG"]),
+                write_log=Path(env["FANFUSE_STORE_WRITE_LOG"]),
                 env=env,
             )
     finally:

@@ -48,7 +48,10 @@ LAYERS: dict[str, set[str]] = {
         *("net", "rules", "fusion", *_BASE),
     },
     # the composition roots, then what the HTTP fronts share (framework-free)
-    "runtimes": {"service", "platforms", "store", "queue", "auth", "net", "rules", *_BASE},
+    "runtimes": {
+        *("service", "platforms", "content", "rerank", "store", "queue", "auth", "net", "rules"),
+        *_BASE,
+    },
     "http": {"service", "auth", *_BASE},
     # the fronts never import each other, but for their shared text (`render`) and the Flask
     # targets the Lambda serves behind apig_wsgi (`functions`)

@@ -139,6 +139,7 @@ class Platform(ABC, Generic[S]):
         if name is not None:
             self.name = name
         self.overrides = dict(overrides or {})
+        self._settings: S | None = None
 
     @property
     def env_prefix(self) -> str:
@@ -149,12 +150,23 @@ class Platform(ABC, Generic[S]):
         return f"FANFUSE_{engine.upper()}_"
 
     def load_settings(self) -> S:
+        """Read this platform's settings from the environment now: the one place a platform's
+        settings are made (`settings` keeps what it reads)."""
         return self.settings_model(_env_prefix=self.env_prefix, **self.overrides)
+
+    def settings(self) -> S:
+        """This instance's settings, read on first use and kept: an instance belongs to one
+        runtime's registry (built at its composition root), so its environment is read once per
+        runtime, not once per run, and a worker reads only its own platform's. Invalid settings
+        are not kept: the platform stays unavailable, and asking again reads again."""
+        if self._settings is None:
+            self._settings = self.load_settings()
+        return self._settings
 
     def availability(self) -> str | None:
         """None when the platform can run here, else why not (shown by `fanfuse platforms`)."""
         try:
-            self.load_settings()
+            self.settings()
         except ValidationError as exc:
             missing = sorted(
                 self.settings_env_name(str(err["loc"][0])) for err in exc.errors() if err["loc"]

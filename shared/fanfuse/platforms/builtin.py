@@ -114,7 +114,7 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
 
     def _fallback(self) -> HttpPlatform[HttpSettings] | None:
         try:
-            name = self.load_settings().fallback
+            name = self.settings().fallback
         except ValidationError:
             return None
         if not name or name == self.name:
@@ -126,7 +126,7 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
 
     def availability(self) -> str | None:
         own = super().availability()
-        settings = self.load_settings() if own is None else None
+        settings = self.settings() if own is None else None
         if settings is not None and settings.api_key is not None:
             return None
         why = own or f"missing settings: {self.settings_env_name('api_key')}"
@@ -145,7 +145,7 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
         fallback = self._fallback()
         theirs = None
         if fallback is not None and fallback.availability() is None:
-            theirs = fallback.native_options(options, fallback.load_settings())
+            theirs = fallback.native_options(options, fallback.settings())
         if settings.api_key is None:
             return theirs if theirs is not None else frozenset()
         ours = own_native(options, flavor_of(settings)) & options.given()
@@ -221,7 +221,7 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
             why = "no fallback configured" if fallback is None else fallback.availability()
             raise ProviderError(self.name, f"{reason}; {why}")
         sub_ctx = PlatformContext(
-            settings=fallback.load_settings(),
+            settings=fallback.settings(),
             runner=ctx.runner,
             record=ctx.record,
             report=ctx.report,

@@ -77,7 +77,7 @@ class DocsPlatform(Platform[DocsSettings]):
 
     def availability(self) -> str | None:
         reason = super().availability()
-        return reason or corpus_problem(self.load_settings().corpus)
+        return reason or corpus_problem(self.settings().corpus)
 
     async def search(
         self, ctx: PlatformContext[DocsSettings], params: SearchParams

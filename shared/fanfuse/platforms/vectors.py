@@ -42,7 +42,7 @@ class VectorsPlatform(Platform[VectorsSettings]):
 
     def availability(self) -> str | None:
         reason = dense_unavailable_reason() or super().availability()
-        return reason or corpus_problem(self.load_settings().corpus)
+        return reason or corpus_problem(self.settings().corpus)
 
     async def search(
         self, ctx: PlatformContext[VectorsSettings], params: SearchParams

@@ -115,7 +115,7 @@ class WebSearchMcpPlatform(Platform[WebSearchMcpSettings]):
         own = super().availability()
         if own is not None:
             return own
-        settings = self.load_settings()
+        settings = self.settings()
         if not settings.url and not settings.command:
             url, command = self.settings_env_name("url"), self.settings_env_name("command")
             return f"missing settings: {url} or {command}"

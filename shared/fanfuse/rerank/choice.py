@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 from fanfuse.fusion.rerank import FusedOrder, PoolReranker, Reranker, RerankOrder
 from fanfuse.net.runner import Runner, default_runner
-from fanfuse.rerank.llm import LlmReranker, LlmRerankSettings
+from fanfuse.rerank.llm import LlmReranker
 from fanfuse.rerank.offline import DEFAULT_OFFLINE
+from fanfuse.rerank.settings import LlmRerankSettings
 from fanfuse.wire.models import RerankNote, Result
 
 NO_RERANKER = (
@@ -36,8 +37,8 @@ class Offline:
         return RerankOrder(order=[r.url for r in reranked.results], note=note)
 
 
-def reranker_for(runner: Runner | None = None) -> PoolReranker:
-    llm = LlmRerankSettings()
+def reranker_for(llm: LlmRerankSettings, runner: Runner | None = None) -> PoolReranker:
+    """`llm`: the settings the composition root read (the endpoint turns the LLM on)."""
     if llm.configured:
         return LlmReranker(llm, runner or default_runner())
     return Offline(DEFAULT_OFFLINE)

@@ -17,13 +17,10 @@ import json
 import re
 from collections.abc import Sequence
 
-from pydantic import SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from fanfuse.fusion.rerank import RerankOrder
 from fanfuse.net.chat import chat_answer, chat_request
-from fanfuse.net.policy import LLM, CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner
+from fanfuse.rerank.settings import LlmRerankSettings as LlmRerankSettings  # its old home
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import RerankNote, Result
 
@@ -34,30 +31,6 @@ SYSTEM_PROMPT = (
 )
 TITLE_CHARS = 150
 JSON_OBJECT = re.compile(r"\{.*\}|\[.*\]", re.S)
-
-
-class LlmRerankSettings(BaseSettings):
-    """`FANFUSE_RERANK_LLM_*`: the endpoint is what turns the LLM reranker on."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="FANFUSE_RERANK_LLM_", extra="ignore", env_file=None
-    )
-
-    base_url: str | None = None
-    """An OpenAI-compatible API root (`.../v1`); unset: the offline reranker is used."""
-    api_key: SecretStr | None = None
-    model: str = "qwen-plus"
-    max_candidates: int = 20
-    snippet_chars: int = 300
-    timeout: float = 20.0
-    """Seconds for the call: a rerank delays the whole search's final answer by this at most."""
-
-    @property
-    def configured(self) -> bool:
-        return bool(self.base_url)
-
-    def policy(self) -> CallPolicy:
-        return CallPolicy(timeout=self.timeout, max_concurrency=LLM.max_concurrency, max_attempts=1)
 
 
 def prompt(query: str, candidates: Sequence[Result], snippet_chars: int) -> str:

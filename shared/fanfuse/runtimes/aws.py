@@ -19,7 +19,7 @@ def dynamo_store(settings: Settings) -> DynamoStore:
     from fanfuse.store.dynamodb import DynamoStore
     from fanfuse.store.write_log import WriteLog
 
-    log = settings.firestore_write_log  # the tests' write counts, whatever the store
+    log = settings.store_write_log  # the tests' write counts, whatever the store
     return DynamoStore(
         dynamodb_client(settings),
         settings.dynamodb_table,

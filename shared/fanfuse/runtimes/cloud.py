@@ -47,7 +47,9 @@ def build_service() -> SearchService:
     """The service on Firestore and Cloud Tasks, or on DynamoDB and SQS when FANFUSE_CLOUD is
     `aws` (the Lambda handlers, `fanfuse.fronts.aws_lambda`), configured from `FANFUSE_*`
     settings."""
+    from fanfuse.content.settings import ContentSettings
     from fanfuse.platforms import Registry
+    from fanfuse.rerank.settings import LlmRerankSettings
     from fanfuse.service.service import SearchService
 
     config = settings()
@@ -60,7 +62,15 @@ def build_service() -> SearchService:
         from fanfuse.store.firestore import store_from_settings
 
         store, queue = store_from_settings(config), CloudTasksQueue(config)
-    return SearchService(store, queue, Registry.from_settings(config), config)
+    registry = Registry.from_settings(config)  # each platform's settings: read on first use, kept
+    return SearchService(
+        store,
+        queue,
+        registry,
+        config,
+        content=ContentSettings(),
+        rerank=LlmRerankSettings(),
+    )
 
 
 def service() -> SearchService:

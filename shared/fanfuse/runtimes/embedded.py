@@ -16,10 +16,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from fanfuse.content.settings import ContentSettings
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
+from fanfuse.rerank.settings import LlmRerankSettings
 from fanfuse.service.polling import until_terminal
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
@@ -37,8 +39,14 @@ class EmbeddedRuntime:
         store: TaskStore | None = None,
         runner: Runner | None = None,
         resident: bool = False,
+        content: ContentSettings | None = None,
+        rerank: LlmRerankSettings | None = None,
     ) -> None:
+        """A composition root: every settings object its service uses is read here, once, from
+        `FANFUSE_*` unless given (platforms' settings: once per platform of `registry`)."""
         self.settings = settings or Settings()
+        self.content = content or ContentSettings()
+        self.rerank = rerank or LlmRerankSettings()
         self.resident = resident
         self.registry = registry or Registry.from_settings(self.settings)
         self._store = store
@@ -59,7 +67,13 @@ class EmbeddedRuntime:
         )
         self._queue = InProcessQueue(asyncio.get_running_loop(), self._deliver)
         self._service = SearchService(
-            store, self._queue, self.registry, self.settings, runner=self._runner
+            store,
+            self._queue,
+            self.registry,
+            self.settings,
+            runner=self._runner,
+            content=self.content,
+            rerank=self.rerank,
         )
         store.purge_expired(utcnow())
         if self.resident:

@@ -34,8 +34,9 @@ log = logging.getLogger(__name__)
 
 
 class Executor:
-    """Runs platform stages with one shared network runner and content settings, both made on
-    first use: a process that only starts searches or answers status never builds them."""
+    """Runs platform stages with one shared network runner, made on first use (a process that
+    only starts searches or answers status never builds it), and the content settings its
+    composition root read."""
 
     def __init__(
         self,
@@ -43,8 +44,8 @@ class Executor:
         registry: Registry,
         settings: Settings,
         clock: Callable[[], datetime],
-        runner: Runner | None = None,
-        content: ContentSettings | None = None,
+        runner: Runner | None,
+        content: ContentSettings,
     ) -> None:
         self.store, self.registry, self.settings, self.clock = store, registry, settings, clock
         self._runner, self._content = runner, content
@@ -83,19 +84,17 @@ class Executor:
         fetches = Budget(limits.share(self.settings.max_page_fetches_per_search, run.of))
         try:
             platform = self.registry.get(run.name)
-            # The run path alone needs the stages, the content settings and the network layer:
+            # The run path alone needs the stages and the network layer:
             # imported here, so a status or start request never loads them at cold start.
             from fanfuse.content.compress import within_chars
-            from fanfuse.content.settings import ContentSettings
             from fanfuse.stages import pipeline
             from fanfuse.stages.base import Reporter, StageRun
             from fanfuse.stages.cache import QueryCache, cache_scope
 
-            self._content = self._content or ContentSettings()
             planned = pipeline.plan(platform, params)
             reporter = Reporter(self.store, run, planned, self.settings.progress_interval)
             ctx = PlatformContext(
-                settings=platform.load_settings(),
+                settings=platform.settings(),
                 runner=self.runner,
                 record=record,
                 report=reporter.step,

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from fanfuse.content.settings import ContentSettings
     from fanfuse.fusion.rerank import RerankOrder
     from fanfuse.net.runner import Runner
+    from fanfuse.rerank.settings import LlmRerankSettings
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +83,19 @@ class SearchService:
         *,
         runner: Runner | None = None,
         content: ContentSettings | None = None,
+        rerank: LlmRerankSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
+        """`content` and `rerank`: the settings the composition root read from the environment
+        (runtimes/); None: the content stages' defaults, and no LLM reranker. Nothing here reads
+        the environment."""
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
         self.clock = clock
+        if content is None:
+            from fanfuse.content.settings import ContentSettings
+
+            content = ContentSettings.model_construct()  # the defaults, not the environment
+        self._rerank_settings = rerank
         self._executor = Executor(store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
         self._reasons: tuple[float, dict[str, str | None]] | None = None
@@ -368,8 +378,10 @@ class SearchService:
         if not lifecycle.finalization_due(task, runs, self.clock(), force=force):
             return None
         from fanfuse.rerank.choice import reranker_for
+        from fanfuse.rerank.settings import LlmRerankSettings
 
-        reranker = reranker_for(self._executor.made_runner)
+        llm = self._rerank_settings or LlmRerankSettings.model_construct()  # no endpoint
+        reranker = reranker_for(llm, self._executor.made_runner)
         pools = aggregate.candidates(task, runs)
         orders = await asyncio.gather(
             *(reranker.order(task.queries[qi], pool.results) for qi, pool in enumerate(pools))

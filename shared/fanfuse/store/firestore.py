@@ -426,7 +426,7 @@ class FirestoreStore(TaskStore):
 
 def store_from_settings(settings: Settings) -> FirestoreStore:
     """The store a Cloud Function uses: project, collection and write log from Settings."""
-    log_path = settings.firestore_write_log
+    log_path = settings.store_write_log
     return FirestoreStore(
         project=settings.project,
         collection=settings.collection,

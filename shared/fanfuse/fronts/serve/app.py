@@ -260,7 +260,7 @@ async def warm_up(runtime: EmbeddedRuntime, names: Sequence[str]) -> None:
     params = SearchParams(queries=["warm up"], limit=1)
     for name in names:
         platform = runtime.registry.get(name)
-        await platform.search(PlatformContext(settings=platform.load_settings()), params)
+        await platform.search(PlatformContext(settings=platform.settings()), params)
         log.info("warmed %s", name)
 
 

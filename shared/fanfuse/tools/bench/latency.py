@@ -141,7 +141,7 @@ async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> 
         lists = {}
         for name in platforms:
             platform = registry.get(name)
-            ctx = PlatformContext(settings=platform.load_settings())
+            ctx = PlatformContext(settings=platform.settings())
             lists[name] = ranked(await platform.search(ctx, params), params.limit)
         fusion.fuse_queries(params.queries, lists, fusers.DEFAULT_FUSION, params.limit)
         timings.append(time.perf_counter() - started)

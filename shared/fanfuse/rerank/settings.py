@@ -1,0 +1,37 @@
+"""The LLM reranker's settings (env: `FANFUSE_RERANK_LLM_<FIELD>`), apart from the reranker.
+
+Kept out of `llm.py`, which imports the network runner (httpx): a composition root reads these
+settings when it builds its service, and a cold start that never reranks must not load the
+runner to do so.
+"""
+
+from __future__ import annotations
+
+from pydantic import SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from fanfuse.net.policy import LLM, CallPolicy
+
+
+class LlmRerankSettings(BaseSettings):
+    """`FANFUSE_RERANK_LLM_*`: the endpoint is what turns the LLM reranker on."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FANFUSE_RERANK_LLM_", extra="ignore", env_file=None
+    )
+
+    base_url: str | None = None
+    """An OpenAI-compatible API root (`.../v1`); unset: the offline reranker is used."""
+    api_key: SecretStr | None = None
+    model: str = "qwen-plus"
+    max_candidates: int = 20
+    snippet_chars: int = 300
+    timeout: float = 20.0
+    """Seconds for the call: a rerank delays the whole search's final answer by this at most."""
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+    def policy(self) -> CallPolicy:
+        return CallPolicy(timeout=self.timeout, max_concurrency=LLM.max_concurrency, max_attempts=1)
