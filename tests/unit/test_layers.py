@@ -48,7 +48,9 @@ LAYERS: dict[str, set[str]] = {
         *("net", "rules", "fusion", *_BASE),
     },
     # the composition roots, then what the HTTP fronts share (framework-free)
-    "runtimes": {"service", "platforms", "store", "queue", "auth", "net", "rules", *_BASE},
+    # runtimes -> http: the remote runtime is reached through its API's client
+    # (`runtimes.backend`, the one port the CLI and the MCP front share)
+    "runtimes": {"service", "platforms", "store", "queue", "auth", "net", "rules", "http", *_BASE},
     # http -> queue: a task delivery's body is the queue's message (`http.deliveries` parses it);
     # no new reach, since `service` already imports `queue`
     "http": {"service", "auth", "queue", *_BASE},
