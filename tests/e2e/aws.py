@@ -2,8 +2,9 @@
 
 `AwsCloud` is what `Runtime` asks of a stack, on AWS: the public API over the local function-URL
 front; deliveries as an event source mapping makes them (an SQS record, signed as the queue
-signs it, handed to the handler's `front.answer` in this process, as the dispatcher does, so
-the test sees the target's answer, not only the batch response); documents read straight from
+signs it, handed to the handler's `front.verdict` in this process, as the dispatcher does, so
+the test sees the delivery's verdict, not only the batch response, written as the HTTP answer
+the Cloud Functions front gives for it); documents read straight from
 the DynamoDB table; a queue held by the dispatcher (`AwsStack.pause`).
 """
 
@@ -19,6 +20,7 @@ from unittest import mock
 
 import httpx
 
+from fanfuse.fronts import functions
 from fanfuse.fronts.aws_lambda import front
 from fanfuse.net.aws_clients import dynamodb_client
 from fanfuse.queue.base import AGGREGATE_QUEUE, queue_id
@@ -77,8 +79,9 @@ class AwsCloud(Runtime):
         signed: bool = True,
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """`body` as an SQS record of its queue, run through the handler's `front.answer` in
-        this process (the Lambda handlers' settings); `headers` do not apply to a record."""
+        """`body` as an SQS record of its queue, run through the handler's `front.verdict` in
+        this process (the Lambda handlers' settings), and the verdict as the HTTP answer Cloud
+        Tasks would read (`functions.verdict_response`); `headers` do not apply to a record."""
         assert from_cloud_tasks and not headers, "an SQS record is always the queue's"
         content = body if isinstance(body, str) else json.dumps(body)
         attributes = {}
@@ -96,14 +99,13 @@ class AwsCloud(Runtime):
             "eventSourceARN": f"arn:aws:sqs:{self.addresses.region}:123456789012:{queue}",
         }
         self._use_aws_handlers()
-        answer = front.answer(target, record)
+        answer = functions.verdict_response(front.verdict(target, record))
         return httpx.Response(
             answer.status_code, headers=dict(answer.headers), content=answer.get_data()
         )
 
     def _use_aws_handlers(self) -> None:
-        """This process's `fanfuse.fronts.functions` wired as the Lambda handlers' (settings,
-        service)."""
+        """This process's cloud runtime wired as the Lambda handlers' (settings, service)."""
         if cloud._settings is not self.settings:
             cloud._settings = self.settings
             cloud._service = cloud._authenticator = None

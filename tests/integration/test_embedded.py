@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from fanfuse.fronts.mcp.backend import EmbeddedBackend, open_backend
 from fanfuse.fronts.serve.app import create_app
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.runtimes.backend import EmbeddedBackend, open_backend
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import DEADLINE_GRACE
 from fanfuse.settings import Settings

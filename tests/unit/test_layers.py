@@ -48,11 +48,16 @@ LAYERS: dict[str, set[str]] = {
         *("net", "rules", "fusion", *_BASE),
     },
     # the composition roots, then what the HTTP fronts share (framework-free)
+    # runtimes -> content, rerank: the roots build those settings (ContentSettings,
+    # LlmRerankSettings) and pass them down; runtimes -> http: the remote runtime is reached
+    # through its API's client (`runtimes.backend`, the one port the CLI and the MCP front share)
     "runtimes": {
         *("service", "platforms", "content", "rerank", "store", "queue", "auth", "net", "rules"),
-        *_BASE,
+        *("http", *_BASE),
     },
-    "http": {"service", "auth", *_BASE},
+    # http -> queue: a task delivery's body is the queue's message (`http.deliveries` parses it);
+    # no new reach, since `service` already imports `queue`
+    "http": {"service", "auth", "queue", *_BASE},
     # the fronts never import each other, but for their shared text (`render`) and the Flask
     # targets the Lambda serves behind apig_wsgi (`functions`)
     "fronts": set(),

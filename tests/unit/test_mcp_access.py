@@ -26,9 +26,9 @@ from fanfuse.fronts.mcp.access import (
     served_names,
     transport_security,
 )
-from fanfuse.fronts.mcp.backend import EmbeddedBackend
 from fanfuse.fronts.mcp.serve import build_server, http_app
 from fanfuse.platforms import Registry
+from fanfuse.runtimes.backend import EmbeddedBackend
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import TaskNotFound, Unauthorized

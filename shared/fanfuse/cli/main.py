@@ -33,9 +33,6 @@ install_log_redaction()  # whatever logging the command turns on, no record show
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 
-CANCEL_TIMEOUT_S = 5.0
-"""How long Ctrl-C waits for a remote stack to take the cancel before the process exits anyway."""
-
 
 @app.command()
 def search(
@@ -172,24 +169,14 @@ def _number(text: str | None) -> float | str | None:
 async def _run_search(
     payload: dict[str, Any], endpoint: str | None, credentials: ClientAuth, show_progress: bool
 ) -> TaskView:
+    """One search on the runtime `--endpoint` names (else in this process, not resident: it
+    resumes nothing), through the backend the MCP tools use too; Ctrl-C cancels it."""
+    from fanfuse.runtimes.backend import open_backend
+
+    auth = credentials.build(endpoint) if endpoint else None
     with progress_bars(show_progress) as bars:
-        on_update = ProgressView(bars)
-        if endpoint:
-            from fanfuse.http.client import HttpSearchClient
-
-            client = HttpSearchClient(endpoint, auth=credentials.build(endpoint))
-            accepted = await client.start(payload)
-            try:
-                return await client.wait(accepted, on_update)
-            except asyncio.CancelledError:  # Ctrl-C: asyncio.run cancels this coroutine
-                with contextlib.suppress(Exception):  # best effort: the exit must not hang
-                    await asyncio.wait_for(client.cancel(accepted), CANCEL_TIMEOUT_S)
-                raise
-        from fanfuse.runtimes.embedded import EmbeddedRuntime
-
-        # Not resident: it resumes nothing, and Ctrl-C cancels its search (runtime.search).
-        async with EmbeddedRuntime() as runtime:
-            return await runtime.search(payload, on_update=on_update)
+        async with open_backend(endpoint, auth=auth, resident=False) as backend:
+            return await backend.search(payload, None, ProgressView(bars))
 
 
 @app.command()

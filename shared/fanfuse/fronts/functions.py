@@ -1,7 +1,9 @@
-"""The Cloud Functions front: the HTTP handling of the five targets, which the AWS Lambda
-handlers reuse as they are (`fanfuse.fronts.aws_lambda.front` turns Lambda events into these
-targets' requests). The service they call, its settings and event loops are the cloud runtime's
-(`fanfuse.runtimes.cloud`: Firestore and Cloud Tasks, or DynamoDB and SQS when FANFUSE_CLOUD=aws).
+"""The Cloud Functions front: the HTTP handling of the five targets. The AWS Lambda front serves
+the three public ones as they are (`fanfuse.fronts.aws_lambda.front` turns HTTP events into their
+requests); the two task targets' delivery semantics are `fanfuse.http.deliveries`', which both
+fronts map to their own terms. The service they call, its settings and event loops are the cloud
+runtime's (`fanfuse.runtimes.cloud`: Firestore and Cloud Tasks, or DynamoDB and SQS when
+FANFUSE_CLOUD=aws).
 
 `functions/main.py` only names the five targets; what they share lives here: two wrappers that
 check the method and map errors to JSON answers, `public_target` for the three public targets
@@ -10,14 +12,15 @@ and `task_target` for the two Cloud Tasks targets, so that each target holds onl
 Status codes. The three public targets answer 400 (every problem listed, by field), 404, 405,
 409 or 413 for bad input, never 500; 5xx means infrastructure (Firestore, Cloud Tasks).
 `run_platform` and `aggregate` are Cloud Tasks targets, and Cloud Tasks retries *any* answer
-outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried").
+outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried");
+`fanfuse.http.deliveries` decides done, drop or retry, and `task_target` answers accordingly.
 Before anything else a delivery must prove it comes from the queue (`fanfuse.auth.tasks`: the
 tasks service account's OIDC token, or locally an HMAC of the body); one that does not is
 answered 401/403 and touches nothing. A verified delivery that can never succeed (a malformed
 body, an unknown task, a platform its search does not have) is acknowledged with 200 and
 `{"outcome": "dropped", "error": ...}` when it comes from Cloud Tasks (it carries
 `X-CloudTasks-TaskName`), and logged as an error; a signed direct call gets the plain 400/404.
-Infrastructure failures answer 503, which Cloud Tasks retries with backoff. The wrappers tell
+Infrastructure failures answer 503, which Cloud Tasks retries with backoff. The wrapper tells
 these apart by type only (every error class is in `fanfuse.wire.errors`, with its status), never by
 an exception's message.
 
@@ -39,14 +42,14 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import flask
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from fanfuse.auth.callers import LAMBDA_REQUEST_CONTEXT, visible_status
-from fanfuse.auth.tasks import verify_delivery
+from fanfuse.http import deliveries
 from fanfuse.http.api import (
     CancelRequest,
     check_length,
@@ -56,20 +59,17 @@ from fanfuse.http.api import (
     parse,
     require_method,
 )
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtimes.cloud import authenticator, loops, service, settings
 from fanfuse.support import logs
-from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
-from fanfuse.wire.models import Caller, ErrorBody, Problem
+from fanfuse.wire.errors import FanfuseError, Unavailable
+from fanfuse.wire.models import Caller, ErrorBody
 
 log = logging.getLogger(__name__)
 
-M = TypeVar("M", PlatformMessage, AggregateMessage)
 Handler = Callable[[flask.Request], flask.Response]
 """What functions-framework calls for a target: one request in, one answer out."""
 
-TASK_NAME_HEADER = "X-CloudTasks-TaskName"
-PLATFORM = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+TASK_NAME_HEADER = deliveries.TASK_NAME_HEADER
 OPENAPI_NAME = "openapi.json"
 STATUS_TARGET = "search_status"
 
@@ -111,13 +111,6 @@ def read_json(request: flask.Request) -> Any:
     `fanfuse.http.api`)."""
     check_length(request.content_length)
     return decode_json(request.get_data(cache=True), request.headers.get("Content-Type"))
-
-
-def check_message(message: PlatformMessage | AggregateMessage) -> None:
-    """Ids from a task body become document paths: refuse anything but plain names."""
-    check_task_id(message.task_id)
-    if isinstance(message, PlatformMessage) and not PLATFORM.match(message.platform):
-        raise InvalidRequest([Problem(field="platform", problem="not a platform name")])
 
 
 def task_id_of(request: flask.Request) -> str:
@@ -182,67 +175,43 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
-def _permanent(request: flask.Request, target: str, exc: FanfuseError) -> flask.Response:
-    """A task delivery that can never succeed: acknowledged for Cloud Tasks, 4xx for others."""
-    if TASK_NAME_HEADER not in request.headers:
-        return error_response(exc)
-    log.error("%s: dropping task %s: %s", target, request.headers.get(TASK_NAME_HEADER), exc.body())
-    return json_response({"outcome": "dropped", "error": exc.body().model_dump()})
+def task_target(target: str) -> Handler:
+    """A Cloud Tasks target: `fanfuse.http.deliveries` decides what becomes of the delivery, and
+    its verdict becomes the answer Cloud Tasks reads (which retries anything outside 2xx):
+    done: 200 and the target's JSON; drop: 200 `{"outcome": "dropped", "error": ...}`; retry:
+    the error's own status, body and headers (401/403 for a refused delivery, 4xx for a signed
+    direct call, 5xx, with Retry-After when it names one). The method and the declared length
+    are checked first (405, 413), before a byte of the body is read."""
+
+    def handle(request: flask.Request) -> flask.Response:
+        try:
+            _require_method(request, target, ("POST",))
+            check_length(request.content_length)
+        except FanfuseError as exc:
+            log.warning("%s: refused a delivery: %s", target, exc)
+            return error_response(exc)
+        verdict = deliveries.verdict(
+            target,
+            dict(request.headers),
+            request.get_data(cache=True),
+            settings=settings(),
+            tasks=service,
+            run=loops.run,
+        )
+        return verdict_response(verdict)
+
+    handle.__name__ = handle.__qualname__ = target
+    return handle
 
 
-def _verify(request: flask.Request, target: str) -> None:
-    """Method, size, then where the delivery comes from (`auth.tasks`), before any parsing."""
-    _require_method(request, target, ("POST",))
-    check_length(request.content_length)
-    verify_delivery(target, request.headers, request.get_data(cache=True), settings())
-
-
-def task_target(message_type: type[M]) -> Callable[[Callable[[M], dict[str, Any]]], Handler]:
-    """A Cloud Tasks target: POST a `message_type` body, which `work` runs into the JSON answer.
-
-    A delivery that does not prove it comes from the queue (see `fanfuse.auth.tasks`) is
-    answered 401/403 (or 405/413 before that) and touches nothing: never acknowledged, since
-    only a verified delivery is known to be Cloud Tasks'. A verified one with a bad body or ids
-    is permanent (see `_permanent`). While running, a 5xx error is answered as such so that
-    Cloud Tasks retries it, a 4xx one is permanent, and anything else is infrastructure (503,
-    retried).
-    """
-
-    def wrap(work: Callable[[M], dict[str, Any]]) -> Handler:
-        target = work.__name__
-
-        @functools.wraps(work)
-        def handle(request: flask.Request) -> flask.Response:
-            with logs.request_context(dict(request.headers)):
-                return _deliver(request)
-
-        def _deliver(request: flask.Request) -> flask.Response:
-            try:
-                _verify(request, target)
-            except FanfuseError as exc:
-                log.warning("%s: refused a delivery: %s", target, exc)
-                return error_response(exc)
-            except Exception:
-                return _infrastructure(target)
-            try:
-                message: M = parse(message_type, read_json(request))
-                check_message(message)
-            except FanfuseError as exc:
-                return _permanent(request, target, exc)
-            with logs.task_context(message.task_id, getattr(message, "platform", None)):
-                try:
-                    answer = work(message)
-                except FanfuseError as exc:
-                    if exc.status_code >= 500:
-                        return error_response(exc)
-                    return _permanent(request, target, exc)
-                except Exception:
-                    return _infrastructure(target)
-                return json_response(answer)
-
-        return handle
-
-    return wrap
+def verdict_response(verdict: deliveries.Verdict) -> flask.Response:
+    """A delivery's verdict as the HTTP answer Cloud Tasks reads (see `task_target`)."""
+    if verdict.outcome == "done":
+        return json_response(verdict.answer or {})
+    assert verdict.error is not None, verdict
+    if verdict.outcome == "drop":
+        return json_response({"outcome": "dropped", "error": verdict.error.body().model_dump()})
+    return error_response(verdict.error)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,17 +260,10 @@ def cancel_search(request: flask.Request) -> flask.Response:
     return json_response(svc.cancel(task_id))
 
 
-@task_target(PlatformMessage)
-def run_platform(message: PlatformMessage) -> dict[str, Any]:
-    """Run that platform once (idempotent); a platform its search lacks is UnknownPlatform."""
-    outcome = loops.run(service().run_platform(message))
-    return {"task_id": message.task_id, "platform": message.platform, "outcome": outcome}
-
-
-@task_target(AggregateMessage)
-def aggregate(message: AggregateMessage) -> dict[str, Any]:
-    """Finalize the search once, or wait for its platforms (before the deadline)."""
-    return {"task_id": message.task_id, "outcome": loops.run(service().aggregate(message))}
+run_platform = task_target("run_platform")
+"""Run that platform once (idempotent); a platform its search lacks is UnknownPlatform."""
+aggregate = task_target("aggregate")
+"""Finalize the search once, or wait for its platforms (before the deadline)."""
 
 
 __all__ = [

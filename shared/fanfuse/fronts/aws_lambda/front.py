@@ -1,9 +1,9 @@
-"""The Lambda handlers: Lambda events in, the Cloud Functions' own targets
-(`fanfuse.fronts.functions`) run.
+"""The Lambda handlers: Lambda events in; the Cloud Functions' own public targets
+(`fanfuse.fronts.functions`) and the task deliveries' one verdict (`fanfuse.http.deliveries`) run.
 
-Nothing is decided here that `fronts/functions.py` already decides (methods, body limits, callers,
-the delivery check, which errors are permanent, the JSON error bodies): each handler only turns its
-event into the request a target takes, and the target's answer into what Lambda expects.
+Nothing is decided here that those modules already decide (methods, body limits, callers, the
+delivery check, which failures are permanent, the JSON error bodies): each handler only turns its
+event into what they take, and their answer into what Lambda expects.
 
 - `http`: a Lambda function URL or API Gateway HTTP API event (payload format 2.0, and 1.0 too)
   -> `{statusCode, headers, body}`. apig-wsgi (a maintained WSGI adapter for exactly these
@@ -13,17 +13,19 @@ event into the request a target takes, and the target's answer into what Lambda 
   under the function's URL, so `status_url` points back at it. apig-wsgi also hands the event's
   `requestContext` to the targets (the WSGI environ's `apig_wsgi.request_context`): behind
   AWS_IAM routes it names the principal whose SigV4 signature API Gateway verified, which
-  `auth.callers` takes as the caller when FANFUSE_TRUST_IAM_AUTHORIZER says so.
+  `auth.callers` takes as the caller when FANFUSE_TRUST_IAM_AUTHORIZER says so. This path is the
+  one that still imports `fronts.functions`: the public targets are Flask handlers, served here
+  over WSGI as they are rather than written twice.
 - `sqs_handler(target)`: the worker (`run_platform`) and the aggregator (`aggregate`), triggered
-  by an SQS event source mapping with ReportBatchItemFailures. Each record becomes the POST a
+  by an SQS event source mapping with ReportBatchItemFailures. Each record is the delivery a
   Cloud Task would make: its body, its `signature` attribute as `X-Fanfuse-Signature`, and its
-  message id as the task-name header, which tells the target the delivery comes from the queue
-  (a hopeless one is then acknowledged, not retried forever). The target's answer decides:
-  2xx: done (deleted by the mapping); a 503 with Retry-After (LeaseHeld: another delivery holds
-  the run): visible again after that many seconds, and reported as failed; any other failure
-  (5xx, or a 401/403 for a message that is not signed): reported as failed, so SQS delivers it
-  again after the visibility timeout and, after the redrive's `maxReceiveCount`, moves it to the
-  dead-letter queue, where a forged message ends up for someone to look at.
+  message id as the task-name header, which tells `deliveries.verdict` the delivery comes from
+  the queue (a hopeless one is then dropped, not retried forever). The verdict decides, with no
+  HTTP in between: done or drop: deleted by the mapping; retry: reported in
+  `batchItemFailures`, so SQS delivers it again after the visibility timeout (and, after the
+  redrive's `maxReceiveCount`, moves it to the dead-letter queue, where a forged message ends up
+  for someone to look at), or sooner when the verdict names a wait (a held lease's Retry-After:
+  ChangeMessageVisibility to that many seconds).
 - A deadline message not yet due (`due_at`, see `queue.sqs`) is checked like any delivery, then
   sent again for its next hop and acknowledged.
 
@@ -51,13 +53,13 @@ from typing import Any
 
 import flask
 from apig_wsgi import make_lambda_handler
-from werkzeug.datastructures import Headers
 from werkzeug.exceptions import HTTPException, NotFound
-from werkzeug.test import EnvironBuilder
 
 from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
 from fanfuse.fronts import functions
+from fanfuse.http import deliveries
 from fanfuse.http.api import PUBLIC_TARGETS
+from fanfuse.http.deliveries import TASK_NAME_HEADER
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue
 from fanfuse.runtimes import cloud
 from fanfuse.wire.errors import FanfuseError
@@ -69,7 +71,7 @@ LambdaEvent = dict[str, Any]
 LambdaHandler = Callable[[LambdaEvent, Any], dict[str, Any]]
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 """Every method reaches the target, which answers a wrong one with its own 405 JSON body."""
-TASK_TARGETS = ("run_platform", "aggregate")
+TASK_TARGETS = tuple(deliveries.MESSAGES)
 
 
 LAMBDA_MARKER = "AWS_LAMBDA_FUNCTION_NAME"
@@ -155,17 +157,11 @@ def attribute(record: Mapping[str, Any], name: str) -> str | None:
 
 
 def delivery_headers(record: Mapping[str, Any]) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", functions.TASK_NAME_HEADER: record["messageId"]}
+    headers = {"Content-Type": "application/json", TASK_NAME_HEADER: record["messageId"]}
     signature = attribute(record, SIGNATURE_ATTRIBUTE)
     if signature is not None:
         headers[SIGNATURE_HEADER] = signature
     return headers
-
-
-def retry_after(response: flask.Response) -> float | None:
-    """Seconds a 503 asks to wait (Retry-After), or None."""
-    value = response.headers.get("Retry-After", "")
-    return float(value) if response.status_code == 503 and value.isdigit() else None
 
 
 def not_yet_due(target: str, record: Mapping[str, Any], headers: dict[str, str]) -> bool:
@@ -180,35 +176,39 @@ def not_yet_due(target: str, record: Mapping[str, Any], headers: dict[str, str])
     return True
 
 
-def answer(target: str, record: Mapping[str, Any]) -> flask.Response:
-    """What `target` answers to one record, delivered as the Cloud Task it stands for (or, for
-    a deadline not yet due, 200 `{"outcome": "not_due"}` once it is sent on)."""
+def verdict(target: str, record: Mapping[str, Any]) -> deliveries.Verdict:
+    """The verdict on one record, delivered as the Cloud Task it stands for
+    (`fanfuse.http.deliveries`); a deadline not yet due is done once it is sent on."""
     headers = delivery_headers(record)
     try:
         if not_yet_due(target, record, headers):
-            return functions.json_response({"outcome": "not_due"})
+            return deliveries.done({"outcome": "not_due"})
     except FanfuseError as exc:
         log.warning("%s: refused message %s: %s", target, record["messageId"], exc)
-        return functions.error_response(exc)
-    run: Callable[[flask.Request], flask.Response] = getattr(functions, target)
-    environ = EnvironBuilder(
-        method="POST", path=f"/{target}", headers=Headers(headers), data=record["body"].encode()
-    ).get_environ()
-    return run(flask.Request(environ))
+        return deliveries.retry(exc)
+    return deliveries.verdict(
+        target,
+        headers,
+        record["body"].encode(),
+        settings=cloud.settings(),
+        tasks=cloud.service,
+        run=cloud.loops.run,
+    )
 
 
 def deliver(target: str, record: Mapping[str, Any]) -> bool:
-    """Run one record through `target`; True when it is done with (acknowledged), False when
-    SQS should deliver it again (after a held lease's Retry-After, if the answer names one)."""
-    response = answer(target, record)
-    if response.status_code < 300:
+    """Run one record through `target`; True when it is done with (done or dropped: the
+    mapping deletes it), False when SQS should deliver it again: after the verdict's `after_s`
+    (a held lease's Retry-After) when it names one, made so with ChangeMessageVisibility, else
+    after the queue's visibility timeout."""
+    decided = verdict(target, record)
+    if decided.outcome != "retry":
         return True
-    wait = retry_after(response)
-    if wait is not None:
-        queue().retry_in(record["eventSourceARN"], record["receiptHandle"], wait)
+    if decided.after_s is not None:
+        queue().retry_in(record["eventSourceARN"], record["receiptHandle"], decided.after_s)
     log.info(
-        "%s: message %s answered %s: left for SQS to deliver again",
-        *(target, record["messageId"], response.status_code),
+        "%s: message %s not done (%s): left for SQS to deliver again",
+        *(target, record["messageId"], decided.error and decided.error.status_code),
     )
     return False
 
@@ -217,7 +217,7 @@ def sqs_handler(target: str) -> LambdaHandler:
     """The handler of an SQS event source mapping for `run_platform` or `aggregate`: the
     records SQS should deliver again are reported in `batchItemFailures` (partial batch
     response), the others are deleted by the mapping."""
-    if target not in TASK_TARGETS:
+    if target not in deliveries.MESSAGES:
         raise ValueError(f"not a task target: {target}")
 
     def handle(event: LambdaEvent, context: Any) -> dict[str, Any]:

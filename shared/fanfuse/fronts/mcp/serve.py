@@ -30,8 +30,8 @@ from starlette.types import ASGIApp
 import fanfuse
 from fanfuse.auth.callers import Authenticator
 from fanfuse.fronts.mcp import access
-from fanfuse.fronts.mcp.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.fronts.mcp.tools import Tools, tool_error, tool_list
+from fanfuse.runtimes.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import FanfuseError
 

@@ -18,8 +18,8 @@ from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 
-from fanfuse.fronts.mcp.backend import Platforms, SearchBackend
 from fanfuse.fronts.mcp.render import Digest, digest, markdown
+from fanfuse.runtimes.backend import Platforms, SearchBackend
 from fanfuse.service.polling import until_terminal
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, problems_of
 from fanfuse.wire.models import Accepted, Caller, TaskView

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib import error
+
+from fanfuse.support.retry_after import parse_retry_after
 
 MIN_BACKOFF_S = 0.1
 """Cloud Tasks' default min_backoff (infra/queues.tf uses 1 s; dev keeps retries quick)."""
@@ -30,20 +31,6 @@ def retry_delay(attempts: int, retry_after_s: float | None) -> float:
     target's Retry-After when that is later (the target knows when it can answer)."""
     backoff = min(MAX_BACKOFF_S, MIN_BACKOFF_S * 2.0 ** max(0, attempts - 1))
     return max(backoff, retry_after_s or 0.0)
-
-
-def parse_retry_after(value: str | None, now: datetime) -> float | None:
-    """Retry-After as seconds from `now`: delta-seconds or an HTTP date (RFC 9110 10.2.3)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - now).total_seconds())
 
 
 class RetryTiming:
