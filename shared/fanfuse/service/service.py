@@ -86,7 +86,7 @@ class SearchService:
     ) -> None:
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
         self.clock = clock
-        self._executor = Executor(store, registry, settings, clock, runner, content)
+        self._executor = Executor(store, store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
         self._reasons: tuple[float, dict[str, str | None]] | None = None
 
