@@ -386,11 +386,11 @@ class FirestoreStore(TaskStore):
         the version read (created only if still absent, updated only if not written since);
         again from the read while the write loses races (`Bounds.contended`)."""
 
-        def read() -> tuple[D | None, DocumentSnapshot]:
+        def read() -> tuple[D | None, DocumentSnapshot[DocumentReference]]:
             snap = ref.get(**self.bounds.call())
             return (model.model_validate(decode(snap.to_dict())) if snap.exists else None), snap
 
-        def write_if_unchanged(written: D, snap: DocumentSnapshot) -> None:
+        def write_if_unchanged(written: D, snap: DocumentSnapshot[DocumentReference]) -> None:
             data = model_data(written)  # every field (None too): an update replaces all
             if snap.exists:
                 option = self.client.write_option(last_update_time=snap.update_time)
