@@ -5,16 +5,17 @@ Firestore emulator test (tests/e2e/test_e2e_firestore_store.py)."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from datetime import timedelta
 
 from fanfuse.rules import breaker
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import HealthStore
 from fanfuse.wire.models import BreakerState, FailureKind, PlatformHealth, utcnow
 
 CLAIMANTS = 8
 
 
-def race_probe(stores: list[TaskStore], name: str) -> int:
+def race_probe(stores: Sequence[HealthStore], name: str) -> int:
     """Open `name`'s breaker with its retry time passed, then have CLAIMANTS threads claim the
     probe at once; returns how many were told they hold it."""
     now = utcnow()
@@ -46,6 +47,6 @@ def race_probe(stores: list[TaskStore], name: str) -> int:
     return len(winners)
 
 
-def put_health(store: TaskStore, health: PlatformHealth) -> None:
+def put_health(store: HealthStore, health: PlatformHealth) -> None:
     """Store `health` as it is (a test's starting point), through the port's one write path."""
     store.update_health(health.name, lambda _: health)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from fanfuse.rules.quota import Limit
 from fanfuse.service import admission
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import QuotaStore, TaskDocuments
 from tests.fakes import pending_task
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -19,7 +19,7 @@ THREADS = 8
 ATTEMPTS = 25
 
 
-def owned_task(store: TaskStore, owner: str, now: datetime, *, deadline_s: float) -> str:
+def owned_task(store: TaskDocuments, owner: str, now: datetime, *, deadline_s: float) -> str:
     """Write a pending search of `owner`'s with its deadline `deadline_s` after `now`."""
     task_id = uuid.uuid4().hex
     task = pending_task(task_id, owner, now, deadline_s=deadline_s)
@@ -27,7 +27,7 @@ def owned_task(store: TaskStore, owner: str, now: datetime, *, deadline_s: float
     return task_id
 
 
-def hammer(stores: Sequence[TaskStore], subject: str, limit: Limit) -> int:
+def hammer(stores: Sequence[QuotaStore], subject: str, limit: Limit) -> int:
     """THREADS threads, thread i on `stores[i % len(stores)]`, each taking ATTEMPTS times at
     the same instant T0 (so nothing refills): how many takes were admitted in all."""
     admitted: list[int] = []

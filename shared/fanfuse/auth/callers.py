@@ -59,7 +59,7 @@ from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.auth.tokens import Headers
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import KeyStore
 from fanfuse.wire.errors import Forbidden, TaskExpired, TaskNotFound, Unauthorized
 from fanfuse.wire.models import ApiKey, Caller, TaskView
 
@@ -180,7 +180,7 @@ class Authenticator:
     def __init__(
         self,
         settings: Settings,
-        store: TaskStore,
+        store: KeyStore,
         *,
         cache_seconds: float = KEY_CACHE_SECONDS,
         clock: Callable[[], float] = time.monotonic,

@@ -17,7 +17,7 @@ bucket is therefore split into N shards, `{subject}#{i}`, each refilling at rate
 burst / N, with N = ceil(rate / SHARD_WRITES_PER_S): no shard sustains more than half a write a
 second (the default 30 a minute is one shard, 600 a minute twenty). A start tries the shards in a
 random order, at most MAX_TRIES of them, each try ONE atomic read-modify-write of ONE document
-(`TaskStore.take_quota`), and the first shard holding a whole token admits it; Retry-After is the
+(`QuotaStore.take_quota`), and the first shard holding a whole token admits it; Retry-After is the
 soonest refill among the shards tried. A shard's writes over any t seconds are its admissions, at
 most burst / N + rate / N * t: a quiet shard may take its burst in a moment (30 writes for the
 default), a short burst that Firestore absorbs, never a sustained rate over half a write a second.

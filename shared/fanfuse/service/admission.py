@@ -32,7 +32,7 @@ from datetime import datetime
 
 from fanfuse.rules import quota
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import QuotaStore
 from fanfuse.wire.errors import RateLimited
 from fanfuse.wire.models import Caller
 
@@ -54,7 +54,7 @@ class Ticket:
 
 
 def admit(
-    store: TaskStore,
+    store: QuotaStore,
     caller: Caller,
     settings: Settings,
     now: datetime,
@@ -79,7 +79,7 @@ def admit(
 
 
 def take(
-    store: TaskStore, subject: str, limit: quota.Limit, now: datetime, rng: random.Random = _RNG
+    store: QuotaStore, subject: str, limit: quota.Limit, now: datetime, rng: random.Random = _RNG
 ) -> float | None:
     """One start against `subject`'s sharded bucket: None when a shard admitted it, else the
     soonest refill among the shards tried (each try one read-modify-write of one document)."""

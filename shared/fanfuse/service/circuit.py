@@ -16,7 +16,7 @@ from datetime import datetime
 from fanfuse.rules import breaker
 from fanfuse.rules.health import due, observed
 from fanfuse.rules.lifecycle import Outcome
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import HealthStore
 from fanfuse.wire.models import CacheState, FailureKind, PlatformHealth, PlatformState, Stage
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ CALL = breaker.Gate(breaker.Verdict.CALL)
 
 
 class Circuit:
-    def __init__(self, store: TaskStore, clock: Callable[[], datetime]) -> None:
+    def __init__(self, store: HealthStore, clock: Callable[[], datetime]) -> None:
         self.store, self.clock = store, clock
         self._health: dict[str, PlatformHealth | None] = {}
         """The health this process last read or wrote, per platform (see `observe_latency`)."""

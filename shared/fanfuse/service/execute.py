@@ -20,7 +20,7 @@ from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.rules import lifecycle, limits
 from fanfuse.rules.limits import Budget
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.errors import Cancelled, ProviderError
 from fanfuse.wire.models import FailureKind, PlatformRun, PlatformState, Stage, Task
@@ -36,18 +36,21 @@ log = logging.getLogger(__name__)
 class Executor:
     """Runs platform stages with one shared network runner, made on first use (a process that
     only starts searches or answers status never builds it), and the content settings its
-    composition root read."""
+    composition root read. It takes the store twice, as its two roles: the run's progress goes
+    to `documents`, its query cache's entries to `cache` (one object in every runtime)."""
 
     def __init__(
         self,
-        store: TaskStore,
+        documents: TaskDocuments,
+        cache: CacheStore,
         registry: Registry,
         settings: Settings,
         clock: Callable[[], datetime],
         runner: Runner | None,
         content: ContentSettings,
     ) -> None:
-        self.store, self.registry, self.settings, self.clock = store, registry, settings, clock
+        self.documents, self.cache = documents, cache
+        self.registry, self.settings, self.clock = registry, settings, clock
         self._runner, self._content = runner, content
 
     @property
@@ -92,7 +95,7 @@ class Executor:
             from fanfuse.stages.cache import QueryCache, cache_scope
 
             planned = pipeline.plan(platform, params)
-            reporter = Reporter(self.store, run, planned, self.settings.progress_interval)
+            reporter = Reporter(self.documents, run, planned, self.settings.progress_interval)
             ctx = PlatformContext(
                 settings=platform.settings(),
                 runner=self.runner,
@@ -102,7 +105,7 @@ class Executor:
                 call_budget=calls,
             )
             cache = QueryCache.for_run(
-                self.store,
+                self.cache,
                 run.name,
                 ctx.settings,
                 params,

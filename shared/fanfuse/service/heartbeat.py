@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import TaskDocuments
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: TaskDocuments,
         task_id: str,
         name: str,
         token: str,

@@ -96,7 +96,7 @@ class SearchService:
 
             content = ContentSettings.model_construct()  # the defaults, not the environment
         self._rerank_settings = rerank
-        self._executor = Executor(store, registry, settings, clock, runner, content)
+        self._executor = Executor(store, store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
         self._reasons: tuple[float, dict[str, str | None]] | None = None
 

@@ -19,7 +19,7 @@ from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
 from fanfuse.rules import progress
 from fanfuse.rules.limits import Budget
 from fanfuse.stages.cache import QueryCache
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
 
@@ -31,7 +31,7 @@ class Reporter:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: TaskDocuments,
         run: PlatformRun,
         stages: list[Stage],
         interval: float,

@@ -32,7 +32,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, SecretStr
 
 from fanfuse.platforms.base import PlatformSettings, SearchParams
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import CacheStore
 from fanfuse.wire.errors import DocumentTooLarge
 from fanfuse.wire.models import CacheEntry, Hit
 from fanfuse.wire.options import CacheMode, SearchOptions
@@ -94,7 +94,7 @@ class QueryCache:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: CacheStore,
         *,
         platform: str,
         fingerprint: str,
@@ -115,7 +115,7 @@ class QueryCache:
     @classmethod
     def for_run(
         cls,
-        store: TaskStore,
+        store: CacheStore,
         platform: str,
         settings: PlatformSettings,
         params: SearchParams,

@@ -1,23 +1,36 @@
-"""The TaskStore port.
+"""The store port, as one role per concern: each consumer asks for the role it uses and no more.
 
 Stores only read and write documents; every decision (count a platform once, finalize once,
-refuse to cancel a finished search) is a pure function in `lifecycle.py` that a store runs inside
-its own transaction. That way the SQLite and Firestore stores share every rule and differ only in
-mechanics.
+refuse to cancel a finished search) is a pure function in `rules/` that a store runs inside its
+own transaction. That way the SQLite, Firestore and DynamoDB stores share every rule and differ
+only in mechanics.
+
+The roles are Protocols, so a test double stands in for one role with the methods of that role
+alone (a cache test needs no task documents). One store object per runtime implements them all:
+`TaskStore` is their union, and the three stores subclass it, so a store that misses a method
+fails at construction (and in mypy), not on the first call that needs it. Who takes which role:
+- `TaskDocuments`: the service's lifecycle (service/service.py), the run's progress
+  (stages/base.py:Reporter), the lease renewal (service/heartbeat.py), the executor;
+- `CacheStore`: the query cache (stages/cache.py);
+- `HealthStore`: the breaker's store side (service/circuit.py) and the platform listing;
+- `KeyStore`: the caller check (auth/callers.py) and `fanfuse keys`;
+- `QuotaStore`: admission (service/admission.py).
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Writes
 from fanfuse.wire.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
 
 
-class TaskStore(ABC):
+class TaskDocuments(Protocol):
+    """A search's task document, its platform documents and their contents."""
+
     @abstractmethod
     def create(self, task: Task, runs: Sequence[PlatformRun]) -> None:
         """Write the task and its platform documents atomically (all or nothing)."""
@@ -57,6 +70,16 @@ class TaskStore(ABC):
     def purge_expired(self, now: datetime) -> int:
         """Delete tasks past `expires_at` with everything under them (Firestore: a TTL policy)."""
 
+    def recoverable(self) -> list[Task]:
+        """Tasks not yet terminal that this store's resident process started, for it to resume
+        after a restart; a store opened by no resident process (a CLI) recovers nothing, so it
+        never re-sends queries nobody is waiting for any more."""
+        return []
+
+
+class CacheStore(Protocol):
+    """The search cache's entries (stages/cache.py decides what they mean)."""
+
     @abstractmethod
     def get_cached(self, key: str) -> CacheEntry | None:
         """The search-cache entry under `key`, expired or not (the caller checks `expires_at`)."""
@@ -65,6 +88,10 @@ class TaskStore(ABC):
     def put_cached(self, entry: CacheEntry) -> None:
         """Store (replace) a search-cache entry; a store may skip a write that would replace an
         entry written less than a second ago (Firestore: one sustained write/s per document)."""
+
+
+class HealthStore(Protocol):
+    """Each platform's health document (rules/breaker.py, rules/health.py decide the changes)."""
 
     @abstractmethod
     def get_health(self) -> dict[str, PlatformHealth]:
@@ -76,7 +103,9 @@ class TaskStore(ABC):
         (None: none yet) and returns the one to write, or None to write nothing. Returns the
         document as stored afterwards. The breaker's probe claim relies on it (breaker.py)."""
 
-    # -- API keys (fanfuse.auth.keys): a few small records, written only by `fanfuse keys`
+
+class KeyStore(Protocol):
+    """API keys (fanfuse.auth.keys): a few small records, written only by `fanfuse keys`."""
 
     @abstractmethod
     def put_key(self, key: ApiKey) -> None:
@@ -89,7 +118,11 @@ class TaskStore(ABC):
     def list_keys(self) -> list[ApiKey]:
         """Every key, revoked ones too, oldest first."""
 
-    # -- quotas (quota.py, admission.py) ----------------------------------------------------------
+
+class QuotaStore(Protocol):
+    """What admission reads and writes (rules/quota.py, service/admission.py): the token buckets,
+    and how many searches a caller has in flight (a count over task documents, but asked only
+    by admission, so it belongs to admission's role)."""
 
     @abstractmethod
     def take_quota(self, key: str, mutate: QuotaMutator) -> float | None:
@@ -101,11 +134,14 @@ class TaskStore(ABC):
     def count_in_flight(self, owner: str, now: datetime) -> int:
         """How many of `owner`'s searches are not terminal and still before their deadline."""
 
-    def recoverable(self) -> list[Task]:
-        """Tasks not yet terminal that this store's resident process started, for it to resume
-        after a restart; a store opened by no resident process (a CLI) recovers nothing, so it
-        never re-sends queries nobody is waiting for any more."""
-        return []
+
+class TaskStore(TaskDocuments, CacheStore, HealthStore, KeyStore, QuotaStore, Protocol):
+    """Every role: what one runtime's store object is, and what only the composition points
+    take (the runtimes, which open it, and SearchService, which hands each part its role)."""
 
     def close(self) -> None:
         return None
+
+
+ROLES: tuple[type[Any], ...] = (TaskDocuments, CacheStore, HealthStore, KeyStore, QuotaStore)
+"""The role protocols, for the test that consumers take one of them (tests/unit/test_layers.py)."""

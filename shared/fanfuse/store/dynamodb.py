@@ -34,6 +34,7 @@ from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.base import TaskStore
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.surfacing import surfacing, until_won
+from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op
 from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.wire.models import (
@@ -384,16 +385,19 @@ class DynamoStore(TaskStore):
         """Read the item as `model`, write what `change` returns (None: nothing), conditioned
         on the version read; again from the read while the write loses races."""
 
-        def once() -> R:
+        def read() -> tuple[D | None, dict[str, Any] | None]:
             stored = self._get(pk, sk)
-            written, answer = change(None if stored is None else codec.model_of(stored, model))
-            if written is not None:
-                ver = codec.version(stored)
-                expires = getattr(written, "expires_at", None)
-                item = codec.item(pk, sk, written, ver + 1, expires)
-                self._conditional(lambda: self._put_if(item, ver))
-                self.writes.record(path.split("/")[0].removeprefix("searches_"), [path])
-            return answer
+            return (None if stored is None else codec.model_of(stored, model)), stored
+
+        def write_if_unchanged(written: D, stored: dict[str, Any] | None) -> None:
+            ver = codec.version(stored)
+            expires = getattr(written, "expires_at", None)
+            item = codec.item(pk, sk, written, ver + 1, expires)
+            self._conditional(lambda: self._put_if(item, ver))
+            self.writes.record(path.split("/")[0].removeprefix("searches_"), [path])
+
+        def once() -> R:
+            return swap_once(read, change, write_if_unchanged)
 
         with self._lock(path):
             return self._contended(path, once)

@@ -54,6 +54,7 @@ from fanfuse.store.firestore_calls import (
     surfaced,
 )
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
+from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op
 from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.wire.models import (
@@ -68,7 +69,7 @@ from fanfuse.wire.models import (
 )
 
 if TYPE_CHECKING:
-    from google.cloud.firestore import Client, DocumentReference, Transaction
+    from google.cloud.firestore import Client, DocumentReference, DocumentSnapshot, Transaction
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -385,19 +386,21 @@ class FirestoreStore(TaskStore):
         the version read (created only if still absent, updated only if not written since);
         again from the read while the write loses races (`Bounds.contended`)."""
 
-        def once() -> R:
+        def read() -> tuple[D | None, DocumentSnapshot[DocumentReference]]:
             snap = ref.get(**self.bounds.call())
-            stored = model.model_validate(decode(snap.to_dict())) if snap.exists else None
-            written, answer = change(stored)
-            if written is not None:
-                data = model_data(written)  # every field (None too): an update replaces all
-                if snap.exists:
-                    option = self.client.write_option(last_update_time=snap.update_time)
-                    ref.update(data, option=option, **self.bounds.call())
-                else:
-                    ref.create(data, **self.bounds.call())
-                self.writes.record(kind, [ref.path])
-            return answer
+            return (model.model_validate(decode(snap.to_dict())) if snap.exists else None), snap
+
+        def write_if_unchanged(written: D, snap: DocumentSnapshot[DocumentReference]) -> None:
+            data = model_data(written)  # every field (None too): an update replaces all
+            if snap.exists:
+                option = self.client.write_option(last_update_time=snap.update_time)
+                ref.update(data, option=option, **self.bounds.call())
+            else:
+                ref.create(data, **self.bounds.call())
+            self.writes.record(kind, [ref.path])
+
+        def once() -> R:
+            return swap_once(read, change, write_if_unchanged)
 
         return self.bounds.contended(ref.path, once)
 

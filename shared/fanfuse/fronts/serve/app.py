@@ -49,7 +49,7 @@ from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.base import KeyStore
 from fanfuse.support import logs
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
 from fanfuse.wire.models import Accepted, Caller, Problem, utcnow
@@ -265,7 +265,7 @@ async def warm_up(runtime: EmbeddedRuntime, names: Sequence[str]) -> None:
 
 
 @contextmanager
-def local_key(store: TaskStore, on_key: Callable[[str], None] | None) -> Iterator[None]:
+def local_key(store: KeyStore, on_key: Callable[[str], None] | None) -> Iterator[None]:
     """A key for owner `local` while the server runs: created, handed to `on_key`, revoked at
     the end (a key that was printed should not outlive the process that printed it)."""
     if on_key is None:
