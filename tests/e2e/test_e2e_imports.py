@@ -32,6 +32,7 @@ print(json.dumps({
     "platforms": sorted(m for m in sys.modules if m.startswith("fanfuse.platforms.")),
     "tasks_client": "google.cloud.tasks_v2" in sys.modules,
     "torch": "torch" in sys.modules,
+    "httpx": "httpx" in sys.modules,
 }))
 """
 
@@ -83,3 +84,4 @@ def test_a_platform_worker_imports_only_its_platform(e2e: Cloud) -> None:
     assert status["status"] == 200 and status["body"]["task_id"] == "imp1"
     assert status["platforms"] == ["fanfuse.platforms.base"]
     assert not status["tasks_client"] and not status["torch"]
+    assert not status["httpx"]  # no network client where a status answers from the store

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fanfuse.net.guard import FetchPolicy
 from fanfuse.net.policy import (
     BROWSER_USER_AGENT,
     LLM,
     MAX_REDIRECTS,
     PAGE_FETCH,
     CallPolicy,
+    FetchPolicy,
 )
 
 

@@ -42,7 +42,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from fanfuse.net.policy import BROWSER_USER_AGENT, MAX_REDIRECTS, PAGE_FETCH, CallPolicy
+from fanfuse.net.policy import FetchPolicy
 from fanfuse.net.runner import RequestSpec, Response, Runner
 from fanfuse.wire.errors import Refused
 from fanfuse.wire.models import CallRecord
@@ -71,17 +71,6 @@ class AddressPolicy(Protocol):
 
     @property
     def allow_loopback(self) -> bool: ...
-
-
-@dataclass(frozen=True)
-class FetchPolicy:
-    """How an untrusted URL is fetched: the address policy, redirects, agent and call limits."""
-
-    allow_private: bool = False
-    allow_loopback: bool = False
-    max_redirects: int = MAX_REDIRECTS
-    user_agent: str = BROWSER_USER_AGENT
-    call: CallPolicy = PAGE_FETCH
 
 
 async def system_resolver(host: str, port: int) -> list[str]:

@@ -49,3 +49,16 @@ USER_AGENT = "fanfuse/0.1 (multi-platform search; +https://github.com/fanfuse)"
 """What provider calls send unless a platform sets its own."""
 BROWSER_USER_AGENT = "Mozilla/5.0 (compatible; fanfuse/0.1; +https://github.com/fanfuse)"
 """What page fetches send: some sites answer unknown agents with an error page."""
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    """How an untrusted URL is fetched (net/guard.py): the address policy, redirects, agent and
+    call limits. Here, not in the guard, so a composition root that builds the content settings
+    (which return one) loads no httpx: a function that only starts searches never needs it."""
+
+    allow_private: bool = False
+    allow_loopback: bool = False
+    max_redirects: int = MAX_REDIRECTS
+    user_agent: str = BROWSER_USER_AGENT
+    call: CallPolicy = PAGE_FETCH
