@@ -11,7 +11,8 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from fanfuse.net import guard
-from fanfuse.net.guard import FetchPolicy, address_problem, carried_ipv4, check_url, pinned
+from fanfuse.net.guard import address_problem, carried_ipv4, check_url, pinned
+from fanfuse.net.policy import FetchPolicy
 from fanfuse.net.runner import Runner
 from fanfuse.wire.errors import Refused
 

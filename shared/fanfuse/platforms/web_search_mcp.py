@@ -259,7 +259,8 @@ class WebSearchMcpPlatform(Platform[WebSearchMcpSettings]):
 async def refusals(ctx: PlatformContext[WebSearchMcpSettings], urls: list[str]) -> list[str | None]:
     """Why the network guard refuses each URL (None: it may be fetched), all checked at once with
     the context's address policy (only global addresses without one) and resolver."""
-    from fanfuse.net.guard import FetchPolicy, check_url, system_resolver
+    from fanfuse.net.guard import check_url, system_resolver
+    from fanfuse.net.policy import FetchPolicy
 
     policy = ctx.addresses or FetchPolicy()
     resolver = ctx.resolver or system_resolver

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.net.guard import AddressPolicy, FetchPolicy, Resolver
+from fanfuse.net.guard import AddressPolicy, Resolver
+from fanfuse.net.policy import FetchPolicy
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.web_search_mcp import WebSearchMcpPlatform, parse_results
