@@ -29,8 +29,8 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from fanfuse import __version__
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.http.api import CancelRequest
-from fanfuse.wire.inbound import text_schema
+from fanfuse.http.api import TASK_ID, CancelRequest
+from fanfuse.wire.inbound import TEXT_PATTERN, text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 
 REF = "#/components/schemas/{model}"
@@ -48,6 +48,10 @@ INPUT_STRINGS = {
     "include_domains": "comma-separated host names",
     "exclude_domains": "comma-separated host names",
 }
+_FORBIDDEN = TEXT_PATTERN.removeprefix("^[^").removesuffix("]*$")
+NOT_BLANK = f"^[^{_FORBIDDEN}]*[^\\s{_FORBIDDEN}][^{_FORBIDDEN}]*$"
+"""A request string with a character besides blanks, and no forbidden one: a query (every form
+of it) is stripped and refused when empty, so a blank one is not valid input."""
 SERVE_ONLY = {"x-fanfuse-only": "serve"}
 RETRY_AFTER = {
     "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
@@ -106,7 +110,72 @@ def _task_id(where: str) -> dict[str, Any]:
         "name": "task_id",
         "in": where,
         "required": where == "path",
-        "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"},
+        "schema": task_id_schema(),
+    }
+
+
+def task_id_schema() -> dict[str, Any]:
+    """What `check_task_id` accepts, so that the schema allows no id the API refuses (an empty
+    one among them)."""
+    return {"type": "string", "minLength": 1, "maxLength": 128, "pattern": TASK_ID.pattern}
+
+
+def strings(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every string schema in `schema`, through `items` and `anyOf`."""
+    found = [schema] if schema.get("type") == "string" else []
+    for child in [schema.get("items"), *schema.get("anyOf", [])]:
+        if isinstance(child, dict):
+            found += strings(child)
+    return found
+
+
+def events_schema() -> dict[str, Any]:
+    """One event of the stream, in OpenAPI 3.2's `itemSchema` form (3.1 has none: it is given
+    as `x-itemSchema`): its `event`, its `id` (`watch.event_id`) and its `data`, a TaskView for
+    `progress`, `done` and `timeout`, an ErrorBody for `error` (the search was purged)."""
+
+    def kind(event: str, model: str, meaning: str) -> dict[str, Any]:
+        data = {"contentMediaType": "application/json", "contentSchema": ref(model)}
+        return {
+            "description": meaning,
+            "properties": {"event": {"const": event}, "data": data},
+        }
+
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": ["progress", "done", "timeout", "error"]},
+            "id": {
+                "type": "string",
+                "pattern": r"^[0-9]{17}-[0-9a-f]{16}$",
+                "description": "the state the event carries: the newest write to the search "
+                "(microseconds since 1970, 17 digits) and a digest of the data; send it back as "
+                "`Last-Event-ID` to resume",
+            },
+            "data": {"type": "string"},
+        },
+        "oneOf": [
+            kind("progress", "TaskView", "the search changed (sent only on a change)"),
+            kind("done", "TaskView", "the terminal document; the stream closes"),
+            kind("timeout", "TaskView", "the last document, past the deadline; it closes"),
+            kind("error", "ErrorBody", "the search vanished under the stream; it closes"),
+        ],
+    }
+
+
+def links() -> dict[str, Any]:
+    """The calls a search's `task_id` (in the answer's body) leads to, for clients and for the
+    stateful tests (schemathesis follows them)."""
+    task_id = "$response.body#/task_id"
+    return {
+        "status": {"operationId": "search_status", "parameters": {"path.task_id": task_id}},
+        "status_by_query": {
+            "operationId": "search_status_by_query",
+            "parameters": {"query.task_id": task_id},
+        },
+        "events": {"operationId": "search_events", "parameters": {"path.task_id": task_id}},
+        "cancel": {"operationId": "cancel_search", "requestBody": {"task_id": task_id}},
     }
 
 
@@ -118,7 +187,11 @@ def components() -> dict[str, Any]:
         field = request[name]
         as_list = {k: field.pop(k) for k in list(field) if k in ("type", "items", "anyOf")}
         field["anyOf"] = [{"type": "string", "description": description}, as_list]
+        if name == "query":
+            for string in strings(field):
+                string.update(minLength=1, pattern=NOT_BLANK)
         text_schema(field)  # the string form too holds no control character (inbound.py)
+    defs["CancelRequest"]["properties"]["task_id"].update(task_id_schema())
     return defs
 
 
@@ -135,7 +208,11 @@ def paths() -> dict[str, Any]:
                 "summary": "Start a search; poll its status_url",
                 "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
                 "responses": {
-                    "202": {**_json("Accepted", "accepted"), "headers": location},
+                    "202": {
+                        **_json("Accepted", "accepted"),
+                        "headers": location,
+                        "links": links(),
+                    },
                     **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
                 },
             }
@@ -181,8 +258,12 @@ def paths() -> dict[str, Any]:
                 "with the running document and a Location to poll.",
                 "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
                 "responses": {
-                    "200": _json("TaskView", "the terminal search"),
-                    "202": {**_json("TaskView", "still running at the cap"), "headers": location},
+                    "200": {**_json("TaskView", "the terminal search"), "links": links()},
+                    "202": {
+                        **_json("TaskView", "still running at the cap"),
+                        "headers": location,
+                        "links": links(),
+                    },
                     **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
                 },
             }
@@ -194,12 +275,30 @@ def paths() -> dict[str, Any]:
                 "summary": "Server-Sent Events of the search's progress",
                 "description": "`event: progress` with the TaskView JSON on each change, then one "
                 "`event: done` with the terminal document (or `event: timeout` with the last "
-                "one when the deadline passes first); then the stream closes.",
-                "parameters": [_task_id("path")],
+                "one when the deadline passes first); then the stream closes. Each event's id "
+                "names the state it carries: a client reconnecting with `Last-Event-ID` gets the "
+                "current state at once if it is newer than that id, then the live stream (a "
+                "terminal search: its `done` event).",
+                "parameters": [
+                    _task_id("path"),
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "description": "the id of the last event received (an id this stream "
+                        "did not send is ignored: the current state is sent)",
+                        "schema": {"type": "string"},
+                    },
+                ],
                 "responses": {
                     "200": {
-                        "description": "the event stream; each event's data is a TaskView",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        "description": "the event stream: `x-itemSchema` describes one event",
+                        "content": {
+                            "text/event-stream": {
+                                "schema": {"type": "string"},
+                                "x-itemSchema": events_schema(),
+                            }
+                        },
                     },
                     **_errors(*AUTH, 400, 404, 405, 410),
                 },
