@@ -98,7 +98,7 @@ def test_a_task_id_is_valid_in_the_schema_exactly_when_the_api_takes_it(task_id:
 def test_the_event_stream_describes_each_event_and_its_data() -> None:
     stream = document()["paths"]["/search_status/{task_id}/events"]["get"]
     media = stream["responses"]["200"]["content"]["text/event-stream"]
-    item = media["x-itemSchema"]
+    item = media["schema"]
     kinds = {
         kind["properties"]["event"]["const"]: kind["properties"]["data"]["contentSchema"]["$ref"]
         for kind in item["oneOf"]
