@@ -65,7 +65,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProc
         store = SqliteStore(env["FANFUSE_DB_PATH"])
         try:
             plaintext, record = keys.new_key(
-                "fuzz", "schemathesis", rate_per_minute=1_000_000, max_in_flight=10_000, now=utcnow()
+                "fuzz",
+                "schemathesis",
+                rate_per_minute=1_000_000,
+                max_in_flight=10_000,
+                now=utcnow(),
             )
             store.put_key(record)
         finally:

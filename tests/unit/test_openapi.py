@@ -137,3 +137,17 @@ def test_every_route_but_the_document_asks_for_a_key_or_an_id_token() -> None:
                 assert operation["security"] == [] and "401" not in operation["responses"]
             else:
                 assert {"401", "403"} <= set(operation["responses"]), path
+
+
+@pytest.mark.parametrize(
+    "country", ["", "us", " De ", "ZZ", "\u3000cn", "u s", "USA", "\tFR\n", "\rUS"]
+)
+def test_a_country_is_valid_in_the_schema_exactly_when_the_api_takes_it(country: str) -> None:
+    """Schemathesis found the gap: `""` was schema-valid and refused (400)."""
+    schema = document()["components"]["schemas"]["SearchRequest"]["properties"]["country"]
+    try:
+        SearchRequest.model_validate({"query": "q", "country": country})
+        taken = True
+    except ValidationError:
+        taken = False
+    assert jsonschema.Draft202012Validator(schema).is_valid(country) == taken, country

@@ -32,6 +32,7 @@ from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.http.api import TASK_ID, CancelRequest
 from fanfuse.wire.inbound import TEXT_PATTERN, text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
+from fanfuse.wire.options import COUNTRIES
 
 REF = "#/components/schemas/{model}"
 MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -52,6 +53,14 @@ _FORBIDDEN = TEXT_PATTERN.removeprefix("^[^").removesuffix("]*$")
 NOT_BLANK = f"^[^{_FORBIDDEN}]*[^\\s{_FORBIDDEN}][^{_FORBIDDEN}]*$"
 """A request string with a character besides blanks, and no forbidden one: a query (every form
 of it) is stripped and refused when empty, so a blank one is not valid input."""
+BLANKS = r"[\t\n \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+"""What `str.strip` takes off a request string that holds no forbidden character."""
+COUNTRY = (
+    f"^{BLANKS}(?:"
+    + "|".join(f"[{c[0]}{c[0].lower()}][{c[1]}{c[1].lower()}]" for c in sorted(COUNTRIES))
+    + f"){BLANKS}$"
+)
+"""An ISO 3166-1 alpha-2 code as `_country` takes it: any case, blanks around."""
 SERVE_ONLY = {"x-fanfuse-only": "serve"}
 RETRY_AFTER = {
     "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
@@ -192,6 +201,8 @@ def components() -> dict[str, Any]:
             for string in strings(field):
                 string.update(minLength=1, pattern=NOT_BLANK)
         text_schema(field)  # the string form too holds no control character (inbound.py)
+    for string in strings(request["country"]):
+        string["pattern"] = COUNTRY
     defs["CancelRequest"]["properties"]["task_id"].update(task_id_schema())
     return defs
 
