@@ -61,6 +61,13 @@ COUNTRY = (
     + f"){BLANKS}$"
 )
 """An ISO 3166-1 alpha-2 code as `_country` takes it: any case, blanks around."""
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = rf"{_LABEL}(?:\.{_LABEL})*\.?"
+HOST = f"^{BLANKS}{_HOST}{BLANKS}$"
+"""A host name in its ASCII form (an international one as punycode): one `_domains` takes.
+It takes a Unicode name too; the schema names the form every client can send."""
+HOSTS = f"^{BLANKS}(?:{_HOST})?{BLANKS}(?:,{BLANKS}(?:{_HOST})?{BLANKS})*$"
+"""Host names separated by commas, as the string form of a domain list (blank entries dropped)."""
 SERVE_ONLY = {"x-fanfuse-only": "serve"}
 RETRY_AFTER = {
     "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
@@ -189,6 +196,15 @@ def links() -> dict[str, Any]:
     }
 
 
+def items(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The item schemas of every array in `schema`, through `anyOf`."""
+    found = [schema["items"]] if isinstance(schema.get("items"), dict) else []
+    for child in schema.get("anyOf", []):
+        if isinstance(child, dict):
+            found += items(child)
+    return found
+
+
 def components() -> dict[str, Any]:
     _, schemas = models_json_schema(MODELS, ref_template=REF)
     defs: dict[str, Any] = copy.deepcopy(schemas["$defs"])
@@ -201,6 +217,11 @@ def components() -> dict[str, Any]:
             for string in strings(field):
                 string.update(minLength=1, pattern=NOT_BLANK)
         text_schema(field)  # the string form too holds no control character (inbound.py)
+    for name in ("include_domains", "exclude_domains"):
+        for string in strings(request[name]):
+            string["pattern"] = HOSTS
+        for string in items(request[name]):
+            string.update(pattern=HOST, maxLength=253)
     for string in strings(request["country"]):
         string["pattern"] = COUNTRY
     defs["CancelRequest"]["properties"]["task_id"].update(task_id_schema())
