@@ -108,7 +108,7 @@ def test_schemathesis_checks_all_finds_nothing_against_serve(
         command, capture_output=True, text=True, timeout=RUN_SECONDS, cwd=tmp_path, check=False
     )
     output = run.stdout + run.stderr
-    shown = command[:-1] + [f"{keys.API_KEY_HEADER}: $FANFUSE_API_KEY"]
+    shown = [*command[:-1], f"{keys.API_KEY_HEADER}: $FANFUSE_API_KEY"]
     print(f"\n{' '.join(shown)}\n{output[-4000:]}")
     summary = re.search(r"Test cases:\s*\n\s*(\d+) generated", output)
     assert summary and int(summary.group(1)) > 0, output[-4000:]
