@@ -362,7 +362,7 @@ def test_a_reconnect_with_last_event_id_gets_the_current_state_then_the_live_str
 
     def docs_state() -> str:
         runs = http.get(accepted["status_url"]).json()["platform_runs"]
-        return next(run["state"] for run in runs if run["name"] == "docs")
+        return str(next(run["state"] for run in runs if run["name"] == "docs"))
 
     try:
         [(name, first_id, first)] = id_events(http, url, count=1)

@@ -58,13 +58,13 @@ def test_every_ref_resolves_and_the_public_calls_are_named_like_the_functions() 
     }
     assert string in platform["anyOf"]
     query = schemas["SearchRequest"]["properties"]["query"]
-    string = {
+    query_string: dict[str, Any] = {
         "type": "string",
         "description": "one query as a string",
         "minLength": 1,
         "pattern": NOT_BLANK,
     }
-    assert string in query["anyOf"]
+    assert query_string in query["anyOf"]
 
 
 @pytest.mark.parametrize("query", ["", " ", "\t\n", "\u3000", "a\x01", " laser ", "é", "a b"])
