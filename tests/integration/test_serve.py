@@ -15,6 +15,7 @@ import json
 import os
 import sqlite3
 import statistics
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -322,6 +323,76 @@ def test_the_event_stream_follows_one_search_and_ends_with_the_terminal_document
     assert final == http.get(accepted["status_url"]).json()
     percents = [view["progress"]["percent"] for _, view in events]
     assert percents == sorted(percents) and percents[-1] == 100
+
+
+def id_events(
+    http: httpx.Client, url: str, last_id: str | None = None, count: int | None = None
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """The (event, id, TaskView) triples of one stream, resumed from `last_id` when given,
+    read until the server closes it, or until `count` events (then the client drops it)."""
+    headers = {"Last-Event-ID": last_id} if last_id else {}
+    events: list[tuple[str, str, dict[str, Any]]] = []
+    name = ident = ""
+    with http.stream("GET", url, headers=headers) as stream:
+        assert stream.status_code == 200
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                name = line.removeprefix("event:").strip()
+            elif line.startswith("id:"):
+                ident = line.removeprefix("id:").strip()
+            elif line.startswith("data:"):
+                events.append((name, ident, json.loads(line.removeprefix("data:").strip())))
+                if count is not None and len(events) == count:
+                    break
+    return events
+
+
+def test_a_reconnect_with_last_event_id_gets_the_current_state_then_the_live_stream_to_done(
+    http: httpx.Client, stub: StubSearxServer
+) -> None:
+    """Ids name states, not positions in one connection: a client that drops, misses events
+    and comes back with `Last-Event-ID` gets the current state first (never one it has, never an
+    older one), then the live stream to `done`; a terminal search answers `done` whatever the id."""
+    stub.reset()  # a closed gate: the search waits on web_gate while docs finishes
+    accepted = http.post(
+        "/start_search",
+        json={"query": "waves", "platform": "docs, web_gate", "cache": "bypass"},
+    ).json()
+    url = f"{accepted['status_url']}/events"
+
+    def docs_state() -> str:
+        runs = http.get(accepted["status_url"]).json()["platform_runs"]
+        return str(next(run["state"] for run in runs if run["name"] == "docs"))
+
+    try:
+        [(name, first_id, first)] = id_events(http, url, count=1)
+        assert name == "progress" and first["status"] in ("pending", "running")
+        give_up = time.monotonic() + 20
+        while docs_state() != "succeeded":  # missed while away: docs ends
+            assert time.monotonic() < give_up, "docs did not finish"
+            time.sleep(0.05)
+
+        [(name, second_id, second)] = id_events(http, url, last_id=first_id, count=1)
+        assert name == "progress" and second_id > first_id
+        assert {r["name"]: r["state"] for r in second["platform_runs"]}["docs"] == "succeeded"
+
+        timer = threading.Timer(0.5, stub.release, args=("serve",))
+        timer.start()
+        try:
+            live = id_events(http, url, last_id=second_id)
+        finally:
+            timer.join()
+        names = [name for name, _, _ in live]
+        ids = [ident for _, ident, _ in live]
+        assert names[-1] == "done" and set(names[:-1]) <= {"progress"}, names
+        assert ids == sorted(set(ids)) and ids[0] > second_id, ids  # nothing old, nothing twice
+        final = live[-1][2]
+        assert final["status"] == "completed" and final == http.get(accepted["status_url"]).json()
+
+        for stale in (first_id, ids[-1], "not-an-id"):  # terminal: its done event, and closed
+            assert id_events(http, url, last_id=stale) == [("done", ids[-1], final)]
+    finally:
+        stub.reset()
 
 
 def test_platforms_lists_what_fanfuse_platforms_lists(

@@ -11,12 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import flask
+import jsonschema
 import openapi_spec_validator
+import pytest
+from pydantic import ValidationError
 
 from fanfuse.fronts import functions
-from fanfuse.http.api import PUBLIC_TARGETS
-from fanfuse.http.openapi import document, render
+from fanfuse.http.api import PUBLIC_TARGETS, check_task_id
+from fanfuse.http.openapi import NOT_BLANK, document, render
+from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.inbound import TEXT_PATTERN
+from fanfuse.wire.models import SearchRequest
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
@@ -45,9 +50,67 @@ def test_every_ref_resolves_and_the_public_calls_are_named_like_the_functions() 
     operations = {op["operationId"] for path in doc["paths"].values() for op in path.values()}
     assert set(PUBLIC_TARGETS) <= operations
     # A request field the validators also take as a string says so.
+    platform = schemas["SearchRequest"]["properties"]["platform"]
+    string = {
+        "type": "string",
+        "description": '"all", a name, or comma-separated names',
+        "pattern": TEXT_PATTERN,
+    }
+    assert string in platform["anyOf"]
     query = schemas["SearchRequest"]["properties"]["query"]
-    string = {"type": "string", "description": "one query as a string", "pattern": TEXT_PATTERN}
-    assert string in query["anyOf"]
+    query_string: dict[str, Any] = {
+        "type": "string",
+        "description": "one query as a string",
+        "minLength": 1,
+        "pattern": NOT_BLANK,
+    }
+    assert query_string in query["anyOf"]
+
+
+@pytest.mark.parametrize("query", ["", " ", "\t\n", "\u3000", "a\x01", " laser ", "é", "a b"])
+def test_a_query_string_is_valid_in_the_schema_exactly_when_the_api_takes_it(query: str) -> None:
+    """Schemathesis found the gap: `""` was schema-valid and refused (400)."""
+    schema = document()["components"]["schemas"]["SearchRequest"]["properties"]["query"]
+    valid_in_schema = jsonschema.Draft202012Validator(schema).is_valid(query)
+    try:
+        SearchRequest.model_validate({"query": query})
+        taken = True
+    except ValidationError:
+        taken = False
+    assert valid_in_schema == taken, query
+    assert jsonschema.Draft202012Validator(schema).is_valid([query]) == taken, query
+
+
+@pytest.mark.parametrize("task_id", ["", "-a", "a" * 129, "a b", "abc", "A_1-z", "a" * 128])
+def test_a_task_id_is_valid_in_the_schema_exactly_when_the_api_takes_it(task_id: str) -> None:
+    doc = document()
+    cancel = doc["components"]["schemas"]["CancelRequest"]
+    path = doc["paths"]["/search_status/{task_id}"]["get"]["parameters"][0]["schema"]
+    try:
+        check_task_id(task_id)
+        taken = True
+    except InvalidRequest:
+        taken = False
+    assert jsonschema.Draft202012Validator(path).is_valid(task_id) == taken
+    assert jsonschema.Draft202012Validator(cancel).is_valid({"task_id": task_id}) == taken
+
+
+def test_the_event_stream_describes_each_event_and_its_data() -> None:
+    stream = document()["paths"]["/search_status/{task_id}/events"]["get"]
+    media = stream["responses"]["200"]["content"]["text/event-stream"]
+    item = media["schema"]
+    kinds = {
+        kind["properties"]["event"]["const"]: kind["properties"]["data"]["contentSchema"]["$ref"]
+        for kind in item["oneOf"]
+    }
+    assert kinds == {
+        "progress": "#/components/schemas/TaskView",
+        "done": "#/components/schemas/TaskView",
+        "timeout": "#/components/schemas/TaskView",
+        "error": "#/components/schemas/ErrorBody",
+    }
+    assert set(item["properties"]["event"]["enum"]) == set(kinds)
+    assert [p["name"] for p in stream["parameters"]] == ["task_id", "Last-Event-ID"]
 
 
 def test_it_validates_as_openapi_3_1() -> None:
@@ -74,3 +137,48 @@ def test_every_route_but_the_document_asks_for_a_key_or_an_id_token() -> None:
                 assert operation["security"] == [] and "401" not in operation["responses"]
             else:
                 assert {"401", "403"} <= set(operation["responses"]), path
+
+
+@pytest.mark.parametrize(
+    "country", ["", "us", " De ", "ZZ", "\u3000cn", "u s", "USA", "\tFR\n", "\rUS"]
+)
+def test_a_country_is_valid_in_the_schema_exactly_when_the_api_takes_it(country: str) -> None:
+    """Schemathesis found the gap: `""` was schema-valid and refused (400)."""
+    schema = document()["components"]["schemas"]["SearchRequest"]["properties"]["country"]
+    try:
+        SearchRequest.model_validate({"query": "q", "country": country})
+        taken = True
+    except ValidationError:
+        taken = False
+    assert jsonschema.Draft202012Validator(schema).is_valid(country) == taken, country
+
+
+@pytest.mark.parametrize(
+    "domains",
+    [
+        "",
+        "a.com",
+        " a.com ,, b.org",
+        "-a.com",
+        "a..b",
+        "http://a.com",
+        ",",
+        None,
+        ["", "a.com"],
+        ["a.com."],
+        ["a_b.com"],
+        [" x.org "],
+    ],
+)
+def test_a_domain_list_is_valid_in_the_schema_exactly_when_the_api_takes_it(
+    domains: str | list[str] | None,
+) -> None:
+    """Schemathesis found the gap: `[""]` was schema-valid and refused (400). (The schema
+    names hosts in their ASCII form; the API takes Unicode names too.)"""
+    schema = document()["components"]["schemas"]["SearchRequest"]["properties"]
+    try:
+        SearchRequest.model_validate({"query": "q", "exclude_domains": domains})
+        taken = True
+    except ValidationError:
+        taken = False
+    assert jsonschema.Draft202012Validator(schema["exclude_domains"]).is_valid(domains) == taken

@@ -29,9 +29,10 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from fanfuse import __version__
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.http.api import CancelRequest
-from fanfuse.wire.inbound import text_schema
+from fanfuse.http.api import TASK_ID, CancelRequest
+from fanfuse.wire.inbound import TEXT_PATTERN, text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
+from fanfuse.wire.options import COUNTRIES
 
 REF = "#/components/schemas/{model}"
 MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -48,6 +49,25 @@ INPUT_STRINGS = {
     "include_domains": "comma-separated host names",
     "exclude_domains": "comma-separated host names",
 }
+_FORBIDDEN = TEXT_PATTERN.removeprefix("^[^").removesuffix("]*$")
+NOT_BLANK = f"^[^{_FORBIDDEN}]*[^\\s{_FORBIDDEN}][^{_FORBIDDEN}]*$"
+"""A request string with a character besides blanks, and no forbidden one: a query (every form
+of it) is stripped and refused when empty, so a blank one is not valid input."""
+BLANKS = r"[\t\n \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+"""What `str.strip` takes off a request string that holds no forbidden character."""
+COUNTRY = (
+    f"^{BLANKS}(?:"
+    + "|".join(f"[{c[0]}{c[0].lower()}][{c[1]}{c[1].lower()}]" for c in sorted(COUNTRIES))
+    + f"){BLANKS}$"
+)
+"""An ISO 3166-1 alpha-2 code as `_country` takes it: any case, blanks around."""
+_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = rf"{_LABEL}(?:\.{_LABEL})*\.?"
+HOST = f"^{BLANKS}{_HOST}{BLANKS}$"
+"""A host name in its ASCII form (an international one as punycode): one `_domains` takes.
+It takes a Unicode name too; the schema names the form every client can send."""
+HOSTS = f"^{BLANKS}(?:{_HOST})?{BLANKS}(?:,{BLANKS}(?:{_HOST})?{BLANKS})*$"
+"""Host names separated by commas, as the string form of a domain list (blank entries dropped)."""
 SERVE_ONLY = {"x-fanfuse-only": "serve"}
 RETRY_AFTER = {
     "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
@@ -106,8 +126,83 @@ def _task_id(where: str) -> dict[str, Any]:
         "name": "task_id",
         "in": where,
         "required": where == "path",
-        "schema": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$"},
+        "schema": task_id_schema(),
     }
+
+
+def task_id_schema() -> dict[str, Any]:
+    """What `check_task_id` accepts, so that the schema allows no id the API refuses (an empty
+    one among them)."""
+    return {"type": "string", "minLength": 1, "maxLength": 128, "pattern": TASK_ID.pattern}
+
+
+def strings(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every string schema in `schema`, through `items` and `anyOf`."""
+    found = [schema] if schema.get("type") == "string" else []
+    for child in [schema.get("items"), *schema.get("anyOf", [])]:
+        if isinstance(child, dict):
+            found += strings(child)
+    return found
+
+
+def events_schema() -> dict[str, Any]:
+    """One event of the stream, as the stream's schema (each event is checked against it, as
+    OpenAPI 3.2's `itemSchema` says and schemathesis reads a `text/event-stream` schema): its
+    `event`, its `id` (`watch.event_id`) and its `data`, the JSON of a TaskView for `progress`,
+    `done` and `timeout`, of an ErrorBody for `error` (the search was purged)."""
+
+    def kind(event: str, model: str, meaning: str) -> dict[str, Any]:
+        data = {"contentMediaType": "application/json", "contentSchema": ref(model)}
+        return {
+            "description": meaning,
+            "properties": {"event": {"const": event}, "data": data},
+        }
+
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": ["progress", "done", "timeout", "error"]},
+            "id": {
+                "type": "string",
+                "pattern": r"^[0-9]{17}-[0-9a-f]{16}$",
+                "description": "the state the event carries: the newest write to the search "
+                "(microseconds since 1970, 17 digits) and a digest of the data; send it back as "
+                "`Last-Event-ID` to resume",
+            },
+            "data": {"type": "string"},
+        },
+        "oneOf": [
+            kind("progress", "TaskView", "the search changed (sent only on a change)"),
+            kind("done", "TaskView", "the terminal document; the stream closes"),
+            kind("timeout", "TaskView", "the last document, past the deadline; it closes"),
+            kind("error", "ErrorBody", "the search vanished under the stream; it closes"),
+        ],
+    }
+
+
+def links() -> dict[str, Any]:
+    """The calls a search's `task_id` (in the answer's body) leads to, for clients and for the
+    stateful tests (schemathesis follows them)."""
+    task_id = "$response.body#/task_id"
+    return {
+        "status": {"operationId": "search_status", "parameters": {"path.task_id": task_id}},
+        "status_by_query": {
+            "operationId": "search_status_by_query",
+            "parameters": {"query.task_id": task_id},
+        },
+        "events": {"operationId": "search_events", "parameters": {"path.task_id": task_id}},
+        "cancel": {"operationId": "cancel_search", "requestBody": {"task_id": task_id}},
+    }
+
+
+def items(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """The item schemas of every array in `schema`, through `anyOf`."""
+    found = [schema["items"]] if isinstance(schema.get("items"), dict) else []
+    for child in schema.get("anyOf", []):
+        if isinstance(child, dict):
+            found += items(child)
+    return found
 
 
 def components() -> dict[str, Any]:
@@ -118,7 +213,18 @@ def components() -> dict[str, Any]:
         field = request[name]
         as_list = {k: field.pop(k) for k in list(field) if k in ("type", "items", "anyOf")}
         field["anyOf"] = [{"type": "string", "description": description}, as_list]
+        if name == "query":
+            for string in strings(field):
+                string.update(minLength=1, pattern=NOT_BLANK)
         text_schema(field)  # the string form too holds no control character (inbound.py)
+    for name in ("include_domains", "exclude_domains"):
+        for string in strings(request[name]):
+            string["pattern"] = HOSTS
+        for string in items(request[name]):
+            string.update(pattern=HOST, maxLength=253)
+    for string in strings(request["country"]):
+        string["pattern"] = COUNTRY
+    defs["CancelRequest"]["properties"]["task_id"].update(task_id_schema())
     return defs
 
 
@@ -135,7 +241,11 @@ def paths() -> dict[str, Any]:
                 "summary": "Start a search; poll its status_url",
                 "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
                 "responses": {
-                    "202": {**_json("Accepted", "accepted"), "headers": location},
+                    "202": {
+                        **_json("Accepted", "accepted"),
+                        "headers": location,
+                        "links": links(),
+                    },
                     **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
                 },
             }
@@ -181,8 +291,12 @@ def paths() -> dict[str, Any]:
                 "with the running document and a Location to poll.",
                 "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
                 "responses": {
-                    "200": _json("TaskView", "the terminal search"),
-                    "202": {**_json("TaskView", "still running at the cap"), "headers": location},
+                    "200": {**_json("TaskView", "the terminal search"), "links": links()},
+                    "202": {
+                        **_json("TaskView", "still running at the cap"),
+                        "headers": location,
+                        "links": links(),
+                    },
                     **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
                 },
             }
@@ -194,12 +308,25 @@ def paths() -> dict[str, Any]:
                 "summary": "Server-Sent Events of the search's progress",
                 "description": "`event: progress` with the TaskView JSON on each change, then one "
                 "`event: done` with the terminal document (or `event: timeout` with the last "
-                "one when the deadline passes first); then the stream closes.",
-                "parameters": [_task_id("path")],
+                "one when the deadline passes first); then the stream closes. Each event's id "
+                "names the state it carries: a client reconnecting with `Last-Event-ID` gets the "
+                "current state at once if it is newer than that id, then the live stream (a "
+                "terminal search: its `done` event).",
+                "parameters": [
+                    _task_id("path"),
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "description": "the id of the last event received (an id this stream "
+                        "did not send is ignored: the current state is sent)",
+                        "schema": {"type": "string"},
+                    },
+                ],
                 "responses": {
                     "200": {
-                        "description": "the event stream; each event's data is a TaskView",
-                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                        "description": "the event stream; the schema is that of one event",
+                        "content": {"text/event-stream": {"schema": events_schema()}},
                     },
                     **_errors(*AUTH, 400, 404, 405, 410),
                 },

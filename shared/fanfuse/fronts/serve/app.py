@@ -209,8 +209,11 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
     task_id = task_id_of(request)
     # 400/404/410 as JSON, before the stream starts
     visible_status(runtime.service.status, task_id, who)
+    last_id = watch.parse_last_event_id(request.headers.get("last-event-id"))
     return EventSourceResponse(
-        watch.events(runtime, task_id), ping=SSE_PING, headers={"Cache-Control": "no-store"}
+        watch.events(runtime, task_id, last_id=last_id),
+        ping=SSE_PING,
+        headers={"Cache-Control": "no-store"},
     )
 
 

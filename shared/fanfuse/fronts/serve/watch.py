@@ -8,13 +8,23 @@ the stream ends with a `timeout` event.
 
 The runtime's store is read in process (one SQLite read of the task and its platforms), so a
 short poll costs little and adds at most `POLL` to a search's answer time.
+
+Event ids are resumable without storing events (`event_id`): an id names the state it carries,
+as `{stamp}-{digest}`, the stamp being the newest `updated_at` of the task and its platform
+documents (every write of either sets it) in microseconds, zero-padded so ids order as strings,
+and the digest a hash of the event's data. A client reconnecting with `Last-Event-ID` gets the
+current state at once when it is newer than the id (`newer`), then the live stream; it never
+gets back the state it already has nor an older one, and a terminal search always answers its
+`done` event, whatever the id. An id that does not parse is as no id: the current state is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 from sse_starlette import ServerSentEvent
 
@@ -28,6 +38,49 @@ POLL = 0.02
 """Seconds between two in-process status reads while `/search` waits."""
 EVENT_POLL = 0.1
 """Seconds between two status reads of an event stream (an event is sent only on a change)."""
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+STAMP_DIGITS = 17
+"""Microseconds since 1970 fit in 17 digits until the year 5138: ids order as strings."""
+
+
+def stamp(view: TaskView) -> int:
+    """The newest write to the task or any of its platform documents, in microseconds."""
+    newest = max([view.updated_at, *(run.updated_at for run in view.platform_runs)])
+    return (newest - EPOCH) // timedelta(microseconds=1)
+
+
+def event_id(view: TaskView, data: str) -> str:
+    """`{stamp}-{digest}`: which state an event carries, meaningful across connections."""
+    digest = hashlib.blake2b(data.encode(), digest_size=8).hexdigest()
+    return f"{stamp(view):0{STAMP_DIGITS}d}-{digest}"
+
+
+def newer(current: str, seen: str | None) -> bool:
+    """Whether the state `current` names is one a client that last saw `seen` lacks: a later
+    stamp, or the same stamp with other data (two writes within one microsecond, or a field
+    computed when read); never an earlier stamp (a stale state) nor the very state it has."""
+    if seen is None:
+        return True
+    now_stamp, _, now_digest = current.partition("-")
+    seen_stamp, _, seen_digest = seen.partition("-")
+    if now_stamp != seen_stamp:
+        return now_stamp > seen_stamp
+    return now_digest != seen_digest
+
+
+def parse_last_event_id(header: str | None) -> str | None:
+    """The id of `Last-Event-ID` when it is one this stream sends, else None (send everything)."""
+    if header is None:
+        return None
+    head, dash, digest = header.strip().partition("-")
+    valid = (
+        dash
+        and len(head) == STAMP_DIGITS
+        and head.isdigit()
+        and len(digest) == 16
+        and all(c in "0123456789abcdef" for c in digest)
+    )
+    return header.strip() if valid else None
 
 
 def cap(runtime: EmbeddedRuntime, view: TaskView) -> float:
@@ -47,31 +100,31 @@ async def settle(runtime: EmbeddedRuntime, task_id: str) -> TaskView:
 
 
 async def events(
-    runtime: EmbeddedRuntime, task_id: str, poll: float = EVENT_POLL
+    runtime: EmbeddedRuntime, task_id: str, poll: float = EVENT_POLL, last_id: str | None = None
 ) -> AsyncIterator[ServerSentEvent]:
     """`progress` on each change of the document, then `done` (terminal) or `timeout` (the cap
-    passed), each with the TaskView as JSON; then the stream ends."""
+    passed), each with the TaskView as JSON; then the stream ends. `last_id`: the client's
+    `Last-Event-ID` (parsed): the states up to it are not sent again."""
     service = runtime.service
-    last = ""
-    number = 0
+    seen = last_id
     give_up: float | None = None
     while True:
         try:
             view = service.status(task_id)
         except FanfuseError as exc:  # the search vanished under the stream (purged)
-            yield ServerSentEvent(exc.body().model_dump_json(), event="error", id=str(number))
+            yield ServerSentEvent(exc.body().model_dump_json(), event="error", id=seen)
             return
         if give_up is None:
             give_up = time.monotonic() + cap(runtime, view)
         data = view.model_dump_json()
+        current = event_id(view, data)
         if view.status.terminal:
-            yield ServerSentEvent(data, event="done", id=str(number))
+            yield ServerSentEvent(data, event="done", id=current)
             return
         if time.monotonic() >= give_up:
-            yield ServerSentEvent(data, event="timeout", id=str(number))
+            yield ServerSentEvent(data, event="timeout", id=current)
             return
-        if data != last:
-            yield ServerSentEvent(data, event="progress", id=str(number))
-            number += 1
-            last = data
+        if newer(current, seen):
+            yield ServerSentEvent(data, event="progress", id=current)
+            seen = current
         await asyncio.sleep(poll)
