@@ -3,8 +3,12 @@ runs that have succeeded so far, and nothing once the task is terminal."""
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
+from rich.console import Console
+
+from fanfuse.cli.render import PREVIEW_ROWS, ProgressView, preview_lines, progress_bars
 from fanfuse.rules import aggregate
 from fanfuse.wire.models import (
     Hit,
@@ -14,6 +18,7 @@ from fanfuse.wire.models import (
     SearchRequest,
     Task,
     TaskStatus,
+    TaskView,
     utcnow,
 )
 from tests.fakes import hits
@@ -89,3 +94,24 @@ def test_several_queries_are_previewed_per_query_with_their_failures() -> None:
 def test_a_terminal_task_has_no_preview() -> None:
     task = _task(["q"]).model_copy(update={"status": TaskStatus.PARTIAL})
     assert aggregate.preview(task, [_run("a", PlatformState.SUCCEEDED)]) is None
+
+
+def test_the_cli_shows_the_top_of_the_preview_under_the_bars_until_the_end() -> None:
+    task = _task(["q"])
+    runs = [_run("a", PlatformState.SUCCEEDED), _run("b", PlatformState.RUNNING)]
+    view = TaskView.model_validate(
+        {**dict(task), "platform_runs": runs, "preview": aggregate.preview(task, runs)}
+    )
+    bars = progress_bars(True)
+    ProgressView(bars)(view)
+    console = Console(file=io.StringIO(), width=100, record=True)
+    for renderable in bars.get_renderables():
+        console.print(renderable)
+    shown = console.export_text()
+    assert "preview (partial, from a):" in shown
+    assert view.preview is not None
+    titles = [" ".join(r.title.split()) for r in view.preview.results[:PREVIEW_ROWS]]
+    assert all(t in shown for t in titles) and len(titles) == PREVIEW_ROWS
+    over = view.model_copy(update={"status": TaskStatus.COMPLETED})
+    ProgressView(bars)(over)
+    assert bars.preview is None and preview_lines(over) is None
