@@ -1,7 +1,7 @@
 """Issue 22's acceptance for the fused preview, against stub platforms answering after 0.2, 1.0
 and 3.0 s: a non-empty preview is visible within 0.3 s of the start, through the embedded
 Python API and through `fanfuse serve`, and the final answer is the one a run nobody previewed
-gives.
+gives; serve's event stream carries the preview in its progress events.
 
 Timing is kept robust on a loaded machine: one warm-up search first (imports, the HTTP pool, as
 `fanfuse bench latency` does), then the clock starts when the start call returns, status
@@ -12,6 +12,7 @@ is polled every 20 ms for up to 1.5 s, and the first non-empty preview must cove
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -44,6 +45,19 @@ def stub() -> Iterator[StubSearxServer]:
 def fused(view: TaskView) -> list[tuple[str, list[str], dict[str, int], float]]:
     """What of a final answer two runs of the same stubs must share (not the fetch times)."""
     return [(r.url, r.platforms, r.ranks, r.score) for r in view.results]
+
+
+def sse(http: httpx.Client, url: str) -> list[tuple[str, dict[str, Any]]]:
+    """The (event, data) pairs of one event stream, read until the server closes it."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    name = ""
+    with http.stream("GET", url) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("event:"):
+                name = line.removeprefix("event:").strip()
+            elif line.startswith("data:"):
+                events.append((name, json.loads(line.removeprefix("data:").strip())))
+    return events
 
 
 def first_preview(seen: list[tuple[float, TaskView]]) -> tuple[float, TaskView]:
@@ -118,6 +132,11 @@ def test_serve_shows_a_preview_early_and_ends_with_the_final_answer(
                 time.sleep(0.1)
                 view = TaskView.model_validate(http.get(accepted["status_url"]).json())
             final = http.get(accepted["status_url"]).json()
+            streamed = http.post("/start_search", json=payload).json()
+            events = sse(http, f"/search_status/{streamed['task_id']}/events")
+    previews = [d["preview"] for e, d in events if e == "progress" and d.get("preview")]
+    assert previews and previews[0]["platforms"] == [quickest]
+    assert events[-1][0] == "done" and events[-1][1]["preview"] is None
     assert view.status.value == "completed"
     assert "preview" not in final or final["preview"] is None
     assert view.results
