@@ -342,3 +342,28 @@ def test_cancel_while_running_and_nothing_is_written_after(e2e: Runtime) -> None
     assert e2e.deliver("aggregate", {"task_id": task_id}).json()["outcome"] == "already_final"
     message = {"task_id": task_id, "platform": "web_gate"}
     assert e2e.deliver("run_platform", message).json()["outcome"] == "skipped"
+
+
+def test_search_status_carries_the_preview_while_running_and_reading_it_writes_nothing(
+    e2e: Runtime,
+) -> None:
+    accepted = e2e.start({"query": "electrons", "platform": "docs,web_gate"})
+    task_id = accepted["task_id"]
+    e2e.wait_until(lambda: e2e.stub.waiting("web_gate") == 1, what="web_gate searching")
+    e2e.wait_until(
+        lambda: e2e.run_of(e2e.status(task_id).json(), "docs")["state"] == "succeeded",
+        what="docs done",
+    )
+    writes = e2e.writes(task_id)
+    views = [e2e.status(task_id).json() for _ in range(3)]
+    assert e2e.writes(task_id) == writes  # a preview is computed when read, never stored
+    view = views[-1]
+    assert view["status"] == "running"
+    preview = view["preview"]
+    assert preview["partial"] is True and preview["platforms"] == ["docs"]
+    assert preview["results"] and {tuple(r["platforms"]) for r in preview["results"]} == {("docs",)}
+    assert "preview" not in e2e.task_doc(task_id)
+
+    e2e.stub.release("web_gate")
+    final = e2e.wait(accepted, timeout=60)
+    assert final["status"] == "completed" and final["preview"] is None

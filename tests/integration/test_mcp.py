@@ -239,6 +239,33 @@ async def test_search_returns_a_running_search_at_the_servers_bound(
         await c.call_tool("cancel_search", {"task_id": data["task_id"]})
 
 
+async def test_search_at_its_bound_returns_the_preview_marked_as_such(
+    env: dict[str, str], stub: StubSearxServer
+) -> None:
+    async with client(env, "--max-wait", "1") as c:
+        result = await c.call_tool("search", {"query": "laser", "platform": "docs, held"})
+        data = structured(result)
+        assert data["status"] == "running" and data["queries"] == []
+        preview = data["preview"]
+        assert preview["partial"] is True and preview["platforms"] == ["docs"]
+        [query] = preview["queries"]
+        assert query["query"] == "laser" and query["results"]
+        assert query["results"][0]["platforms"] == ["docs"]
+        assert "PREVIEW (partial, fused from docs so far):" in text(result)
+        status = structured(await c.call_tool("get_search_status", {"task_id": data["task_id"]}))
+        assert status["preview"]["platforms"] == ["docs"]
+        stub.release("held")
+        done = await c.call_tool("get_search_status", {"task_id": data["task_id"]})
+        for _ in range(100):
+            if structured(done)["status"] != "running":
+                break
+            await asyncio.sleep(0.1)
+            done = await c.call_tool("get_search_status", {"task_id": data["task_id"]})
+        final = structured(done)
+        assert final["status"] == "completed" and final.get("preview") is None
+        assert "PREVIEW" not in text(done)
+
+
 async def test_a_search_call_the_client_gives_up_on_cancels_the_search(
     env: dict[str, str], stub: StubSearxServer
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -13,8 +14,7 @@ from typer.testing import CliRunner
 
 from fanfuse.cli.bench import bench_app
 from fanfuse.tools.bench.cache import run_cache
-from fanfuse.tools.bench.common import Series
-from fanfuse.tools.bench.latency import LatencyReport, run_latency
+from fanfuse.tools.bench.latency import LatencyReport, LatencySeries, run_latency
 from fanfuse.tools.stubs import (
     DATE_STEP_DAYS,
     RESULTS_PER_PAGE,
@@ -105,10 +105,10 @@ def test_report_ratios_and_targets() -> None:
         runs=3,
         poll=0.05,
         series=[
-            Series(runtime="embedded", warmup=1.5, samples=[1.05, 1.10, 1.07]),
-            Series(runtime="emulator", warmup=6.0, samples=[1.6, 1.4, 1.55]),
-            Series(runtime="aws", warmup=3.0, samples=[1.3, 1.2, 1.25]),
-            Series(runtime="sequential", warmup=1.8, samples=[1.8, 1.75, 1.85]),
+            LatencySeries(runtime="embedded", warmup=1.5, samples=[1.05, 1.10, 1.07]),
+            LatencySeries(runtime="emulator", warmup=6.0, samples=[1.6, 1.4, 1.55]),
+            LatencySeries(runtime="aws", warmup=3.0, samples=[1.3, 1.2, 1.25]),
+            LatencySeries(runtime="sequential", warmup=1.8, samples=[1.8, 1.75, 1.85]),
         ],
     )
     ratios = report.ratios()
@@ -120,6 +120,21 @@ def test_report_ratios_and_targets() -> None:
     assert "target aws <= 1.5x the limit: met (1.25x)" in text
 
 
+def test_the_first_preview_is_a_column_and_a_json_field_per_runtime() -> None:
+    embedded = LatencySeries(
+        runtime="embedded", warmup=1.5, samples=[1.05, 1.1, 1.07], first_preview=[0.3, 0.22, 0.25]
+    )
+    sequential = LatencySeries(runtime="sequential", warmup=1.8, samples=[1.8, 1.75, 1.85])
+    report = LatencyReport(delays=[0.2, 1.0], runs=3, poll=0.05, series=[embedded, sequential])
+    header, first, last = report.render().splitlines()[1:4]
+    assert header.endswith("1st preview")
+    assert first.startswith("embedded") and first.endswith("0.250s")
+    assert last.startswith("sequential") and last.endswith(" -")
+    data = json.loads(report.model_dump_json())
+    assert data["series"][0]["first_preview"] == [0.3, 0.22, 0.25]
+    assert data["series"][1]["first_preview"] == []
+
+
 def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
     report = run_latency([0.05, 0.2], runs=2, poll=0.01, stack=False, aws=False)
     assert [s.runtime for s in report.series] == ["embedded", "sequential"]
@@ -129,6 +144,11 @@ def test_embedded_and_sequential_runs_measure_the_fan_out() -> None:
     # That the platforms really overlap is proven deterministically in test_embedded (a barrier).
     assert embedded.median >= 0.2  # the slowest platform
     assert sequential.median >= 0.25  # the sum of the delays
+    # the first results come with the quickest platform, before the slowest one is done
+    assert len(embedded.first_preview) == 2 and sequential.first_preview == []
+    assert all(
+        0.05 <= p <= t for p, t in zip(embedded.first_preview, embedded.samples, strict=True)
+    )
 
 
 def test_the_cache_bench_runs_both_series_and_the_cached_one_asks_no_platform() -> None:

@@ -9,10 +9,11 @@ terminal needs, because a cut URL cannot be used.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column, Table
 from rich.text import Text
@@ -40,21 +41,38 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def progress_bars(show: bool) -> Progress:
-    """One line per bar: name, bar, percent, and the stage's message (cut to fit)."""
+PREVIEW_ROWS = 5
+"""How many of the preview's fused titles show under the bars while a search runs."""
+
+
+class PreviewProgress(Progress):
+    """The bars, then the preview's top titles (`preview`, set by ProgressView) under them."""
+
+    preview: Text | None = None
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield from super().get_renderables()
+        if self.preview is not None:
+            yield self.preview
+
+
+def progress_bars(show: bool) -> PreviewProgress:
+    """One line per bar: name, bar, percent, and the stage's message (cut to fit); under them,
+    while a search runs, the top of its fused preview."""
     columns = (
         TextColumn("{task.description}", table_column=Column(width=12, no_wrap=True)),
         BarColumn(bar_width=16),
         TextColumn("{task.percentage:>5.1f}%"),
         TextColumn("{task.fields[note]}", table_column=Column(no_wrap=True, max_width=36)),
     )
-    return Progress(*columns, console=console, disable=not show)
+    return PreviewProgress(*columns, console=console, disable=not show)
 
 
 class ProgressView:
-    """One bar per platform plus the overall bar, fed by successive TaskViews."""
+    """One bar per platform plus the overall bar, fed by successive TaskViews, and the top of
+    the preview under them (gone once the search ends: the result tables follow)."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: PreviewProgress) -> None:
         self.progress = progress
         self.bars: dict[str, TaskID] = {}
         self.overall: TaskID | None = None
@@ -70,6 +88,21 @@ class ProgressView:
         self.progress.update(
             self.overall, completed=view.progress.percent, note=view.progress.message
         )
+        self.progress.preview = preview_lines(view)
+
+
+def preview_lines(view: TaskView) -> Text | None:
+    """`preview (partial, from a, b):` and the first PREVIEW_ROWS fused titles, one line each;
+    None when there is no preview (none arrived yet, or the search is over)."""
+    p = view.preview
+    if p is None or view.status.terminal:
+        return None
+    text = Text(f"preview (partial, from {', '.join(p.platforms)}):", style="bold")
+    for r in p.results[:PREVIEW_ROWS]:
+        text.append(f"\n{r.rank:>3}. ")
+        text.append(" ".join(r.title.split()) or r.url)
+    text.no_wrap, text.overflow = True, "ellipsis"
+    return text
 
 
 def render_results(view: TaskView) -> None:

@@ -17,6 +17,7 @@ from fanfuse.wire.models import (
     PlatformError,
     PlatformRun,
     PlatformState,
+    Preview,
     Progress,
     QueryResults,
     RerankNote,
@@ -84,6 +85,31 @@ def candidates(task: Task, runs: Sequence[PlatformRun]) -> list[QueryResults]:
     """
     succeeded = [r for r in runs if r.state is PlatformState.SUCCEEDED]
     return _fused(task, succeeded, task.request.depth)[1]
+
+
+def preview(task: Task, runs: Sequence[PlatformRun]) -> Preview | None:
+    """The answer so far of a running search: `final_document`'s fusion over the runs that have
+    succeeded, with the query failures they reported; None when the task is terminal (its final
+    answer replaces the preview) or no run has succeeded yet (nothing to fuse, nothing done).
+
+    Computed by whoever reads status, from the platform documents that read has: no store
+    write, so a preview costs no Firestore write. A mode that reranks is previewed in its fused
+    order (the reranker runs once, at the end), cut to `max_results` like the final answer.
+    """
+    if task.status.terminal:
+        return None
+    arrived = [r for r in runs if r.state is PlatformState.SUCCEEDED]
+    if not arrived:
+        return None
+    results, by_query = _fused(task, arrived, task.request.max_results)
+    for failure in (f for r in arrived for f in r.failed_queries):
+        if 0 <= failure.query_index < len(by_query):
+            by_query[failure.query_index].failed.append(failure)
+    return Preview(
+        results=results,
+        results_by_query=by_query if len(task.queries) > 1 else [],
+        platforms=[r.name for r in arrived],
+    )
 
 
 def _apply_reranks(

@@ -389,8 +389,9 @@ class SearchService:
         return dict(enumerate(orders))
 
     def status(self, task_id: str) -> TaskView:
-        """The task merged with its platform documents; TaskNotFound, or TaskExpired (410, and
-        nothing of the document) past its `expires_at`."""
+        """The task merged with its platform documents (while it runs, with the `preview` fused
+        from them); TaskNotFound, or TaskExpired (410, and nothing of the document) past its
+        `expires_at`."""
         task = self.store.get_task(task_id)
         if task is None:
             raise TaskNotFound(task_id)
@@ -402,6 +403,7 @@ class SearchService:
             view.progress = progress.merged(runs, view.progress)
             if any(r.state is not PlatformState.QUEUED for r in runs):
                 view.status = TaskStatus.RUNNING
+            view.preview = aggregate.preview(task, runs)
         elif task.request.include_content:
             self._attach_contents(view)
         return view

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fanfuse.support.redact import redact
+from fanfuse.wire.identity import ApiKey as ApiKey
+from fanfuse.wire.identity import Caller as Caller
 from fanfuse.wire.options import CacheMode, OptionUse
 from fanfuse.wire.request import FusionMethod as FusionMethod
 from fanfuse.wire.request import SearchRequest as SearchRequest
@@ -314,10 +316,26 @@ class Task(BaseModel):
     finalized_at: datetime | None = None
 
 
+class Preview(BaseModel):
+    """While a search runs: the final answer's dedup and fusion over the platforms that have
+    succeeded so far (rules.aggregate.preview), computed when status is read, never stored.
+    Not reranked (an LLM call per read would be too slow) and not cut by the deadline."""
+
+    results: list[Result] = Field(description="the fused results so far, ranked")
+    results_by_query: list[QueryResults] = Field(
+        default_factory=list, description="per query, as the final answer has (several queries)"
+    )
+    platforms: list[str] = Field(description="the platforms whose results it fuses")
+    partial: Literal[True] = Field(default=True, description="always true: not the final answer")
+
+
 class TaskView(Task):
     """What status() returns: the task merged with its platform documents."""
 
     platform_runs: list[PlatformRun] = Field(default_factory=list)
+    preview: Preview | None = Field(
+        default=None, description="running: the results so far; None once terminal or none came"
+    )
 
 
 class BreakerState(StrEnum):
@@ -383,41 +401,6 @@ class Accepted(BaseModel):
     cancel_url: str | None = Field(
         default=None, description="POST here to cancel the search (None: no cancel endpoint known)"
     )
-
-
-class Caller(BaseModel):
-    """Who is calling a public endpoint, as verified by `fanfuse.auth` (never as claimed).
-
-    `subject` becomes the owner of the searches it starts, namespaced by the credential's kind
-    (`key:`, `firebase:`, `google:`, `gateway:`, `aws:`, `local:`; auth.callers). The limits are the
-    caller's own (an API key's), or None for the deployment's defaults (`Settings.rate_per_minute`,
-    `Settings.max_in_flight`).
-    """
-
-    subject: str = Field(min_length=1)
-    via: Literal["api_key", "id_token", "gateway", "iam", "local"]
-    """`local`: the fixed owner of an MCP server nobody authenticates to (stdio, loopback), an
-    in-process caller the service does not admit (admission.py)."""
-    key_id: str | None = None
-    rate_per_minute: int | None = Field(default=None, ge=1)
-    max_in_flight: int | None = Field(default=None, ge=1)
-
-
-class ApiKey(BaseModel):
-    """`{collection}_keys/{key_id}`: an API key as stored: its hash, never the key itself.
-
-    A key reads `ff_{key_id}_{secret}`; `key_id` finds the record in one read, and the secret's
-    SHA-256 is compared in constant time (a 256-bit random secret needs no slow hash).
-    """
-
-    key_id: str
-    secret_sha256: str
-    owner: str = Field(min_length=1)
-    label: str = ""
-    rate_per_minute: int | None = Field(default=None, ge=1)
-    max_in_flight: int | None = Field(default=None, ge=1)
-    created_at: datetime
-    revoked_at: datetime | None = None
 
 
 class Problem(BaseModel):

@@ -9,12 +9,13 @@ characters); `Digest` is the same content as structured data (the tools' outputS
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from fanfuse.fronts.render import SNIPPET_CHARS, rerank_line, snippet
 from fanfuse.rules.progress import platform_percent
-from fanfuse.wire.models import PlatformState, Result, TaskStatus, TaskView
+from fanfuse.wire.models import PlatformState, QueryResults, Result, TaskStatus, TaskView
 
 ERROR_CHARS = 120
 """A platform's error on the status line is a hint; the whole text is in get_search_status."""
@@ -48,6 +49,14 @@ class DigestPlatform(BaseModel):
     error: str | None = None
 
 
+class DigestPreview(BaseModel):
+    """While a search runs: its results so far, fused from the platforms that have answered."""
+
+    partial: Literal[True] = Field(default=True, description="always true: not the final answer")
+    platforms: list[str] = Field(description="the platforms whose results it fuses")
+    queries: list[DigestQuery] = Field(description="one fused list per query, so far")
+
+
 class Digest(BaseModel):
     """A search as the tools return it: progress while it runs, results once it is over."""
 
@@ -62,6 +71,9 @@ class Digest(BaseModel):
     )
     queries: list[DigestQuery] = Field(
         default_factory=list, description="one fused list per query, once the search is over"
+    )
+    preview: DigestPreview | None = Field(
+        default=None, description="while running: the results so far (None: none yet, or over)"
     )
 
 
@@ -86,7 +98,24 @@ def digest(view: TaskView) -> Digest:
         failed_platforms=[e.platform for e in view.errors],
         rerank=rerank_line(view.rerank) if view.rerank else None,
         queries=_queries(view) if view.status.terminal else [],
+        preview=_preview(view),
     )
+
+
+def _preview(view: TaskView) -> DigestPreview | None:
+    p = view.preview
+    if view.status.terminal or p is None:
+        return None
+    by_query = p.results_by_query or [QueryResults(query=view.queries[0], results=p.results)]
+    queries = [
+        DigestQuery(
+            query=q.query,
+            results=[_result(r) for r in q.results],
+            failed=[f"{f.platform}: {f.error}" for f in q.failed],
+        )
+        for q in by_query
+    ]
+    return DigestPreview(platforms=p.platforms, queries=queries)
 
 
 def _queries(view: TaskView) -> list[DigestQuery]:
@@ -163,6 +192,10 @@ def _error(p: DigestPlatform) -> str:
 def progress_markdown(d: Digest) -> str:
     lines = [f"Search {d.task_id} is {d.status.value}: {d.percent:.0f}% - {d.message}"]
     lines += [f"- {p.name}: {p.state.value} {p.percent:.0f}% {p.message}" for p in d.platforms]
+    if d.preview is not None:
+        lines += ["", f"PREVIEW (partial, fused from {', '.join(d.preview.platforms)} so far):"]
+        lines += [_section(i, q, set()) for i, q in enumerate(d.preview.queries, 1)]
+        lines.append("")
     lines.append(
         f'Call get_search_status with task_id "{d.task_id}" for its results, '
         "or cancel_search to stop it."

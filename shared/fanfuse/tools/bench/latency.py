@@ -13,6 +13,10 @@ the moment a poller sees a terminal status:
 - `sequential`: the baseline of the original design, platforms searched one after another in
   one process and then fused (no store at all, so it is the best case of that design).
 
+Beside each terminal time, the time to first results: request -> the first status whose fused
+`preview` holds a result (the quickest platform's answer, fused), seen by the same poller. The
+sequential baseline has none: it fuses once, at the end.
+
 The first run of each runtime warms it up (imports, connection pools, a function's cold start)
 and is reported apart, not in the medians. The poll interval bounds how late a poller sees the
 end: it is part of what is measured, and printed.
@@ -23,13 +27,14 @@ The stub server is `fanfuse.tools.stubs.StubSearxServer`, which the end-to-end t
 from __future__ import annotations
 
 import asyncio
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from fanfuse.settings import ExtraPlatform, Settings
 from fanfuse.tools.bench.common import (
@@ -46,6 +51,7 @@ from fanfuse.tools.stubs import (
     extra_platforms_env,
     stub_platforms,
 )
+from fanfuse.wire.models import TaskView
 
 EMBEDDED_TARGET = 1.15
 STACK_TARGET = 1.5
@@ -54,17 +60,59 @@ STACK_TARGET = 1.5
 # Measurements
 
 
+class LatencySeries(Series):
+    """One runtime's request -> terminal timings, and request -> first non-empty preview."""
+
+    first_preview: list[float] = Field(
+        default_factory=list,
+        description="per measured run, seconds to the first status with a non-empty preview "
+        "(empty: the runtime has no preview, or none was seen before the end)",
+    )
+    first_preview_warmup: float | None = None
+
+    @property
+    def first_preview_median(self) -> float | None:
+        return statistics.median(self.first_preview) if self.first_preview else None
+
+
+class FirstPreview:
+    """An `on_update` callback: when, since `started`, a view first carried a preview with
+    results; None until then (or if the search ended without one)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.at: float | None = None
+
+    def __call__(self, view: TaskView) -> None:
+        if self.at is None and view.preview is not None and view.preview.results:
+            self.at = time.perf_counter() - self.started
+
+
+def _series(runtime: str, timings: list[float], previews: list[float | None]) -> LatencySeries:
+    """The warm-up run apart; preview times only when every measured run saw one (a median of
+    some runs would hide the others)."""
+    measured = previews[1:]
+    seen = [p for p in measured if p is not None]
+    return LatencySeries(
+        runtime=runtime,
+        warmup=timings[0],
+        samples=timings[1:],
+        first_preview=seen if len(seen) == len(measured) else [],
+        first_preview_warmup=previews[0],
+    )
+
+
 class LatencyReport(BaseModel):
     delays: list[float]
     runs: int
     poll: float
-    series: list[Series]
+    series: list[LatencySeries]
 
     @property
     def limit(self) -> float:
         return max(self.delays)
 
-    def get(self, runtime: str) -> Series | None:
+    def get(self, runtime: str) -> LatencySeries | None:
         return next((s for s in self.series if s.runtime == runtime), None)
 
     def ratios(self) -> dict[str, tuple[float, float | None]]:
@@ -84,18 +132,21 @@ class LatencyReport(BaseModel):
             f"fanfuse bench latency: {len(self.delays)} platforms answering after {delays} s; "
             f"{self.runs} runs each after one warm-up run; poll every {self.poll:g} s",
             f"{'runtime':<11}{'median':>9}{'min':>9}{'max':>9}{'warm-up':>10}"
-            f"{'x limit':>10}{'x sequential':>14}",
+            f"{'x limit':>10}{'x sequential':>14}{'1st preview':>13}",
         ]
         for s in self.series:
             to_limit, to_seq = self.ratios()[s.runtime]
             seq = f"{to_seq:.2f}x" if to_seq is not None else "-"
+            first = s.first_preview_median
+            preview = f"{first:.3f}s" if first is not None else "-"
             lines.append(
                 f"{s.runtime:<11}{s.median:>8.3f}s{min(s.samples):>8.3f}s{max(s.samples):>8.3f}s"
-                f"{s.warmup:>9.3f}s{to_limit:>9.2f}x{seq:>14}"
+                f"{s.warmup:>9.3f}s{to_limit:>9.2f}x{seq:>14}{preview:>13}"
             )
         lines.append(
             f"physical limit (slowest platform): {self.limit:g} s; "
-            f"sum of the delays: {sum(self.delays):g} s"
+            f"sum of the delays: {sum(self.delays):g} s; "
+            f"first results' limit (quickest platform): {min(self.delays):g} s"
         )
         targets = (("embedded", EMBEDDED_TARGET), ("emulator", STACK_TARGET), ("aws", STACK_TARGET))
         for runtime, target in targets:
@@ -109,23 +160,26 @@ class LatencyReport(BaseModel):
 
 async def measure_embedded(
     platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path
-) -> Series:
-    """Start -> terminal status seen by an in-process poller, on the embedded runtime."""
+) -> LatencySeries:
+    """Start -> terminal status (and -> first non-empty preview) seen by an in-process poller,
+    on the embedded runtime."""
     from fanfuse.runtimes.embedded import EmbeddedRuntime
 
     settings = Settings(db_path=workdir / "bench.db", extra_platforms=platforms)
     timings: list[float] = []
+    previews: list[float | None] = []
     async with EmbeddedRuntime(settings) as runtime:
         for _ in range(runs + 1):
-            started = time.perf_counter()
+            first = FirstPreview()
             accepted = runtime.service.start(bench_payload(list(platforms)))
-            view = await runtime.wait(accepted.task_id, poll=poll)
-            timings.append(time.perf_counter() - started)
+            view = await runtime.wait(accepted.task_id, on_update=first, poll=poll)
+            timings.append(time.perf_counter() - first.started)
+            previews.append(first.at)
             check_completed(view.status.value, "embedded")
-    return Series(runtime="embedded", warmup=timings[0], samples=timings[1:])
+    return _series("embedded", timings, previews)
 
 
-async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> Series:
+async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> LatencySeries:
     """The original design: each platform searched after the previous one, then fused."""
     from fanfuse.fusion import fuse as fusion
     from fanfuse.fusion import fusers
@@ -145,7 +199,7 @@ async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> 
             lists[name] = ranked(await platform.search(ctx, params), params.limit)
         fusion.fuse_queries(params.queries, lists, fusers.DEFAULT_FUSION, params.limit)
         timings.append(time.perf_counter() - started)
-    return Series(runtime="sequential", warmup=timings[0], samples=timings[1:])
+    return LatencySeries(runtime="sequential", warmup=timings[0], samples=timings[1:])
 
 
 STACK_RUNTIMES = {"gcp": "emulator", "aws": "aws"}
@@ -154,7 +208,7 @@ STACK_RUNTIMES = {"gcp": "emulator", "aws": "aws"}
 
 def measure_stack(
     platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path, cloud: str = "gcp"
-) -> Series:
+) -> LatencySeries:
     """POST start_search -> terminal status seen polling `status_url`, on a local cloud stack:
     the GCP one (`emulator`: Firestore and Cloud Tasks emulators, functions), or the AWS one
     (`aws`: moto's DynamoDB and SQS, the Lambda handlers' local process)."""
@@ -179,20 +233,22 @@ async def _measure_http(
     runs: int,
     poll: float,
     runtime: str = "emulator",
-) -> Series:
+) -> LatencySeries:
     """Searches through the HTTP client, on one connection pool (as an app would keep it), as
     the stack's `local` key."""
     from fanfuse.http.client import HttpSearchClient, api_http
 
     timings: list[float] = []
+    previews: list[float | None] = []
     async with api_http(30) as http:
         client = HttpSearchClient(url, poll=poll, http=http, api_key=api_key)
         for _ in range(runs + 1):
-            started = time.perf_counter()
-            view = await client.search(payload)
-            timings.append(time.perf_counter() - started)
+            first = FirstPreview()
+            view = await client.search(payload, on_update=first)
+            timings.append(time.perf_counter() - first.started)
+            previews.append(first.at)
             check_completed(view.status.value, runtime)
-    return Series(runtime=runtime, warmup=timings[0], samples=timings[1:])
+    return _series(runtime, timings, previews)
 
 
 def run_latency(
