@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Generator, Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -247,12 +248,13 @@ class Chain(httpx.Auth):
         yield request
 
 
-class _Blocking(httpx.Auth):
+class _Blocking(httpx.Auth, ABC):
     """A flow whose credential may need I/O (a token endpoint, the AWS credential chain): run
     in a worker thread under async clients, so the event loop never waits on it."""
 
+    @abstractmethod
     def apply(self, request: httpx.Request) -> None:
-        raise NotImplementedError
+        """Put the credential on `request` (blocking I/O allowed: see the class)."""
 
     def sync_auth_flow(
         self, request: httpx.Request
