@@ -18,7 +18,7 @@ a request, but every other string is echoed somewhere (an unknown platform name 
 well as it spoofs a query; no other field has a use for these characters either. One rule
 everywhere is also one pattern in the schema.
 
-Refused, as `U+XXXX` in the problem:
+Refused, each named by its code point (`U+202E`) in the problem:
 
 - control characters: C0 but tab and newline, DEL, and C1 (U+0080-U+009F);
 - bidi controls (Unicode's Bidi_Control property): U+061C, U+200E, U+200F, U+202A-U+202E,
