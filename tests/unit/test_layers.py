@@ -62,7 +62,7 @@ LAYERS: dict[str, set[str]] = {
     # targets the Lambda serves behind apig_wsgi (`functions`)
     "fronts": set(),
     "fronts.render": {*_BASE},
-    "fronts.functions": {"runtimes", "http", "auth", "queue", *_BASE},
+    "fronts.functions": {"runtimes", "http", "auth", *_BASE},
     "fronts.aws_lambda": {"fronts.functions", "runtimes", "http", "auth", "queue", "net", *_BASE},
     "fronts.serve": {"runtimes", "http", "auth", "platforms", "store", "rules", *_BASE},
     "fronts.mcp": {"fronts.render", "runtimes", "http", "service", "auth", "rules", *_BASE},
