@@ -42,7 +42,7 @@ BrowserFactory = Callable[..., "Browser"]
 # Chromium's own traffic, all off or aimed at a closed loopback port (see the module docstring).
 FENCE_ARGS = (
     "--proxy-server=http://127.0.0.1:9",
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-default-apps",

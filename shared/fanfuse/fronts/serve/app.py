@@ -6,6 +6,8 @@ functions' 405 JSON body with `Allow`, not Starlette's plain-text one; errors ar
 as the functions do. A line logged while a route runs carries its request's trace
 (`traceparent` or `X-Cloud-Trace-Context`, logs.py), as a function's line does.
 
+`/` is the search page (page.py), static and public: its own calls are verified as anyone's.
+
 Callers are verified as the functions verify them (`fanfuse.auth.callers`: an API key or an ID
 token, against this runtime's store), on every route but `/openapi.json`; `/platforms` too,
 since its reasons name the provider settings this deployment lacks. A search belongs to its
@@ -42,7 +44,7 @@ from starlette.routing import Route
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
-from fanfuse.fronts.serve import watch
+from fanfuse.fronts.serve import page, watch
 from fanfuse.http import api
 from fanfuse.http.openapi import render
 from fanfuse.platforms import Registry
@@ -223,6 +225,18 @@ async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
     return json_response(runtime.service.platforms())
 
 
+@route("/", "page", "GET", "HEAD")
+async def home(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """The search page (page.py): static and public; its calls carry the user's key."""
+    return page.index(request)
+
+
+@route("/page/{name}", "page", "GET", "HEAD")
+async def page_file(request: Request, runtime: EmbeddedRuntime) -> Response:
+    answer = page.asset(request.path_params["name"])
+    return answer or await not_found(request, HTTPException(404))
+
+
 def _openapi() -> Response:
     return Response(render(), media_type="application/json")
 
@@ -319,5 +333,7 @@ def create_app(
         search,
         platforms,
         openapi,
+        home,
+        page_file,
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})

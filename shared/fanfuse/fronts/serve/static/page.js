@@ -1,0 +1,674 @@
+// The fanfuse search page (fronts/serve/page.py says why it is static and public).
+//
+// Rules this file keeps:
+// - every string that came from the server (a title, a snippet, an error, a platform name) goes
+//   into the page as text: `textContent` and text nodes only, never parsed as HTML; a link is made
+//   only of an http(s) URL. The page's CSP (no inline script) is the second wall, not the first.
+// - the API key lives in this tab's sessionStorage and goes only to this origin, in X-Api-Key.
+// - the event stream is read with fetch (EventSource cannot send a header), and resumed with
+//   Last-Event-ID when the connection drops, as EventSource would.
+"use strict";
+
+(() => {
+  const KEY_STORAGE = "fanfuse.apiKey";
+  const MAX_QUERIES = 5;
+  const MAX_RECONNECTS = 5;
+  const TERMINAL = new Set(["completed", "partial", "failed", "cancelled"]);
+  const $ = (id) => document.getElementById(id);
+
+  const state = {
+    key: null,
+    taskId: null,
+    lastEventId: null,
+    finished: false,
+    controller: null,
+    runs: new Map(), // platform name -> its <li>
+  };
+
+  // ------------------------------------------------------------------------------------------
+  // Building elements: text only.
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name === "text") node.textContent = String(value);
+      else if (name === "class") node.className = value;
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function clear(node) {
+    node.replaceChildren();
+    return node;
+  }
+
+  function isWebUrl(url) {
+    try {
+      const parsed = new URL(url);
+      return parsed.protocol === "http:" || parsed.protocol === "https:";
+    } catch {
+      return false;
+    }
+  }
+
+  function pct(value) {
+    const n = Number(value);
+    return Number.isFinite(n) ? Math.max(0, Math.min(100, n)) : 0;
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The key, and calls made with it.
+
+  function setKeyNote(text) {
+    $("key-note").textContent = text;
+  }
+
+  function useKey(key) {
+    state.key = key;
+    if (key) {
+      sessionStorage.setItem(KEY_STORAGE, key);
+      $("api-key").value = "";
+      $("api-key").placeholder = "key set for this tab (type to replace)";
+      setKeyNote("Key kept in this tab's session storage; it is sent to this server only.");
+    } else {
+      sessionStorage.removeItem(KEY_STORAGE);
+      $("api-key").placeholder = "ff_... (kept in this tab only)";
+      setKeyNote("No key: enter one to search.");
+    }
+  }
+
+  function call(path, options) {
+    const headers = Object.assign({}, (options && options.headers) || {});
+    if (state.key) headers["X-Api-Key"] = state.key;
+    return fetch(path, Object.assign({}, options, { headers, cache: "no-store" }));
+  }
+
+  async function errorText(response) {
+    // The API's error body: {error, message, problems: [{field, problem}]}.
+    let body = null;
+    try {
+      body = await response.json();
+    } catch {
+      body = null;
+    }
+    const lines = [];
+    const head = `HTTP ${response.status}`;
+    if (body && typeof body === "object") {
+      lines.push(`${head}: ${body.message || body.error || "error"}`);
+      for (const p of Array.isArray(body.problems) ? body.problems : []) {
+        lines.push(`${p.field}: ${p.problem}`);
+      }
+    } else {
+      lines.push(head);
+    }
+    const retry = response.headers.get("Retry-After");
+    if (retry) lines.push(`retry after ${retry} s`);
+    if (response.status === 401 || response.status === 403) {
+      lines.push("The key was refused: enter a valid API key above.");
+    }
+    return lines;
+  }
+
+  function showErrors(lines) {
+    const box = clear($("form-errors"));
+    if (!lines || !lines.length) return;
+    box.append(el("ul", {}, ...lines.map((line) => el("li", { text: line }))));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Platforms.
+
+  async function loadPlatforms() {
+    const list = $("platform-list");
+    if (!state.key) {
+      clear(list).append(el("p", { class: "note", text: "Enter the API key to list the platforms." }));
+      return;
+    }
+    let response;
+    try {
+      response = await call("platforms");
+    } catch (err) {
+      clear(list).append(el("p", { class: "note", text: `Could not list platforms: ${err}` }));
+      return;
+    }
+    if (!response.ok) {
+      const lines = await errorText(response);
+      clear(list).append(el("p", { class: "note", text: lines.join(" ") }));
+      if (response.status === 401) setKeyNote(lines.join(" "));
+      return;
+    }
+    const platforms = await response.json();
+    clear(list);
+    // The unavailable ones, each with its reason, folded under the available ones: the picker
+    // stays short, and why a platform cannot be ticked is one click away, never hidden.
+    const away = platforms.filter((p) => !p.available);
+    const awayList = el("div", { class: "platform-list" });
+    for (const p of platforms) {
+      const id = `platform-${p.name}`;
+      const box = el("input", { type: "checkbox", id, name: "platform", value: p.name });
+      const label = el("label", { for: id, class: "platform" }, box, " ", el("span", { text: p.name }));
+      const item = el("div", { class: "platform-item", "data-platform": p.name }, label);
+      if (!p.available) {
+        box.disabled = true;
+        const reasonId = `${id}-reason`;
+        box.setAttribute("aria-describedby", reasonId);
+        item.classList.add("unavailable");
+        item.append(el("span", { id: reasonId, class: "reason", text: `unavailable: ${p.reason || "not configured"}` }));
+        awayList.append(item);
+        continue;
+      } else if (p.health && p.health.state && p.health.state !== "closed") {
+        const until = p.health.retry_at ? ` until ${p.health.retry_at}` : "";
+        item.append(el("span", { class: "reason", text: `breaker ${p.health.state}${until}` }));
+      }
+      list.append(item);
+    }
+    if (!list.childElementCount) list.append(el("p", { class: "note", text: "No platform is available here." }));
+    if (away.length) {
+      list.append(el("details", { class: "unavailable-platforms", id: "unavailable-platforms" },
+        el("summary", { text: `${away.length} unavailable here, and why` }), awayList));
+    }
+    updateRequest();
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // The request.
+
+  function splitList(text) {
+    return text.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
+  }
+
+  function buildRequest() {
+    const problems = [];
+    const queries = $("queries").value.split("\n").map((q) => q.trim()).filter(Boolean);
+    if (!queries.length) problems.push("query: type a query");
+    if (queries.length > MAX_QUERIES) problems.push(`query: at most ${MAX_QUERIES} queries, one per line (${queries.length} given)`);
+    const body = { query: queries.length === 1 ? queries[0] : queries };
+    const platforms = [...document.querySelectorAll("#platform-list input[name=platform]:checked")].map((b) => b.value);
+    if (platforms.length) body.platform = platforms;
+    body.mode = $("mode").value;
+    const max = $("max-results").value.trim();
+    if (max) {
+      const n = Number(max);
+      if (!Number.isInteger(n) || n < 1 || n > 100) problems.push("max_results: a whole number from 1 to 100");
+      body.max_results = n;
+    }
+    if ($("include-content").checked) body.include_content = true;
+    const include = splitList($("include-domains").value);
+    if (include.length) body.include_domains = include;
+    const exclude = splitList($("exclude-domains").value);
+    if (exclude.length) body.exclude_domains = exclude;
+    if ($("time-range").value) body.time_range = $("time-range").value;
+    const country = $("country").value.trim().toUpperCase();
+    if (country) body.country = country;
+    if ($("safesearch").value) body.safesearch = $("safesearch").value;
+    const timeout = $("timeout").value.trim();
+    if (timeout) {
+      const t = Number(timeout);
+      if (!Number.isFinite(t)) problems.push("timeout_s: a number of seconds");
+      body.timeout_s = t;
+    }
+    if ($("cache").value !== "auto") body.cache = $("cache").value;
+    return { body, problems };
+  }
+
+  function shellQuote(text) {
+    return `'${text.replace(/'/g, `'\\''`)}'`;
+  }
+
+  function curlOf(body) {
+    const url = new URL("start_search", document.baseURI).href;
+    return [
+      `curl -sS -X POST ${shellQuote(url)}`,
+      `  -H 'Content-Type: application/json'`,
+      `  -H "X-Api-Key: $FANFUSE_API_KEY"`,
+      `  --data-raw ${shellQuote(JSON.stringify(body))}`,
+    ].join(" \\\n");
+  }
+
+  function updateRequest() {
+    const { body } = buildRequest();
+    $("request-json").textContent = JSON.stringify(body, null, 2);
+    $("request-curl").textContent = curlOf(body);
+  }
+
+  async function copy(text, what) {
+    const note = $("copy-note");
+    try {
+      await navigator.clipboard.writeText(text);
+      note.textContent = `${what} copied.`;
+    } catch {
+      $("request-details").open = true;
+      note.textContent = `Could not copy ${what} here: select it below.`;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Searching, streaming, cancelling.
+
+  function setRunning(running) {
+    $("search-button").disabled = running;
+    $("cancel-button").disabled = !running;
+  }
+
+  async function startSearch(event) {
+    if (event) event.preventDefault();
+    showErrors([]);
+    if (!state.key) {
+      showErrors(["Enter the API key first (above)."]);
+      $("api-key").focus();
+      return;
+    }
+    const { body, problems } = buildRequest();
+    if (problems.length) {
+      showErrors(problems);
+      return;
+    }
+    stopStream();
+    setRunning(true);
+    let response;
+    try {
+      response = await call("start_search", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    } catch (err) {
+      setRunning(false);
+      showErrors([`Could not reach the server: ${err}`]);
+      return;
+    }
+    if (response.status !== 202) {
+      setRunning(false);
+      showErrors(await errorText(response));
+      return;
+    }
+    const accepted = await response.json();
+    resetView(accepted.task_id);
+    $("progress-section").scrollIntoView({ block: "start" });
+    stream(accepted.task_id);
+  }
+
+  function resetView(taskId) {
+    state.taskId = taskId;
+    state.lastEventId = null;
+    state.finished = false;
+    state.runs = new Map();
+    clear($("platform-runs"));
+    clear($("results"));
+    clear($("problems"));
+    clear($("cost"));
+    $("results-note").textContent = "";
+    $("status-line").textContent = "Started; waiting for the first progress event…";
+    $("overall-bar").value = 0;
+    $("overall-text").textContent = "0%";
+    $("progress-section").hidden = false;
+    $("progress-section").dataset.task = taskId;
+    $("progress-section").dataset.status = "pending";
+    $("problems-section").hidden = true;
+    $("results-section").hidden = true;
+    $("cost-section").hidden = true;
+  }
+
+  function stopStream() {
+    if (state.controller) state.controller.abort();
+    state.controller = null;
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  async function stream(taskId) {
+    let failures = 0;
+    while (state.taskId === taskId && !state.finished) {
+      const controller = new AbortController();
+      state.controller = controller;
+      const headers = { Accept: "text/event-stream" };
+      if (state.lastEventId) headers["Last-Event-ID"] = state.lastEventId;
+      try {
+        const response = await call(`search_status/${encodeURIComponent(taskId)}/events`, {
+          headers,
+          signal: controller.signal,
+        });
+        if (!response.ok) {
+          showErrors(await errorText(response));
+          finish(taskId);
+          return;
+        }
+        failures = 0;
+        await readEvents(response.body, (ev) => onEvent(taskId, ev));
+      } catch (err) {
+        if (controller.signal.aborted) return;
+      }
+      if (state.finished || state.taskId !== taskId) return;
+      failures += 1;
+      if (failures > MAX_RECONNECTS) {
+        $("status-line").textContent = "Lost the event stream; showing the last state received.";
+        finish(taskId);
+        return;
+      }
+      $("status-line").textContent = `Connection lost; reconnecting (${failures}/${MAX_RECONNECTS})…`;
+      await sleep(500 * failures);
+    }
+  }
+
+  // Server-Sent Events over a fetch body: blocks separated by a blank line, `field: value` lines.
+  async function readEvents(body, onEvent) {
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const ev = { event: "message", data: [], id: null };
+        for (const line of block.split("\n")) {
+          if (!line || line.startsWith(":")) continue;
+          const colon = line.indexOf(":");
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let val = colon < 0 ? "" : line.slice(colon + 1);
+          if (val.startsWith(" ")) val = val.slice(1);
+          if (field === "event") ev.event = val;
+          else if (field === "data") ev.data.push(val);
+          else if (field === "id") ev.id = val;
+        }
+        if (ev.data.length || ev.id) onEvent({ event: ev.event, id: ev.id, data: ev.data.join("\n") });
+      }
+    }
+  }
+
+  function onEvent(taskId, ev) {
+    if (state.taskId !== taskId) return;
+    if (ev.id) state.lastEventId = ev.id;
+    let data = null;
+    try {
+      data = ev.data ? JSON.parse(ev.data) : null;
+    } catch {
+      return;
+    }
+    if (ev.event === "progress" && data) render(data);
+    else if (ev.event === "done" && data) {
+      render(data);
+      finish(taskId);
+    } else if (ev.event === "timeout" && data) {
+      render(data);
+      $("status-line").textContent = `The server stopped waiting: the search is still ${data.status}; this is its last state.`;
+      finish(taskId);
+    } else if (ev.event === "error") {
+      showErrors([`The search is gone: ${(data && data.message) || "error"}`]);
+      finish(taskId);
+    }
+  }
+
+  function finish(taskId) {
+    if (state.taskId !== taskId) return;
+    state.finished = true;
+    stopStream();
+    setRunning(false);
+  }
+
+  async function cancelSearch() {
+    const taskId = state.taskId;
+    if (!taskId || state.finished) return;
+    $("cancel-button").disabled = true;
+    $("status-line").textContent = "Cancelling…";
+    let response;
+    try {
+      response = await call("cancel_search", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ task_id: taskId }),
+      });
+    } catch (err) {
+      showErrors([`Could not cancel: ${err}`]);
+      $("cancel-button").disabled = false;
+      return;
+    }
+    if (response.ok) {
+      const view = await response.json();
+      render(view);
+      finish(taskId);
+    } else if (response.status !== 409) { // 409: it ended meanwhile; its done event follows
+      showErrors(await errorText(response));
+      $("cancel-button").disabled = false;
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Rendering a TaskView.
+
+  function render(view) {
+    const terminal = TERMINAL.has(view.status);
+    const section = $("progress-section");
+    section.dataset.status = view.status;
+    const progress = view.progress || {};
+    const said = view.summary && view.summary.message;
+    const summary = said && said !== progress.message ? ` — ${said}` : "";
+    $("status-line").textContent = `Search ${view.status}${progress.message ? `: ${progress.message}` : ""}${summary}`;
+    const percent = pct(progress.percent);
+    $("overall-bar").value = percent;
+    $("overall-bar").setAttribute("aria-valuetext", `${Math.round(percent)}%`);
+    $("overall-text").textContent = `${Math.round(percent)}%`;
+    for (const run of view.platform_runs || []) renderRun(run);
+    renderProblems(view);
+    renderResults(view, terminal);
+    renderCost(view.cost);
+  }
+
+  function renderRun(run) {
+    let item = state.runs.get(run.name);
+    if (!item) {
+      const barId = `run-bar-${state.runs.size}`;
+      item = el(
+        "li",
+        { class: "run", "data-platform": run.name },
+        el("div", { class: "run-head" },
+          el("label", { for: barId, class: "run-name", text: run.name }),
+          el("span", { class: "run-state" })),
+        el("progress", { id: barId, max: 100, value: 0 }),
+        el("div", { class: "run-message" }),
+        el("div", { class: "run-error" }),
+      );
+      state.runs.set(run.name, item);
+      $("platform-runs").append(item);
+    }
+    const percent = pct(run.percent);
+    item.dataset.state = run.state;
+    item.dataset.stage = run.stage;
+    const stage = String(run.stage || "").replace(`${run.name}_`, "");
+    item.querySelector(".run-state").textContent = `${run.state} · ${stage} · ${Math.round(percent)}%`;
+    const bar = item.querySelector("progress");
+    bar.value = percent;
+    bar.setAttribute("aria-valuetext", `${run.state}, ${Math.round(percent)}%`);
+    const parts = [run.message || ""];
+    if (run.progress && run.progress.total) parts.push(`step ${run.progress.current}/${run.progress.total}`);
+    if (run.cache) parts.push(`cache ${run.cache.state}`);
+    item.querySelector(".run-message").textContent = parts.filter(Boolean).join(" · ");
+    item.querySelector(".run-error").textContent = run.error ? `error: ${run.error}` : "";
+  }
+
+  function renderProblems(view) {
+    const list = clear($("problems"));
+    for (const e of view.errors || []) {
+      list.append(el("li", { class: "failed-platform", "data-platform": e.platform, text: `${e.platform} ${e.state}: ${e.error}` }));
+    }
+    for (const run of view.platform_runs || []) {
+      for (const f of run.failed_queries || []) {
+        list.append(el("li", { class: "failed-query", text: `${f.platform}: query ${f.query_index + 1} “${f.query}” failed: ${f.error}` }));
+      }
+      for (const [option, use] of Object.entries(run.options || {})) {
+        if (use.applied === "not_applied") {
+          list.append(el("li", { class: "option-note", text: `${run.name}: ${option} not applied (the provider has no such parameter)` }));
+        }
+      }
+      for (const [cap, cut] of Object.entries(run.limits || {})) {
+        list.append(el("li", { class: "limit-note", text: `${run.name}: ${cap} cap ${cut.cap} reached, ${cut.skipped} skipped` }));
+      }
+    }
+    for (const [option, count] of Object.entries(view.filtered || {})) {
+      list.append(el("li", { class: "filtered", "data-option": option, text: `${option} filtered out ${count} result${count === 1 ? "" : "s"}` }));
+    }
+    if (view.rerank && !view.rerank.applied && view.rerank.error) {
+      list.append(el("li", { class: "rerank-note", text: `rerank (${view.rerank.method}) not applied: ${view.rerank.error}` }));
+    }
+    if (view.error) list.append(el("li", { class: "task-error", text: `search error: ${view.error}` }));
+    $("problems-section").hidden = !list.childElementCount;
+  }
+
+  function renderResults(view, terminal) {
+    const box = clear($("results"));
+    const note = $("results-note");
+    let source = null;
+    if (terminal) {
+      source = view;
+      note.textContent = `Final: ${(view.results || []).length} result(s), fused by ${view.fusion}${view.rerank && view.rerank.applied ? `, reranked (${view.rerank.method})` : ""}.`;
+      box.dataset.kind = "final";
+    } else if (view.preview) {
+      source = view.preview;
+      note.textContent = `Preview, not final: fused from ${view.preview.platforms.join(", ")} so far.`;
+      box.dataset.kind = "preview";
+    } else {
+      $("results-section").hidden = true;
+      return;
+    }
+    $("results-section").hidden = false;
+    const byQuery = source.results_by_query || [];
+    if (byQuery.length > 1) {
+      byQuery.forEach((group, i) => {
+        const headingId = `query-heading-${i}`;
+        const section = el("section", { class: "query-section", "aria-labelledby": headingId },
+          el("h3", { id: headingId, text: `Query ${i + 1}: ${group.query}` }));
+        section.append(resultList(group.results || []));
+        for (const f of group.failed || []) {
+          section.append(el("p", { class: "failed-query", text: `failed on ${f.platform}: ${f.error}` }));
+        }
+        box.append(section);
+      });
+    } else {
+      box.append(resultList(source.results || []));
+    }
+    if (terminal && !(source.results || []).length && !byQuery.some((g) => (g.results || []).length)) {
+      box.append(el("p", { class: "note", text: "No results." }));
+    }
+  }
+
+  function resultList(results) {
+    const list = el("ol", { class: "results" });
+    for (const r of results) list.append(resultItem(r));
+    return list;
+  }
+
+  function resultItem(r) {
+    const title = r.title || r.url;
+    const heading = el("h4", { class: "result-title" });
+    if (isWebUrl(r.url)) {
+      heading.append(el("a", { href: r.url, rel: "noopener noreferrer nofollow", target: "_blank", text: title }));
+    } else {
+      heading.textContent = title;
+    }
+    const provenance = (r.platforms || []).map((p) => `${p} #${(r.ranks || {})[p] ?? "?"}`).join(", ");
+    const item = el("li", { class: "result", "data-url": r.url },
+      heading,
+      el("div", { class: "result-url", text: r.url }),
+      r.snippet ? el("p", { class: "snippet", text: r.snippet }) : null,
+      el("p", { class: "provenance" }, el("span", { class: "label", text: "from " }), el("span", { class: "sources", text: provenance })),
+    );
+    const meta = [];
+    if (r.published_at) meta.push(`published ${String(r.published_at).slice(0, 10)}`);
+    if (r.language) meta.push(`language ${r.language}`);
+    if (typeof r.score === "number") meta.push(`score ${r.score.toFixed(4)}`);
+    if (meta.length) item.append(el("p", { class: "meta", text: meta.join(" · ") }));
+    const variants = r.variants || [];
+    if (variants.length > 1) {
+      item.append(el("details", { class: "variants" },
+        el("summary", { text: `${variants.length} URL variants merged` }),
+        el("ul", {}, ...variants.map((v) => el("li", { text: `${v.url} — ${(v.platforms || []).join(", ")}` })))));
+    }
+    if (r.content) {
+      item.append(el("details", { class: "content" },
+        el("summary", { text: `Page content (${r.content.length} characters)` }),
+        el("div", { class: "content-text", text: r.content })));
+    } else if (r.content_id) {
+      item.append(el("p", { class: "meta", text: `content stored apart (${r.content_id})` }));
+    }
+    return item;
+  }
+
+  // The cost receipt, when the document has one: rendered by its shape, whatever its fields.
+  function renderCost(cost) {
+    const box = clear($("cost"));
+    if (cost === undefined || cost === null) {
+      $("cost-section").hidden = true;
+      return;
+    }
+    box.append(valueNode(cost));
+    $("cost-section").hidden = false;
+  }
+
+  function valueNode(value) {
+    if (value === null || value === undefined) return document.createTextNode("—");
+    if (Array.isArray(value)) {
+      if (value.length && value.every((v) => v && typeof v === "object" && !Array.isArray(v))) {
+        const keys = [...new Set(value.flatMap((v) => Object.keys(v)))];
+        return el("table", {},
+          el("thead", {}, el("tr", {}, ...keys.map((k) => el("th", { scope: "col", text: k })))),
+          el("tbody", {}, ...value.map((row) => el("tr", {}, ...keys.map((k) => el("td", {}, valueNode(row[k])))))));
+      }
+      return el("ul", {}, ...value.map((v) => el("li", {}, valueNode(v))));
+    }
+    if (typeof value === "object") {
+      const list = el("dl", { class: "kv" });
+      for (const [k, v] of Object.entries(value)) list.append(el("dt", { text: k }), el("dd", {}, valueNode(v)));
+      return list;
+    }
+    return document.createTextNode(String(value));
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Wiring.
+
+  function init() {
+    $("key-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const key = $("api-key").value.trim();
+      if (!key) {
+        setKeyNote(state.key ? "Key unchanged." : "Type a key first.");
+        return;
+      }
+      useKey(key);
+      loadPlatforms();
+    });
+    $("key-forget").addEventListener("click", () => {
+      useKey(null);
+      loadPlatforms();
+    });
+    $("search-form").addEventListener("submit", startSearch);
+    $("search-form").addEventListener("input", updateRequest);
+    $("search-form").addEventListener("change", updateRequest);
+    $("queries").addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+        event.preventDefault();
+        $("search-form").requestSubmit();
+      }
+    });
+    $("cancel-button").addEventListener("click", cancelSearch);
+    $("copy-json").addEventListener("click", () => copy($("request-json").textContent, "The request JSON"));
+    $("copy-curl").addEventListener("click", () => copy($("request-curl").textContent, "The curl command"));
+    const saved = sessionStorage.getItem(KEY_STORAGE);
+    useKey(saved);
+    updateRequest();
+    loadPlatforms();
+    document.body.dataset.ready = "true";
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();
