@@ -384,3 +384,22 @@ def test_the_page_is_public_with_a_strict_csp(server: ServeProcess) -> None:
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
     assert httpx.post(f"{server.url}/").status_code == 405
     assert httpx.get(f"{server.url}/platforms").status_code == 401  # its calls are not public
+
+
+def test_fetched_content_is_shown_under_its_result(
+    browser: BrowserFactory, server: ServeProcess
+) -> None:
+    """The `docs` platform returns its documents' text as content when asked for it."""
+    b = browser()
+    open_page(b, server)
+    b.driver.find_element(By.ID, "include-content").click()
+    search(b, "plasma ionosphere", ["docs"])
+    assert wait_status(b, "completed", "partial", "failed") == "completed"
+    (item,) = b.driver.find_elements(By.CSS_SELECTOR, "#results li.result")
+    assert item.find_element(By.CLASS_NAME, "result-url").text == "https://lab.local/doc/D1"
+    content = item.find_element(By.CSS_SELECTOR, "details.content")
+    content.find_element(By.TAG_NAME, "summary").send_keys(Keys.ENTER)
+    assert content.find_element(By.CLASS_NAME, "content-text").text == (
+        "Plasma waves in the ionosphere."
+    )
+    assert item.find_element(By.CSS_SELECTOR, ".provenance .sources").text == "docs #1"

@@ -9,10 +9,11 @@ as the functions do. A line logged while a route runs carries its request's trac
 `/` is the search page (page.py), static and public: its own calls are verified as anyone's.
 
 Callers are verified as the functions verify them (`fanfuse.auth.callers`: an API key or an ID
-token, against this runtime's store), on every route but `/openapi.json`; `/platforms` too,
-since its reasons name the provider settings this deployment lacks. A search belongs to its
-caller's subject, and is visible only to it. At start-up a key for owner `local` is created and
-handed to `on_key` (the server prints it); it is revoked when the server stops.
+token, against this runtime's store), on every route but `/openapi.json` and the page's static
+files; `/platforms` too, since its reasons name the provider settings this deployment lacks. A
+search belongs to its caller's subject, and is visible only to it. At start-up a key for owner
+`local` is created and handed to `on_key` (the server prints it); it is revoked when the server
+stops.
 
 The service is synchronous over SQLite and runs on the event loop's thread, as in the embedded
 runtime: a store call is a short local read or write. One thing a caller controls the cost of
