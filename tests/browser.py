@@ -12,8 +12,12 @@ it, name lookups other than localhost fail, and the background services (updates
 browsing, metrics) are off. The pages under test are served from 127.0.0.1 and their CSP allows
 nothing else anyway.
 
-Use it as a factory: `browser(width, height)` opens a window of that size (desktop or phone
-width), and `Browser.screenshot(path)` saves a PNG of what it shows.
+Use it as a factory. In a test module, `from tests.browser import browser as browser` (the
+fixture), then in a test `b = browser(*PHONE)` opens a window whose viewport is that size
+(`DESKTOP` 1280x900 by default); `b.driver` is the Selenium WebDriver, `b.wait(seconds)` a
+WebDriverWait, `b.screenshot(path, full_page=True)` saves a PNG, `b.console()` reads the
+browser console. Every window is closed at the test's end. `FANFUSE_CHROMIUM` and
+`FANFUSE_CHROMEDRIVER` name other binaries than the ones on PATH.
 """
 
 from __future__ import annotations

@@ -336,6 +336,17 @@ def test_the_key_is_kept_for_the_tab_and_the_request_copies_run(
         "cache": "bypass",
     }
     curl = b.driver.find_element(By.ID, "request-curl").text
+    b.driver.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": server.url, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    b.driver.find_element(By.ID, "copy-curl").click()
+    b.wait().until(lambda d: d.find_element(By.ID, "copy-note").text)
+    assert b.driver.find_element(By.ID, "copy-note").text == "The curl command copied."
+    clipboard = b.driver.execute_async_script(
+        "navigator.clipboard.readText().then(arguments[0], e => arguments[0]('ERR ' + e))"
+    )
+    assert clipboard == curl
     env = {"PATH": os.environ["PATH"], "FANFUSE_API_KEY": server.api_key}
     ran = subprocess.run(
         ["bash", "-c", curl], env=env, capture_output=True, text=True, timeout=30, check=True
