@@ -22,11 +22,13 @@ browser console. Every window is closed at the test's end. `FANFUSE_CHROMIUM` an
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
@@ -91,7 +93,8 @@ def chrome_options(width: int, height: int, binary: str) -> webdriver.ChromeOpti
     for arg in FENCE_ARGS:
         options.add_argument(arg)
     # The browser's console, readable by the tests (a CSP violation is logged there).
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # and the requests it sent (DevTools' Network events, `Browser.requests`).
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     return options
 
 
@@ -130,6 +133,16 @@ class Browser:
         finally:
             self.resize(width, height)
         return path
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The requests the page sent since the last call (`url`, `method`, `headers`), in
+        order, from DevTools' `Network.requestWillBeSent` events."""
+        sent = []
+        for entry in self.driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message.get("method") == "Network.requestWillBeSent":
+                sent.append(message["params"]["request"])
+        return sent
 
     def console(self) -> list[dict[str, object]]:
         """The browser console's entries since the last call."""

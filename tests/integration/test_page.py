@@ -26,9 +26,13 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
+from fanfuse.auth import keys
 from fanfuse.fronts.serve import page
+from fanfuse.store.sqlite import SqliteStore
+from fanfuse.tools.devstack.processes import free_port
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.models import utcnow
 from tests.browser import DESKTOP, PHONE, Browser, BrowserFactory
 from tests.browser import browser as browser
 from tests.option_scenarios import web_platforms
@@ -56,11 +60,8 @@ def _open_gates_after(stub: StubSearxServer) -> Iterator[None]:
     stub.reset()  # releases what a test left waiting, and closes the gates for the next
 
 
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer
-) -> Iterator[ServeProcess]:
-    tmp = tmp_path_factory.mktemp("page")
+def serve_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
+    """Only the variables set here: no provider key or platform of the machine leaks in."""
     (tmp / "lab.trec").write_text(DOCS, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("FANFUSE_")}
     env.update(
@@ -74,7 +75,15 @@ def server(
             "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, WEB)),
         }
     )
-    with ServeProcess("--warm", "none", env=env, log_dir=tmp / "logs") as process:
+    return env
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer
+) -> Iterator[ServeProcess]:
+    tmp = tmp_path_factory.mktemp("page")
+    with ServeProcess("--warm", "none", env=serve_env(tmp, stub), log_dir=tmp / "logs") as process:
         yield process
 
 
@@ -414,3 +423,44 @@ def test_fetched_content_is_shown_under_its_result(
         "Plasma waves in the ionosphere."
     )
     assert item.find_element(By.CSS_SELECTOR, ".provenance .sources").text == "docs #1"
+
+
+def test_the_page_resumes_its_stream_when_the_server_restarts(
+    browser: BrowserFactory, stub: StubSearxServer, tmp_path: Path
+) -> None:
+    """The server stops mid-search and starts again on the same port and database: the page
+    says it lost the connection, reconnects (with Last-Event-ID) once the server is back, and
+    shows the resumed search's end. The key is one stored in the database, so it outlives
+    the first process (the printed one is revoked when its server stops)."""
+    env = serve_env(tmp_path, stub)
+    plaintext, record = keys.new_key("tester", "page test", None, None, utcnow())
+    store = SqliteStore(env["FANFUSE_DB_PATH"])
+    try:
+        store.put_key(record)
+    finally:
+        store.close()
+    port = str(free_port())
+    first = ServeProcess("--warm", "none", "--port", port, env=env, log_dir=tmp_path / "a")
+    with first:
+        b = browser()
+        b.driver.get(f"{first.url}/")
+        b.wait().until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+        b.driver.find_element(By.ID, "api-key").send_keys(plaintext)
+        b.driver.find_element(By.ID, "key-save").click()
+        b.wait().until(lambda d: d.find_elements(By.ID, "platform-web_gate"))
+        task = search(b, "restart me", ["web_ok", "web_gate"])
+        b.wait(30).until(lambda _: run_state(b, "web_ok") == "succeeded")
+    b.wait(30).until(lambda d: "reconnecting" in d.find_element(By.ID, "status-line").text)
+    assert status(b) == "running"
+    second = ServeProcess("--warm", "none", "--port", port, env=env, log_dir=tmp_path / "b")
+    with second:
+        assert second.url == first.url
+        stub.release("page")
+        assert wait_status(b, "completed", "partial", "failed", "cancelled") == "completed"
+        assert js(b, "return document.getElementById('progress-section').dataset.task") == task
+        assert len(result_items(b)) == 10
+    streams = [r for r in b.requests() if r["url"].endswith(f"/search_status/{task}/events")]
+    assert len(streams) >= 2
+    assert "Last-Event-ID" not in streams[0]["headers"]
+    resumed = streams[-1]["headers"]
+    assert resumed["Last-Event-ID"] and resumed["X-Api-Key"] == plaintext
