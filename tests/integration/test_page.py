@@ -166,19 +166,20 @@ def test_a_search_streams_progress_then_fused_results(
     tmp_path: Path,
 ) -> None:
     """Typed and started from the keyboard; per-platform bars move on their own (web_ok done
-    while web_gate waits), the preview of web_ok's results shows while it waits, then the
-    final list with every result's platforms and ranks."""
+    and web_fail failed while web_gate waits), the preview of web_ok's results shows while it
+    waits, then the final list with every result's platforms and ranks, and the failure."""
     label = "desktop" if size == DESKTOP else "phone"
     b = browser(*size)
     open_page(b, server)
     # A query of its own: the other size's answers are in the cache, which would skip the gate.
-    search(b, f"plasma waves on a {label}", ["web_ok", "web_gate"], keyboard=True)
+    search(b, f"plasma waves on a {label}", ["web_ok", "web_gate", "web_fail"], keyboard=True)
 
     b.wait(30).until(lambda _: stub.waiting("page") >= 1 and run_state(b, "web_ok") == "succeeded")
     b.wait().until(
         lambda _: js(b, "return document.getElementById('results').dataset.kind") == "preview"
     )
     assert run_state(b, "web_gate") in {"queued", "running"}
+    b.wait().until(lambda _: run_state(b, "web_fail") == "failed")
     assert status(b) == "running"
     note = b.driver.find_element(By.ID, "results-note").text
     assert "Preview, not final" in note and "web_ok" in note
@@ -189,8 +190,10 @@ def test_a_search_streams_progress_then_fused_results(
     b.screenshot(shots_dir(tmp_path) / f"page-{label}-running.png", full_page=True)
 
     stub.release("page")
-    assert wait_status(b, "completed", "partial", "failed") == "completed"
+    assert wait_status(b, "completed", "partial", "failed") == "partial"
     assert run_state(b, "web_gate") == "succeeded"
+    failed = b.driver.find_element(By.CSS_SELECTOR, "#problems li[data-platform='web_fail']")
+    assert "500" in failed.text
     assert js(b, "return document.getElementById('results').dataset.kind") == "final"
     assert b.driver.find_element(By.ID, "overall-text").text == "100%"
     final = result_items(b)
