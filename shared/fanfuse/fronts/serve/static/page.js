@@ -12,7 +12,8 @@
 (() => {
   const KEY_STORAGE = "fanfuse.apiKey";
   const MAX_QUERIES = 5;
-  const MAX_RECONNECTS = 5;
+  const RECONNECT_FOR_MS = 60000; // how long a lost stream is retried before the page gives up
+  const RECONNECT_MAX_DELAY_MS = 5000;
   const TERMINAL = new Set(["completed", "partial", "failed", "cancelled"]);
   const $ = (id) => document.getElementById(id);
 
@@ -324,6 +325,7 @@
 
   async function stream(taskId) {
     let failures = 0;
+    let lostSince = null;
     while (state.taskId === taskId && !state.finished) {
       const controller = new AbortController();
       state.controller = controller;
@@ -340,19 +342,21 @@
           return;
         }
         failures = 0;
+        lostSince = null;
         await readEvents(response.body, (ev) => onEvent(taskId, ev));
       } catch (err) {
         if (controller.signal.aborted) return;
       }
       if (state.finished || state.taskId !== taskId) return;
       failures += 1;
-      if (failures > MAX_RECONNECTS) {
+      lostSince = lostSince || Date.now();
+      if (Date.now() - lostSince > RECONNECT_FOR_MS) {
         $("status-line").textContent = "Lost the event stream; showing the last state received.";
         finish(taskId);
         return;
       }
-      $("status-line").textContent = `Connection lost; reconnecting (${failures}/${MAX_RECONNECTS})…`;
-      await sleep(500 * failures);
+      $("status-line").textContent = `Connection lost; reconnecting (attempt ${failures})…`;
+      await sleep(Math.min(RECONNECT_MAX_DELAY_MS, 500 * 2 ** (failures - 1)));
     }
   }
 
