@@ -3,7 +3,8 @@
 
 The stub platforms: `web_ok` answers after 0.2 s, `web_gate` and `web_hold` only once the test
 releases their gate (`web_hold`'s never is: the search is cancelled), `web_fail` answers HTTP
-500, `web_flaky` answers 500 to a query holding `zz500`. A stub result's title is the query
+500, `web_flaky` answers 500 to a query holding `zz500`, `web_tracked` gives the shared URLs
+with `?utm_source=stub`. A stub result's title is the query
 followed by `result N (...)`, so a query typed as HTML comes back as a provider's title.
 
 Screenshots: each run of `test_a_search_streams_progress_then_fused_results` saves PNGs of the
@@ -43,6 +44,7 @@ WEB = {
     "web_hold": "gate/hold",
     "web_fail": "status/500",
     "web_flaky": "fail-query/zz500/delay/0",
+    "web_tracked": "tracked/delay/0",
 }
 DOCS = "<DOC>\n<DOCNO>D1</DOCNO>\n<TEXT>Plasma waves in the ionosphere.</TEXT>\n</DOC>\n"
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
@@ -248,6 +250,28 @@ def test_a_failing_platform_is_reported_beside_the_others_results(
     assert "500" in row.find_element(By.CLASS_NAME, "run-error").text
     results = result_items(b)
     assert len(results) == 10 and all(item["sources"].startswith("web_ok #") for item in results)
+
+
+def test_urls_merged_into_one_result_are_listed_as_its_variants(
+    browser: BrowserFactory, server: ServeProcess
+) -> None:
+    """web_ok and web_tracked give the same pages, one of them with a tracking parameter: one
+    result each, its clean URL shown and both spellings listed with who gave them."""
+    b = browser()
+    open_page(b, server)
+    search(b, "variants", ["web_ok", "web_tracked"])
+    assert wait_status(b, "completed", "partial", "failed") == "completed"
+    first = b.driver.find_element(By.CSS_SELECTOR, "#results li.result")
+    assert first.find_element(By.CLASS_NAME, "result-url").text == "https://stub.test/shared/1"
+    variants = first.find_element(By.CSS_SELECTOR, "details.variants")
+    summary = variants.find_element(By.TAG_NAME, "summary")
+    assert summary.text == "2 URL variants merged"
+    summary.send_keys(Keys.ENTER)
+    listed = sorted(li.text for li in variants.find_elements(By.TAG_NAME, "li"))
+    assert listed == [
+        "https://stub.test/shared/1 — web_ok",
+        "https://stub.test/shared/1?utm_source=stub — web_tracked",
+    ]
 
 
 def test_several_queries_get_a_section_each_with_their_failures(

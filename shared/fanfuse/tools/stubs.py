@@ -8,8 +8,8 @@ The stub answers each platform after a fixed delay (`/delay/{s}`), which is what
 measure against. It also serves the end-to-end tests: it answers with an HTTP status
 (`/status/{code}`), a malformed body (`/malformed`), only once a named gate is released
 (`/gate/{name}`), with HTTP 500 for the queries that contain a marker (`/fail-query/{marker}`),
-or with results on chosen hosts (`/domains/{host,host}`). See `StubSearxServer` for how they
-combine.
+with results on chosen hosts (`/domains/{host,host}`), or with tracking parameters on the shared
+URLs (`/tracked`). See `StubSearxServer` for how they combine.
 """
 
 from __future__ import annotations
@@ -32,7 +32,15 @@ GATE_TIMEOUT = 60.0
 DATE_STEP_DAYS = 2
 """Result i on chosen hosts (`/domains/...`) was published (i - 1) * DATE_STEP_DAYS days ago."""
 
-STEPS = {"delay": 1, "gate": 1, "status": 1, "malformed": 0, "fail-query": 1, "domains": 1}
+STEPS = {
+    "delay": 1,
+    "gate": 1,
+    "status": 1,
+    "malformed": 0,
+    "fail-query": 1,
+    "domains": 1,
+    "tracked": 0,
+}
 """The path grammar's words and how many path segments each takes as its argument."""
 
 Step = tuple[str, str]
@@ -50,6 +58,8 @@ class StubSearxServer:
         malformed            answer 200 with a body that is not JSON
         fail-query/{marker}  answer HTTP 500 to a query that contains `marker`
         domains/{h1,h2,...}  results on those hosts, in turn, each with a `publishedDate`
+        tracked              the shared URLs carry `?utm_source=stub`: the same pages as the
+                             other platforms', under another spelling (fused as URL variants)
 
     Waits come first, in order; then the first of status, malformed or a matching fail-query
     decides the answer; else the results. So `fail-query/zz500/delay/0.2` answers after 0.2 s,
@@ -140,7 +150,8 @@ class StubSearxServer:
             if word == "fail-query" and arg in q:
                 return 500, json.dumps({"error": f"stub failure for {arg!r}"}).encode()
         hosts = next((arg.split(",") for word, arg in steps if word == "domains"), None)
-        return 200, _results(key, q, page, hosts)
+        tracked = any(word == "tracked" for word, _ in steps)
+        return 200, _results(key, q, page, hosts, tracked=tracked)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -201,7 +212,9 @@ def _valid(word: str, arg: str) -> bool:
     return True
 
 
-def _results(key: str, query: str, page: int, hosts: list[str] | None = None) -> bytes:
+def _results(
+    key: str, query: str, page: int, hosts: list[str] | None = None, *, tracked: bool = False
+) -> bytes:
     label = key.replace("/", "-").replace(",", "+")
     now = datetime.now(UTC).replace(microsecond=0)
     results: list[dict[str, Any]] = []
@@ -218,7 +231,9 @@ def _results(key: str, query: str, page: int, hosts: list[str] | None = None) ->
                 published = now - timedelta(days=(i - 1) * DATE_STEP_DAYS)
                 result["publishedDate"] = published.isoformat()
             elif i % 2:
-                result["url"] = f"https://stub.test/shared/{i}"
+                result["url"] = f"https://stub.test/shared/{i}" + (
+                    "?utm_source=stub" if tracked else ""
+                )
             else:
                 result["url"] = f"https://stub.test/{label}/{i}"
             results.append(result)
