@@ -274,6 +274,23 @@ def test_urls_merged_into_one_result_are_listed_as_its_variants(
     ]
 
 
+def test_what_the_post_filters_removed_is_shown(
+    browser: BrowserFactory, server: ServeProcess
+) -> None:
+    """A domain filter no stub result passes: no result, and the count it removed said."""
+    b = browser()
+    open_page(b, server)
+    b.driver.find_element(By.CSS_SELECTOR, "#options summary").click()
+    b.driver.find_element(By.ID, "include-domains").send_keys("example.org")
+    search(b, "filtered away", ["web_ok"])
+    final = wait_status(b, "completed", "partial", "failed")
+    filtered = b.driver.find_element(By.CSS_SELECTOR, "#problems li.filtered")
+    assert filtered.get_attribute("data-option") == "include_domains"
+    assert filtered.text == "include_domains filtered out 10 results", final
+    assert result_items(b) == []
+    assert b.driver.find_element(By.CSS_SELECTOR, "#results p.note").text == "No results."
+
+
 def test_several_queries_get_a_section_each_with_their_failures(
     browser: BrowserFactory, server: ServeProcess
 ) -> None:
