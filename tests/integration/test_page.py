@@ -138,6 +138,11 @@ def wait_status(b: Browser, *wanted: str) -> str:
     return status(b)
 
 
+def finished(b: Browser) -> str:
+    """The search's terminal status, once the page shows one."""
+    return wait_status(b, "completed", "partial", "failed", "cancelled")
+
+
 def run_state(b: Browser, name: str) -> str | None:
     found = b.driver.find_elements(By.CSS_SELECTOR, f"#platform-runs li[data-platform='{name}']")
     return found[0].get_attribute("data-state") if found else None
@@ -192,7 +197,7 @@ def test_a_search_streams_progress_then_fused_results(
     b.screenshot(shots_dir(tmp_path) / f"page-{label}-running.png", full_page=True)
 
     stub.release("page")
-    assert wait_status(b, "completed", "partial", "failed") == "partial"
+    assert finished(b) == "partial"
     assert run_state(b, "web_gate") == "succeeded"
     failed = b.driver.find_element(By.CSS_SELECTOR, "#problems li[data-platform='web_fail']")
     assert "500" in failed.text
@@ -226,7 +231,7 @@ def test_cancel_stops_a_slow_search(
     cancel = b.driver.find_element(By.ID, "cancel-button")
     assert cancel.is_enabled()
     cancel.click()
-    assert wait_status(b, "cancelled", "completed", "partial", "failed") == "cancelled"
+    assert finished(b) == "cancelled"
     b.wait().until(lambda _: run_state(b, "web_hold") == "cancelled")
     assert b.driver.find_element(By.ID, "search-button").is_enabled()
     assert not cancel.is_enabled()
@@ -241,7 +246,7 @@ def test_a_failing_platform_is_reported_beside_the_others_results(
     b = browser()
     open_page(b, server)
     search(b, "dielectric", ["web_ok", "web_fail"])
-    assert wait_status(b, "completed", "partial", "failed") == "partial"
+    assert finished(b) == "partial"
     assert run_state(b, "web_fail") == "failed"
     failed = b.driver.find_element(By.CSS_SELECTOR, "#problems li[data-platform='web_fail']")
     assert failed.is_displayed()
@@ -260,7 +265,7 @@ def test_urls_merged_into_one_result_are_listed_as_its_variants(
     b = browser()
     open_page(b, server)
     search(b, "variants", ["web_ok", "web_tracked"])
-    assert wait_status(b, "completed", "partial", "failed") == "completed"
+    assert finished(b) == "completed"
     first = b.driver.find_element(By.CSS_SELECTOR, "#results li.result")
     assert first.find_element(By.CLASS_NAME, "result-url").text == "https://stub.test/shared/1"
     variants = first.find_element(By.CSS_SELECTOR, "details.variants")
@@ -283,7 +288,7 @@ def test_what_the_post_filters_removed_is_shown(
     b.driver.find_element(By.CSS_SELECTOR, "#options summary").click()
     b.driver.find_element(By.ID, "include-domains").send_keys("example.org")
     search(b, "filtered away", ["web_ok"])
-    final = wait_status(b, "completed", "partial", "failed")
+    final = finished(b)
     filtered = b.driver.find_element(By.CSS_SELECTOR, "#problems li.filtered")
     assert filtered.get_attribute("data-option") == "include_domains"
     assert filtered.text == "include_domains filtered out 10 results", final
@@ -297,7 +302,7 @@ def test_several_queries_get_a_section_each_with_their_failures(
     b = browser()
     open_page(b, server)
     search(b, "permittivity\nother zz500", ["web_flaky"])
-    assert wait_status(b, "completed", "partial", "failed") == "partial"
+    assert finished(b) == "partial"
     sections = b.driver.find_elements(By.CSS_SELECTOR, "#results section.query-section")
     assert [s.find_element(By.TAG_NAME, "h3").text for s in sections] == [
         "Query 1: permittivity",
@@ -315,7 +320,7 @@ def test_a_provider_title_holding_html_renders_as_text(
     b = browser()
     open_page(b, server)
     search(b, HOSTILE, ["web_ok"])
-    assert wait_status(b, "completed", "partial", "failed") == "completed"
+    assert finished(b) == "completed"
     titles = [item["title"] for item in result_items(b)]
     assert len(titles) == 10 and all(title.startswith(HOSTILE) for title in titles)
     shown = b.driver.find_element(By.CSS_SELECTOR, "#results li.result .result-title")
@@ -458,7 +463,7 @@ def test_fetched_content_is_shown_under_its_result(
     open_page(b, server)
     b.driver.find_element(By.ID, "include-content").click()
     search(b, "plasma ionosphere", ["docs"])
-    assert wait_status(b, "completed", "partial", "failed") == "completed"
+    assert finished(b) == "completed"
     (item,) = b.driver.find_elements(By.CSS_SELECTOR, "#results li.result")
     assert item.find_element(By.CLASS_NAME, "result-url").text == "https://lab.local/doc/D1"
     content = item.find_element(By.CSS_SELECTOR, "details.content")
@@ -500,7 +505,7 @@ def test_the_page_resumes_its_stream_when_the_server_restarts(
     with second:
         assert second.url == first.url
         stub.release("page")
-        assert wait_status(b, "completed", "partial", "failed", "cancelled") == "completed"
+        assert finished(b) == "completed"
         assert js(b, "return document.getElementById('progress-section').dataset.task") == task
         assert len(result_items(b)) == 10
     streams = [r for r in b.requests() if r["url"].endswith(f"/search_status/{task}/events")]
