@@ -1,0 +1,206 @@
+"""MCP Tasks (`io.modelcontextprotocol/tasks`, SEP-2663, schema 2026-07-28): `search` as a task.
+
+A client that declares the extension in a request's capabilities gets, for a `search` call, a
+task handle at once (`resultType: "task"`) instead of waiting for the fused results; it then
+polls `tasks/get` (status, the progress message, and once over the very result a synchronous
+`search` gives) and may `tasks/cancel`. Every other tool, and every client that does not
+declare the extension (or speaks a protocol version before 2026-07-28, whose task shapes are
+another extension's), gets today's answer unchanged.
+
+The MCP task IS the fanfuse search: its `taskId` is the search's task id, and nothing about it
+is held in this process. `tasks/get` reads the search through the same `SearchBackend` the
+tools use, so a task survives the MCP server restarting (the embedded runtime's SQLite file,
+whose resident runtime resumes the search; or a deployed stack), and it belongs to the caller
+that started it: `tasks/get`, `tasks/update` and `tasks/cancel` act for the request's caller
+(fronts/mcp/access.py), and another caller's task is "not found" (-32602), exactly as an
+unknown id, so a task id seen elsewhere tells nothing and opens nothing.
+
+Statuses: pending and running are `working`; completed, partial and failed are `completed`
+with the `search` tool's result (a failed search is a tool result with a failure in it, as the
+synchronous `search` answers it, not a JSON-RPC error: the spec keeps `failed` for those);
+cancelled is `cancelled`. fanfuse never asks a client for input, so a task is never
+`input_required` and `tasks/update` is acknowledged with nothing to apply.
+
+The SDK's `Extension` contract (mcp.server.extension) is written for `MCPServer`; fanfuse's
+server is the low-level `Server` (its tool schemas come from the request model), so `install`
+applies the extension the way `MCPServer` does: its methods as request handlers, its settings
+under `capabilities.extensions`, its interceptor folded around `tools/call`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolRequestParams, RequestParams
+from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from fanfuse.fronts.mcp import access
+from fanfuse.fronts.mcp.render import digest
+from fanfuse.fronts.mcp.tools import of_view, tool_error
+from fanfuse.runtimes.backend import SearchBackend
+from fanfuse.wire.errors import FanfuseError, TaskNotFound
+from fanfuse.wire.models import Caller, TaskStatus, TaskView
+
+EXTENSION_ID = "io.modelcontextprotocol/tasks"
+TASK_TOOLS = frozenset({"search"})
+"""The tools answered with a task handle: `search` is the one that waits. start_search already
+returns at once, and the others answer from one read."""
+POLL_INTERVAL_MS = 500
+"""The `pollIntervalMs` hint: a search's platforms report about this often (the progress
+throttle), and most searches take seconds, so polling faster reads the same document."""
+
+ToolCall = Callable[[ServerRequestContext[Any], CallToolRequestParams], Awaitable[HandlerResult]]
+
+
+class TaskIdParams(RequestParams):
+    """`tasks/get` and `tasks/cancel`: `{taskId}`."""
+
+    task_id: str = Field(alias="taskId", min_length=1)
+
+
+class TaskUpdateParams(TaskIdParams):
+    """`tasks/update`: `{taskId, inputResponses}`; fanfuse asks for no input."""
+
+    input_responses: dict[str, Any] = Field(alias="inputResponses", default_factory=dict)
+
+
+def declared(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether this request's client declared the extension on a 2026-07-28+ connection (where
+    capabilities travel with each request; SEP-2663 lets a task answer only such a request)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    capabilities = ctx.session.client_capabilities
+    extensions = capabilities.extensions if capabilities else None
+    return bool(extensions) and EXTENSION_ID in (extensions or {})
+
+
+def _require(ctx: ServerRequestContext[Any]) -> None:
+    """tasks/* from a client that did not declare the extension: -32021, as the spec says."""
+    if not declared(ctx):
+        raise MCPError(
+            code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+            message=f"Client did not declare required extension {EXTENSION_ID!r}",
+            data={"requiredCapabilities": {"extensions": {EXTENSION_ID: {}}}},
+        )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def task_status(status: TaskStatus) -> str:
+    if status is TaskStatus.CANCELLED:
+        return "cancelled"
+    return "completed" if status.terminal else "working"
+
+
+def detailed_task(view: TaskView) -> dict[str, Any]:
+    """The search as a DetailedTask: status, its message, and once completed the result the
+    synchronous `search` tool gives for the same view."""
+    status = task_status(view.status)
+    ttl = view.expires_at - view.created_at
+    task: dict[str, Any] = {
+        "taskId": view.task_id,
+        "status": status,
+        "statusMessage": digest(view).message,
+        "createdAt": _iso(view.created_at),
+        "lastUpdatedAt": _iso(view.updated_at),
+        "ttlMs": max(0, int(ttl.total_seconds() * 1000)),
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    }
+    if status == "completed":
+        result = of_view(view).model_dump(by_alias=True, mode="json", exclude_none=True)
+        task["result"] = {"resultType": "complete", **result}
+    return task
+
+
+class SearchTasks(Extension):
+    """The Tasks extension over a SearchBackend; `gated`: requests carry a verified caller."""
+
+    identifier = EXTENSION_ID
+
+    def __init__(self, backend: SearchBackend, gated: bool = False) -> None:
+        self.backend = backend
+        self.gated = gated
+
+    def methods(self) -> Sequence[MethodBinding]:
+        return (
+            MethodBinding("tasks/get", TaskIdParams, self.get),
+            MethodBinding("tasks/update", TaskUpdateParams, self.update),
+            MethodBinding("tasks/cancel", TaskIdParams, self.cancel),
+        )
+
+    async def intercept_tool_call(
+        self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if params.name not in TASK_TOOLS or not declared(ctx):
+            return await call_next(ctx)
+        try:
+            caller = access.caller_of(ctx.request, self.gated)
+            accepted = await self.backend.start(dict(params.arguments or {}), caller)
+            view = await self.backend.status(accepted.task_id, caller)
+        except FanfuseError as exc:  # refused as `search` refuses it: a tool error
+            return tool_error(str(exc))
+        # Durably created: the start wrote the search to the store before answering.
+        return {"resultType": "task", **_summary(detailed_task(view))}
+
+    async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
+        _require(ctx)
+        return await self._view(ctx, params.task_id, read=True)
+
+    async def update(
+        self, ctx: ServerRequestContext[Any, Any], params: TaskUpdateParams
+    ) -> HandlerResult:
+        _require(ctx)
+        await self._view(ctx, params.task_id, read=True)  # not found is an error here too
+        return {}
+
+    async def cancel(
+        self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams
+    ) -> HandlerResult:
+        _require(ctx)
+        await self._view(ctx, params.task_id, read=False)
+        return {}
+
+    async def _view(
+        self, ctx: ServerRequestContext[Any, Any], task_id: str, *, read: bool
+    ) -> dict[str, Any]:
+        """The caller's task, read or cancelled; anyone else's, or none: -32602 not found."""
+        try:
+            caller: Caller = access.caller_of(ctx.request, self.gated)
+            if read:
+                view = await self.backend.status(task_id, caller)
+            else:
+                view = await self.backend.cancel(task_id, caller)
+        except TaskNotFound:
+            raise MCPError(
+                code=INVALID_PARAMS, message="Failed to retrieve task: Task not found"
+            ) from None
+        except FanfuseError as exc:  # expired (its owner only), the store unavailable...
+            raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
+        return detailed_task(view)
+
+
+def _summary(task: dict[str, Any]) -> dict[str, Any]:
+    """A CreateTaskResult carries the Task fields only (no inlined result): a search done before
+    the first read still hands back a handle, and tasks/get gives the result."""
+    return {k: v for k, v in task.items() if k != "result"}
+
+
+def install(server: Server[Any], extension: Extension, call_tool: ToolCall) -> None:
+    """Apply `extension` to a low-level server as `MCPServer(extensions=[...])` does: its
+    methods, its advertised settings, and its interceptor around `call_tool`."""
+    for method in extension.methods():
+        server.add_request_handler(method.method, method.params_type, method.handler)
+    server.extensions[extension.identifier] = extension.settings()
+    server.add_request_handler(
+        "tools/call", CallToolRequestParams, compose_tool_call_handler([extension], call_tool)
+    )
