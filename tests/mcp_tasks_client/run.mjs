@@ -52,6 +52,7 @@ class Coordinator {
   setProtocolVersion(version) { this.inner.setProtocolVersion?.(version); }
   dispatch = async (request) => {
     const id = `raw-${++this.next}`;
+    if (process.env.TASKS_TRACE) process.stderr.write(`dispatch ${request.method}\n`);
     const answered = new Promise((resolve) => this.pending.set(id, resolve));
     await this.inner.send({ ...request, jsonrpc: "2.0", id });
     const message = await answered;
@@ -126,7 +127,13 @@ try {
   } else if (spec.do === "start") {
     const execution = await conn.session.callTool("search", args);
     out({ what: "started", kind: execution.kind, reference: execution.kind === "task" ? execution.serializeReference() : null });
-    if (execution.kind === "task") await execution.detach();
+    if (execution.kind === "task") {
+      // Detached, the execution leaves the session's active set only once its result() has
+      // settled; a session closed before that would close it, which cancels the task.
+      await execution.detach();
+      await execution.result().catch(() => {});
+      await new Promise((resolve) => setImmediate(resolve));
+    }
   } else if (spec.do === "resume") {
     await settle(await conn.session.resumeTask(spec.reference));
   } else if (spec.do === "cancel") {
