@@ -113,7 +113,7 @@ def completed_search(record: dict[str, Any]) -> dict[str, Any]:
     assert record["what"] == "outcome" and record["status"] == "completed", record
     result = record["result"]
     assert result["isError"] is False
-    digest = result["structuredContent"]
+    digest: dict[str, Any] = result["structuredContent"]
     assert digest["status"] == "completed", digest
     assert result["content"][0]["text"].endswith(f"(task_id {digest['task_id']})")
     return digest

@@ -139,7 +139,10 @@ class SearchTasks(Extension):
         )
 
     async def intercept_tool_call(
-        self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+        self,
+        params: CallToolRequestParams,
+        ctx: ServerRequestContext[Any, Any],
+        call_next: CallNext,
     ) -> HandlerResult:
         if params.name not in TASK_TOOLS or not declared(ctx):
             return await call_next(ctx)
