@@ -9,6 +9,7 @@ test releases its gate, so a search is still running exactly as long as a test n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -205,3 +206,27 @@ def test_another_callers_tasks_get_and_cancel_find_nothing(
         stub.release("held")
         (outcome,) = run({**http(url, alice), "do": "resume", "reference": started["reference"]})
     completed_search(outcome)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_listen_stream_sends_the_tasks_completion_then_ends(
+    env: dict[str, str], stub: StubSearxServer, transport: str
+) -> None:
+    """`subscriptions/listen` with `taskIds`: the caller's task is agreed to (an unknown id is
+    not), its completion arrives as `notifications/tasks` with the result, and the stream ends
+    gracefully once nothing it watches can change."""
+    with contextlib.ExitStack() as stack:
+        spec = stdio(env) if transport == "stdio" else http(stack.enter_context(http_server(env)))
+        proc = start({**spec, "do": "listen", "arguments": HELD})
+        assert proc.stdout is not None
+        listening = json.loads(proc.stdout.readline())
+        assert listening["what"] == "listening", listening
+        assert listening["honored"]["taskIds"] == [listening["taskId"]]
+        reach(stub, "held", 1)
+        stub.release("held")
+        (notified,) = finish(proc)
+    *_, last = notified["notes"]
+    assert last["taskId"] == listening["taskId"] and last["status"] == "completed", last
+    assert last["result"]["structuredContent"]["status"] == "completed"
+    assert "io.modelcontextprotocol/subscriptionId" in last["_meta"]
+    assert notified["end"] == "result"  # the graceful end: the listen request answered

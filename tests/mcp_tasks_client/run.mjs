@@ -11,6 +11,8 @@
 //   "cancel"  search as a task, cancel it, and print the outcome
 //   "get"     one tasks/get of "taskId" (a denial prints its error)
 //   "cancelId" one tasks/cancel of "taskId" (a denial prints its error)
+//   "listen"  search as a task, listen for its notifications (prints "listening" once
+//             acknowledged), and print the first `notifications/tasks` that is not working
 //   "plain"   a client without the extension: tools/call search, its result as is
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
@@ -20,6 +22,8 @@ const PROTOCOL = "2026-07-28";
 const ENDPOINT = "fanfuse-test";
 const CLIENT_INFO = { name: "fanfuse-tasks-test", version: "0" };
 const spec = JSON.parse(process.argv[2]);
+const taskNotes = [];
+const acks = [];
 
 function out(record) {
   process.stdout.write(JSON.stringify(record) + "\n");
@@ -80,6 +84,11 @@ async function connect(withTasks) {
   });
   await client.connect(wire);
   if (!withTasks) return { client, close: () => client.close() };
+  // Task notifications reach no registered handler: record them here (ext-tasks chains this).
+  client.fallbackNotificationHandler = async (notification) => {
+    if (notification.method === "notifications/tasks") taskNotes.push(notification.params);
+    if (notification.method === "notifications/subscriptions/acknowledged") acks.push(notification.params);
+  };
   const session = createTaskSessionFromClient(client, {
     endpointId: ENDPOINT,
     rawDispatch: wire.dispatch,
@@ -88,7 +97,7 @@ async function connect(withTasks) {
     },
   });
   return {
-    client, session,
+    client, session, wire, capabilities,
     close: async () => { await session.close(); await client.close(); },
   };
 }
@@ -109,6 +118,14 @@ async function settle(execution) {
     },
   });
   out({ what: "outcome", kind: execution.kind, events, ...outcomeRecord(outcome) });
+}
+
+async function until(done, ms = 30000) {
+  const deadline = Date.now() + ms;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${done}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 async function denial(work) {
@@ -146,6 +163,29 @@ try {
     await denial(async () => (await conn.session.task(spec.taskId).snapshot()).status);
   } else if (spec.do === "cancelId") {
     await denial(async () => { await conn.session.task(spec.taskId).cancel(); return "acknowledged"; });
+  } else if (spec.do === "listen") {
+    // The SDK Client's listen() strips filter keys it does not know (`taskIds` is the Tasks
+    // extension's), so the listen request goes through the coordinator, framed as the client
+    // frames its requests; its notifications reach the fallback handler above, and its
+    // response is the server's graceful end of the stream.
+    const execution = await conn.session.callTool("search", args);
+    const taskId = execution.handle.taskId;
+    const ended = conn.wire.dispatch({
+      method: "subscriptions/listen",
+      params: {
+        notifications: { taskIds: [taskId, "no-such-task"] },
+        _meta: {
+          "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+          "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+          "io.modelcontextprotocol/clientCapabilities": conn.capabilities,
+        },
+      },
+    });
+    await until(() => acks.length > 0);
+    out({ what: "listening", taskId, honored: acks[0].notifications });
+    await until(() => taskNotes.some((n) => n.taskId === taskId && n.status !== "working"));
+    const end = await ended;
+    out({ what: "notified", notes: taskNotes, end: end.kind });
   } else if (spec.do === "plain") {
     const result = await conn.client.callTool({ name: "search", arguments: args });
     out({ what: "plain", era: conn.client.getProtocolEra(), result });

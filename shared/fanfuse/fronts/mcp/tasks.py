@@ -21,26 +21,49 @@ synchronous `search` answers it, not a JSON-RPC error: the spec keeps `failed` f
 cancelled is `cancelled`. fanfuse never asks a client for input, so a task is never
 `input_required` and `tasks/update` is acknowledged with nothing to apply.
 
+Notifications: a client may open `subscriptions/listen` with `notifications.taskIds`; the
+server agrees to the ids that are the caller's own (the acknowledgement lists them), then sends
+`notifications/tasks` (the DetailedTask `tasks/get` would give) each time one changes status
+(one already over: at once), so at the latest on completion, on the listen request's own
+stream (stdio, or streamable HTTP's SSE answer). A stream that asked for tasks only ends once
+they are all over.
+
 The SDK's `Extension` contract (mcp.server.extension) is written for `MCPServer`; fanfuse's
 server is the low-level `Server` (its tool schemas come from the request model), so `install`
 applies the extension the way `MCPServer` does: its methods as request handlers, its settings
-under `capabilities.extensions`, its interceptor folded around `tools/call`.
+under `capabilities.extensions`, its interceptor folded around `tools/call`. Two things the
+contract has no place for are done beside it: `subscriptions/listen` is a spec method, which an
+extension may not bind (`MethodBinding` refuses it) and whose SDK handler (`ListenHandler`)
+knows only the core event kinds, so `install` registers `TaskListen` for it on the low-level
+server; and `notifications/tasks` is not in the SDK's closed `ServerNotification` union, so it
+is sent as a model of its own through the session (which only serializes it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, cast
 
+import anyio
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.extension import Extension, MethodBinding, compose_tool_call_handler
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolRequestParams, RequestParams
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+from mcp_types import (
+    CallToolRequestParams,
+    RequestParams,
+    ServerNotification,
+    SubscriptionFilter,
+    SubscriptionsAcknowledgedNotification,
+    SubscriptionsAcknowledgedNotificationParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+)
 from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from fanfuse.fronts.mcp import access
 from fanfuse.fronts.mcp.render import digest
@@ -56,6 +79,10 @@ returns at once, and the others answer from one read."""
 POLL_INTERVAL_MS = 500
 """The `pollIntervalMs` hint: a search's platforms report about this often (the progress
 throttle), and most searches take seconds, so polling faster reads the same document."""
+WATCH_INTERVAL_S = 0.25
+"""How often a listen stream reads its tasks: a status change is pushed within this."""
+MAX_WATCHED = 100
+"""Task ids one listen stream may ask for; more is refused as invalid params."""
 
 ToolCall = Callable[[ServerRequestContext[Any], CallToolRequestParams], Awaitable[HandlerResult]]
 
@@ -157,23 +184,23 @@ class SearchTasks(Extension):
 
     async def get(self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams) -> HandlerResult:
         _require(ctx)
-        return await self._view(ctx, params.task_id, read=True)
+        return await self.view(ctx, params.task_id, read=True)
 
     async def update(
         self, ctx: ServerRequestContext[Any, Any], params: TaskUpdateParams
     ) -> HandlerResult:
         _require(ctx)
-        await self._view(ctx, params.task_id, read=True)  # not found is an error here too
+        await self.view(ctx, params.task_id, read=True)  # not found is an error here too
         return {}
 
     async def cancel(
         self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams
     ) -> HandlerResult:
         _require(ctx)
-        await self._view(ctx, params.task_id, read=False)
+        await self.view(ctx, params.task_id, read=False)
         return {}
 
-    async def _view(
+    async def view(
         self, ctx: ServerRequestContext[Any, Any], task_id: str, *, read: bool
     ) -> dict[str, Any]:
         """The caller's task, read or cancelled; anyone else's, or none: -32602 not found."""
@@ -198,12 +225,99 @@ def _summary(task: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in task.items() if k != "result"}
 
 
-def install(server: Server[Any], extension: Extension, call_tool: ToolCall) -> None:
-    """Apply `extension` to a low-level server as `MCPServer(extensions=[...])` does: its
-    methods, its advertised settings, and its interceptor around `call_tool`."""
+class TaskStatusNotification(BaseModel):
+    """`notifications/tasks`: the DetailedTask, with the listen stream's subscription id."""
+
+    method: Literal["notifications/tasks"] = "notifications/tasks"
+    params: dict[str, Any]
+
+
+_TASK_IDS: TypeAdapter[list[str]] = TypeAdapter(list[str])
+
+
+class TaskListen:
+    """Serves `subscriptions/listen` with the extension's `taskIds` filter (and the core kinds,
+    which fanfuse never fires: agreed to, as the SDK's ListenHandler does, and silent)."""
+
+    def __init__(self, tasks: SearchTasks) -> None:
+        self.tasks = tasks
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        requested = params.notifications
+        asked = (requested.model_extra or {}).get("taskIds")
+        if asked is not None:
+            _require(ctx)
+        try:
+            task_ids = list(dict.fromkeys(_TASK_IDS.validate_python(asked or [])))
+        except ValidationError:
+            raise MCPError(INVALID_PARAMS, "notifications.taskIds: a list of strings") from None
+        if len(task_ids) > MAX_WATCHED:
+            raise MCPError(INVALID_PARAMS, f"notifications.taskIds: at most {MAX_WATCHED}")
+        if ctx.request_id is None:
+            raise MCPError(INVALID_PARAMS, "subscriptions/listen requires a request id")
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
+        watched: dict[str, dict[str, Any]] = {}  # the caller's own tasks, as last seen
+        for task_id in task_ids:
+            try:
+                watched[task_id] = await self.tasks.view(ctx, task_id, read=True)
+            except MCPError:  # not the caller's, or no such task: not agreed to
+                continue
+        core = {
+            k: v
+            for k, v in requested.model_dump(exclude_none=True).items()
+            if k != "taskIds" and v not in (False, [])
+        }
+        agreed = {} if asked is None else {"taskIds": list(watched)}
+        honored = SubscriptionFilter.model_validate({**core, **agreed})
+        await ctx.session.send_notification(
+            SubscriptionsAcknowledgedNotification(
+                params=SubscriptionsAcknowledgedNotificationParams(
+                    notifications=honored, _meta=meta
+                )
+            ),
+            related_request_id=ctx.request_id,
+        )
+        for task in watched.values():  # over already: told at once, the stream has nothing else
+            if task["status"] != "working":
+                await self._notify(ctx, {**task, "_meta": meta})
+        live = {t: task["status"] for t, task in watched.items() if task["status"] == "working"}
+        while live:
+            await anyio.sleep(WATCH_INTERVAL_S)
+            for task_id, seen in list(live.items()):
+                try:
+                    task = await self.tasks.view(ctx, task_id, read=True)
+                except MCPError:  # expired or gone meanwhile: nothing more to tell
+                    del live[task_id]
+                    continue
+                if task["status"] != seen:
+                    await self._notify(ctx, {**task, "_meta": meta})
+                    live[task_id] = task["status"]
+                if task["status"] != "working":
+                    del live[task_id]
+        if core or asked is None:  # other kinds: the stream stays until the client leaves
+            await anyio.sleep_forever()
+        return SubscriptionsListenResult(_meta=meta)
+
+    @staticmethod
+    async def _notify(ctx: ServerRequestContext[Any, Any], params: dict[str, Any]) -> None:
+        note = TaskStatusNotification(params=params)
+        await ctx.session.send_notification(
+            cast(ServerNotification, note), related_request_id=ctx.request_id
+        )
+
+
+def install(server: Server[Any], extension: SearchTasks, call_tool: ToolCall) -> None:
+    """Apply `extension` to a low-level server as `MCPServer(extensions=[...])` does (its
+    methods, its advertised settings, its interceptor around `call_tool`), and serve
+    `subscriptions/listen` with its task ids (`TaskListen`)."""
     for method in extension.methods():
         server.add_request_handler(method.method, method.params_type, method.handler)
     server.extensions[extension.identifier] = extension.settings()
     server.add_request_handler(
         "tools/call", CallToolRequestParams, compose_tool_call_handler([extension], call_tool)
+    )
+    server.add_request_handler(
+        "subscriptions/listen", SubscriptionsListenRequestParams, TaskListen(extension)
     )
