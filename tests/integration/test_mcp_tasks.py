@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from tests.integration.test_mcp_auth import new_key
 from tests.mcp_harness import child_env, http_server
@@ -230,3 +231,24 @@ def test_a_listen_stream_sends_the_tasks_completion_then_ends(
     assert last["result"]["structuredContent"]["status"] == "completed"
     assert "io.modelcontextprotocol/subscriptionId" in last["_meta"]
     assert notified["end"] == "result"  # the graceful end: the listen request answered
+
+
+def test_with_a_remote_stack_the_task_survives_the_mcp_server_restarting(
+    env: dict[str, str], stub: StubSearxServer, tmp_path: Path
+) -> None:
+    """`fanfuse mcp --endpoint` in front of a stack (`fanfuse serve` here): the search runs on
+    the stack, and a new MCP process finds its URLs (kept in its cache directory) and its
+    result, though the API gives them only in the answer to the start."""
+    stack_env = child_env({**env, "FANFUSE_DB_PATH": str(tmp_path / "stack.db")})
+    with ServeProcess("--warm", "none", env=stack_env, log_dir=tmp_path) as stack:
+        mcp_env = {"FANFUSE_CACHE_DIR": str(tmp_path / "mcp-cache")}
+        spec = stdio(mcp_env)
+        spec["args"] += ["--endpoint", f"{stack.url}/start_search", "--api-key", stack.api_key]
+        (started,) = run({**spec, "do": "start", "arguments": HELD})
+        assert started["kind"] == "task", started
+        reach(stub, "held", 1)
+        proc = start({**spec, "do": "resume", "reference": started["reference"]})
+        stub.release("held")
+        (outcome,) = finish(proc)
+    assert completed_search(outcome)["task_id"] == started["reference"]["taskId"]
+    assert stub.waiting("held") == 1  # the stack ran it once: the restart was the MCP server's
