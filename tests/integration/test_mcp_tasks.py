@@ -24,7 +24,7 @@ import pytest
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from tests.integration.test_mcp_auth import new_key
-from tests.mcp_harness import child_env, http_server
+from tests.mcp_harness import child_env, embedded_env, http_server
 from tests.option_scenarios import web_platforms
 
 CLIENT = Path(__file__).resolve().parents[1] / "mcp_tasks_client"
@@ -49,15 +49,8 @@ def stub() -> Iterator[StubSearxServer]:
 
 @pytest.fixture
 def env(tmp_path: Path, stub: StubSearxServer) -> Iterator[dict[str, str]]:
-    corpus = tmp_path / "lab.trec"
-    corpus.write_text(
-        "<DOC>\n<DOCNO>P1</DOCNO>\n<TEXT>Plasma waves propagate in the ionosphere.</TEXT>\n</DOC>\n"
-    )
     yield {
-        "FANFUSE_CACHE_DIR": str(tmp_path / "cache"),
-        "FANFUSE_DB_PATH": str(tmp_path / "fanfuse.db"),
-        "FANFUSE_DOCS_CORPUS": str(corpus),
-        "FANFUSE_VECTORS_CORPUS": str(tmp_path / "no-such-corpus"),
+        **embedded_env(tmp_path),
         "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, DOUBLES)),
         "FANFUSE_DEADLINE_SECONDS": "60",
         "FANFUSE_LEASE_SECONDS": "3",
