@@ -180,6 +180,8 @@ def test_tasks_cancel_cancels_the_search(env: dict[str, str], stub: StubSearxSer
     assert outcome == {"what": "outcome", "status": "cancelled"}
     (after,) = run({**stdio(env), "do": "get", "taskId": started["taskId"]})
     assert after == {"what": "answer", "value": "cancelled"}  # in the store, not this process
+    (again,) = run({**stdio(env), "do": "cancelId", "taskId": started["taskId"]})
+    assert again == {"what": "answer", "value": "acknowledged"}  # over already: still an ack
 
 
 def test_another_callers_tasks_get_and_cancel_find_nothing(

@@ -41,6 +41,8 @@ is sent as a model of its own through the session (which only serializes it).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -61,7 +63,7 @@ from mcp_types import (
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
 )
-from mcp_types.jsonrpc import INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -69,7 +71,7 @@ from fanfuse.fronts.mcp import access
 from fanfuse.fronts.mcp.render import digest
 from fanfuse.fronts.mcp.tools import of_view, tool_error
 from fanfuse.runtimes.backend import SearchBackend
-from fanfuse.wire.errors import FanfuseError, TaskNotFound
+from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import Caller, TaskStatus, TaskView
 
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
@@ -84,7 +86,14 @@ WATCH_INTERVAL_S = 0.25
 MAX_WATCHED = 100
 """Task ids one listen stream may ask for; more is refused as invalid params."""
 
+log = logging.getLogger(__name__)
+FAILED = "Failed to retrieve task"
+
 ToolCall = Callable[[ServerRequestContext[Any], CallToolRequestParams], Awaitable[HandlerResult]]
+
+
+class _Over(Exception):
+    """tasks/cancel of a task already over: acknowledged, not an error."""
 
 
 class TaskIdParams(RequestParams):
@@ -179,6 +188,9 @@ class SearchTasks(Extension):
             view = await self.backend.status(accepted.task_id, caller)
         except FanfuseError as exc:  # refused as `search` refuses it: a tool error
             return tool_error(str(exc))
+        except Exception as exc:  # as Tools.call: a bug answers, it does not drop the connection
+            log.exception("search as a task failed")
+            return tool_error(f"internal error: {type(exc).__name__}: {exc}")
         # Durably created: the start wrote the search to the store before answering.
         return {"resultType": "task", **_summary(detailed_task(view))}
 
@@ -196,26 +208,32 @@ class SearchTasks(Extension):
     async def cancel(
         self, ctx: ServerRequestContext[Any, Any], params: TaskIdParams
     ) -> HandlerResult:
+        """Acknowledged, also for a task already over (the spec's cancellation is cooperative
+        and may end in another terminal status); not found is an error."""
         _require(ctx)
-        await self.view(ctx, params.task_id, read=False)
+        with contextlib.suppress(_Over):
+            await self.view(ctx, params.task_id, read=False)
         return {}
 
     async def view(
         self, ctx: ServerRequestContext[Any, Any], task_id: str, *, read: bool
     ) -> dict[str, Any]:
-        """The caller's task, read or cancelled; anyone else's, or none: -32602 not found."""
+        """The caller's task, read or cancelled; anyone else's, or none: -32602 not found (so
+        is an expired one, to its owner); a store or stack that fails: -32603."""
         try:
             caller: Caller = access.caller_of(ctx.request, self.gated)
             if read:
                 view = await self.backend.status(task_id, caller)
             else:
                 view = await self.backend.cancel(task_id, caller)
-        except TaskNotFound:
-            raise MCPError(
-                code=INVALID_PARAMS, message="Failed to retrieve task: Task not found"
-            ) from None
-        except FanfuseError as exc:  # expired (its owner only), the store unavailable...
-            raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: {exc}") from None
+        except FanfuseError as exc:  # the embedded service's, or the stack's answer (ApiError)
+            if exc.status_code == 409 and not read:  # cancelling a search already over
+                raise _Over from None
+            if exc.status_code == 404:  # no such search, or another caller's
+                raise MCPError(INVALID_PARAMS, f"{FAILED}: Task not found") from None
+            if exc.status_code == 410:  # expired (shown to its owner only)
+                raise MCPError(INVALID_PARAMS, f"{FAILED}: Task has expired") from None
+            raise MCPError(INTERNAL_ERROR, f"{FAILED}: {exc}") from None
         return detailed_task(view)
 
 
