@@ -56,7 +56,6 @@ class Coordinator {
   setProtocolVersion(version) { this.inner.setProtocolVersion?.(version); }
   dispatch = async (request) => {
     const id = `raw-${++this.next}`;
-    if (process.env.TASKS_TRACE) process.stderr.write(`dispatch ${request.method}\n`);
     const answered = new Promise((resolve) => this.pending.set(id, resolve));
     await this.inner.send({ ...request, jsonrpc: "2.0", id });
     const message = await answered;
