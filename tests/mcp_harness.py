@@ -42,6 +42,22 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
     return {**env, **extra, "PYTHONPATH": path}
 
 
+def embedded_env(tmp: Path) -> dict[str, str]:
+    """An embedded `fanfuse mcp` in `tmp`: its own cache and database, `docs` over a one-document
+    corpus, `vectors` unavailable (no model is loaded), a 30 s deadline."""
+    corpus = tmp / "lab.trec"
+    corpus.write_text(
+        "<DOC>\n<DOCNO>P1</DOCNO>\n<TEXT>Plasma waves propagate in the ionosphere.</TEXT>\n</DOC>\n"
+    )
+    return {
+        "FANFUSE_CACHE_DIR": str(tmp / "cache"),
+        "FANFUSE_DB_PATH": str(tmp / "fanfuse.db"),
+        "FANFUSE_DOCS_CORPUS": str(corpus),
+        "FANFUSE_VECTORS_CORPUS": str(tmp / "no-such-corpus"),
+        "FANFUSE_DEADLINE_SECONDS": "30",
+    }
+
+
 def stdio_server(env: dict[str, str], *args: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable, args=["-m", "fanfuse.cli.main", "mcp", *args], env=child_env(env)

@@ -22,22 +22,20 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from tests.mcp_harness import ACCEPT, INITIALIZE, child_env, http_server, structured, text
+from tests.mcp_harness import (
+    ACCEPT,
+    INITIALIZE,
+    child_env,
+    embedded_env,
+    http_server,
+    structured,
+    text,
+)
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    corpus = tmp_path / "lab.trec"
-    corpus.write_text(
-        "<DOC>\n<DOCNO>P1</DOCNO>\n<TEXT>Plasma waves propagate in the ionosphere.</TEXT>\n</DOC>\n"
-    )
-    return {
-        "FANFUSE_CACHE_DIR": str(tmp_path / "cache"),
-        "FANFUSE_DB_PATH": str(tmp_path / "fanfuse.db"),
-        "FANFUSE_DOCS_CORPUS": str(corpus),
-        "FANFUSE_VECTORS_CORPUS": str(tmp_path / "no-such-corpus"),
-        "FANFUSE_DEADLINE_SECONDS": "30",
-    }
+    return embedded_env(tmp_path)
 
 
 def new_key(env: dict[str, str], owner: str) -> str:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -100,17 +102,61 @@ class EmbeddedBackend:
         return Platforms(platforms=self.runtime.service.platforms())
 
 
+class Remembered:
+    """A remote backend's start answers in a SQLite file (`<cache_dir>/remote-searches.db`), per
+    endpoint, the last REMEMBERED: the API gives a search's `status_url` and `cancel_url` only
+    when it starts it, so a restarted `fanfuse mcp --endpoint` reads them here to keep serving
+    the MCP tasks (fronts/mcp/tasks.py) its previous process started. Only the local user's
+    server fronts a remote stack (fronts/mcp/serve.py refuses an authenticating one), and the
+    stack checks its own key on every call. One short connection per call: rare, small writes."""
+
+    def __init__(self, path: Path, endpoint: str) -> None:
+        self.path = path
+        self.endpoint = endpoint
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.closing(self._connect()) as db, db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS accepted (endpoint TEXT NOT NULL, "
+                "task_id TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (endpoint, task_id))"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=10)
+
+    def put(self, accepted: Accepted) -> None:
+        with contextlib.closing(self._connect()) as db, db:
+            db.execute(
+                "INSERT OR REPLACE INTO accepted VALUES (?, ?, ?)",
+                (self.endpoint, accepted.task_id, accepted.model_dump_json()),
+            )
+            db.execute(
+                "DELETE FROM accepted WHERE endpoint = ? AND rowid NOT IN (SELECT rowid FROM "
+                "accepted WHERE endpoint = ? ORDER BY rowid DESC LIMIT ?)",
+                (self.endpoint, self.endpoint, REMEMBERED),
+            )
+
+    def get(self, task_id: str) -> Accepted | None:
+        with contextlib.closing(self._connect()) as db:
+            row = db.execute(
+                "SELECT body FROM accepted WHERE endpoint = ? AND task_id = ?",
+                (self.endpoint, task_id),
+            ).fetchone()
+        return Accepted.model_validate_json(row[0]) if row else None
+
+
 class RemoteBackend:
     """A deployed (or `fanfuse dev`) stack, through its `start_search` URL.
 
     The API answers a start with the search's `status_url` and `cancel_url`; they are kept per
-    task id (the last REMEMBERED searches this server started), so `get_search_status` can take
-    just the id. A search started elsewhere is unknown here.
+    task id (the last REMEMBERED searches this server started, and in `remembered` when given,
+    which outlives the process), so `get_search_status` can take just the id. A search started
+    elsewhere is unknown here.
     """
 
-    def __init__(self, client: HttpSearchClient) -> None:
+    def __init__(self, client: HttpSearchClient, remembered: Remembered | None = None) -> None:
         self.client = client
         self.poll = client.poll
+        self.remembered = remembered
         self._accepted: OrderedDict[str, Accepted] = OrderedDict()
 
     async def start(self, payload: dict[str, Any], caller: Caller | None) -> Accepted:
@@ -118,19 +164,23 @@ class RemoteBackend:
         self._accepted[accepted.task_id] = accepted
         while len(self._accepted) > REMEMBERED:
             self._accepted.popitem(last=False)
+        if self.remembered is not None:
+            await asyncio.to_thread(self.remembered.put, accepted)
         return accepted
 
-    def _known(self, task_id: str) -> Accepted:
-        try:
-            return self._accepted[task_id]
-        except KeyError:
-            raise TaskNotFound(task_id) from None
+    async def _known(self, task_id: str) -> Accepted:
+        found = self._accepted.get(task_id)
+        if found is None and self.remembered is not None:
+            found = await asyncio.to_thread(self.remembered.get, task_id)
+        if found is None:
+            raise TaskNotFound(task_id)
+        return found
 
     async def status(self, task_id: str, caller: Caller | None) -> TaskView:
-        return await self.client.status(self._known(task_id))
+        return await self.client.status(await self._known(task_id))
 
     async def cancel(self, task_id: str, caller: Caller | None) -> TaskView:
-        return await self.client.cancel(self._known(task_id))
+        return await self.client.cancel(await self._known(task_id))
 
     async def search(
         self, payload: dict[str, Any], caller: Caller | None, on_update: OnUpdate = None
@@ -165,11 +215,16 @@ async def open_backend(
 
     A resident embedded one (the MCP server's) resumes the searches a previous process on the
     same database started and left unfinished, while they are within their deadline
-    (`runtimes/embedded.py`); the command line's is not: it runs its one search and exits.
+    (`runtimes/embedded.py`); the command line's is not: it runs its one search and exits. A
+    resident remote one (given `settings`) remembers its searches' URLs in the cache directory
+    (`Remembered`), so a restarted MCP server still reaches them.
     """
     if endpoint:
+        remembered = None
+        if resident and settings is not None:
+            remembered = Remembered(settings.cache_dir / "remote-searches.db", endpoint)
         async with api_http(30.0) as http:
-            yield RemoteBackend(HttpSearchClient(endpoint, http=http, auth=auth))
+            yield RemoteBackend(HttpSearchClient(endpoint, http=http, auth=auth), remembered)
         return
     async with EmbeddedRuntime(settings, resident=resident) as runtime:
         yield EmbeddedBackend(runtime)

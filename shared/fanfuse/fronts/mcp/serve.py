@@ -29,7 +29,7 @@ from starlette.types import ASGIApp
 
 import fanfuse
 from fanfuse.auth.callers import Authenticator
-from fanfuse.fronts.mcp import access
+from fanfuse.fronts.mcp import access, tasks
 from fanfuse.fronts.mcp.tools import Tools, tool_error, tool_list
 from fanfuse.runtimes.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.settings import Settings
@@ -98,13 +98,15 @@ def build_server(backend: SearchBackend, max_wait: float, gated: bool = False) -
             return tool_error(str(exc))
         return await tools.call(params.name, params.arguments, report, caller)
 
-    return Server(
+    server = Server(
         "fanfuse",
         version=getattr(fanfuse, "__version__", "") or "0.1.0",
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    tasks.install(server, tasks.SearchTasks(backend, gated), call_tool)  # fronts/mcp/tasks.py
+    return server
 
 
 async def serve(options: McpOptions, announce: TextIO = sys.stdout) -> None:

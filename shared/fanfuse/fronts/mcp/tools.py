@@ -63,7 +63,9 @@ def tool_list(max_wait: float) -> list[Tool]:
             description="Search every selected platform at once and return the fused results, "
             "one numbered list per query (up to 5 queries). Waits up to the request's "
             f"timeout_s (at most {max_wait:g} s here); a search still running then is "
-            "returned with its task_id for get_search_status. Sends progress notifications.",
+            "returned with its task_id for get_search_status. Sends progress notifications. "
+            "A client declaring MCP Tasks (io.modelcontextprotocol/tasks) gets a task at once "
+            "instead, for tasks/get.",
             input_schema=request,
             output_schema=digest_out,
             annotations=reads,
