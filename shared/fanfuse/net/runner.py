@@ -219,8 +219,13 @@ class Runner:
         calls: list[CallRecord] | None = None,
         *,
         accept_types: Sequence[str] | None = None,
+        price_usd: float = 0.0,
     ) -> Response:
         """Send `spec` with retries; return the final answer unless it is a retryable failure.
+
+        `price_usd`: what the provider charges for this call (the platform's price list); the
+        record carries it when the provider answered with a 2xx, which is what the providers'
+        price lists bill (a refused or failed call is not charged, whatever its attempts).
 
         A 4xx other than 429 is returned (the platform decides what it means); a 429/5xx, a
         timeout or a connection error that outlasts `max_attempts` raises `ProviderError`.
@@ -280,6 +285,8 @@ class Runner:
         finally:
             elapsed = round(self.clock() - started, 4)
             record.attempts, record.seconds = attempts, elapsed
+            if price_usd and record.status is not None and 200 <= record.status < 300:
+                record.cost_usd = price_usd
             if calls is not None and len(calls) < MAX_RECORDED_CALLS:
                 calls.append(record)
         return Response(

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from fanfuse.fusion import fusers
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.rules import aggregate, health, lifecycle, progress
+from fanfuse.rules import aggregate, health, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
 from fanfuse.service import admission, circuit
 from fanfuse.service.execute import Executor
@@ -404,6 +404,7 @@ class SearchService:
             if any(r.state is not PlatformState.QUEUED for r in runs):
                 view.status = TaskStatus.RUNNING
             view.preview = aggregate.preview(task, runs)
+            view.cost = spend.receipt(task.cost, runs)  # so far: finalizing writes the sum
         elif task.request.include_content:
             self._attach_contents(view)
         return view
