@@ -18,8 +18,8 @@ from pydantic import ValidationError
 
 from fanfuse.auth import keys
 from fanfuse.rules import lifecycle
-from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.rules.budget import adjust, day_key
+from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.rules.quota import Limit
 from fanfuse.stages.cache import QueryCache, cache_scope
 from fanfuse.store.base import TaskStore
@@ -35,9 +35,9 @@ from fanfuse.wire.models import (
     utcnow,
 )
 from fanfuse.wire.options import CacheMode, SearchOptions
+from tests.budget_checks import DAILY_USD, NOON, reserve_concurrently, spent
 from tests.fakes import make_task
 from tests.health_checks import put_health, race_probe
-from tests.budget_checks import DAILY_USD, NOON, reserve_concurrently, spent
 from tests.quota_checks import hammer, owned_task
 
 LEASE = timedelta(seconds=30)
