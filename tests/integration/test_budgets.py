@@ -17,6 +17,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from fanfuse.cli.render import render_results
+from fanfuse.fronts.mcp.render import digest, markdown
 from fanfuse.http import api
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
@@ -112,7 +114,7 @@ async def test_a_search_over_its_cap_is_refused_with_nothing_written_or_sent(
 
 
 async def test_trim_drops_the_dearest_platform_and_the_receipt_shows_it(
-    provider: HTTPServer, runner: Runner, settings: Settings
+    provider: HTTPServer, runner: Runner, settings: Settings, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settings = priced(settings)
     reg = registry(provider, "cheap", "mid", "dear")
@@ -141,6 +143,14 @@ async def test_trim_drops_the_dearest_platform_and_the_receipt_shows_it(
     async with EmbeddedRuntime(settings, registry=reg, runner=runner) as rt:
         task = rt.service.store.get_task(view.task_id)
     assert task is not None and task.cost == cost
+    receipt = (
+        "ost $0.03: mid 1 call $0.02, cheap 1 call $0.01 "
+        "(estimate $0.03; cap $0.035 from the request, trim: dropped dear)"
+    )
+    assert f"C{receipt} (task_id {view.task_id})" in markdown(digest(view))  # the MCP tools'
+    capsys.readouterr()
+    render_results(view)  # `fanfuse search`'s
+    assert f"c{receipt}\n" in capsys.readouterr().out
 
 
 async def test_the_deployments_default_cap_applies_when_the_request_sets_none(
