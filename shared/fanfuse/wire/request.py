@@ -260,7 +260,7 @@ class SearchRequest(Inbound):
     max_cost_usd: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = Field(
         default=None,
         description="the most this search may cost in provider calls, in USD (each platform's "
-        "price list: GET /platforms); over it the search is refused before any call, or "
+        "price list: docs/platforms.md); over it the search is refused before any call, or "
         "trimmed (`budget`). None: the deployment's default cap, if any",
         json_schema_extra={"maximum": MAX_COST_USD},
     )
