@@ -24,13 +24,16 @@ from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.searxng import SearxngPlatform
+from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.rules.limits import Budget
 from fanfuse.runtimes.embedded import EmbeddedRuntime
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Price, Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import OverBudget
-from fanfuse.wire.models import Caller, PlatformState
+from fanfuse.wire.models import Caller, LimitCut, PlatformState
 from tests.budget_checks import DAILY_USD, SEARCHES, spent, start_in_process
+from tests.fakes import HeldQueue
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -139,6 +142,7 @@ async def test_trim_drops_the_dearest_platform_and_the_receipt_shows_it(
     assert cost.budget.policy == "trim"
     for run in view.platform_runs:
         assert [c.cost_usd for c in run.calls] == [PRICES[run.name].per_request_usd]
+        assert run.limits == {}  # a plan that fits its cap is not cut by its money shares
     # The receipt is the stored document's, not only the view's.
     async with EmbeddedRuntime(settings, registry=reg, runner=runner) as rt:
         task = rt.service.store.get_task(view.task_id)
@@ -181,6 +185,31 @@ async def test_a_run_stops_paging_when_its_share_of_the_money_is_spent(
     assert len(found) == 2 * PER_PAGE and sent(provider, "cheap") == 2
     assert [c.cost_usd for c in ctx.record.calls] == [0.01, 0.01]
     assert money.cut() is not None and money.cut().skipped == 1  # type: ignore[union-attr]
+
+
+async def test_a_worker_that_pays_more_than_the_start_priced_stops_at_the_share(
+    provider: HTTPServer, runner: Runner, settings: Settings
+) -> None:
+    """The start prices `cheap` at a cent: 3 pages for depth 30, 3 cents, within the cap. Its
+    worker (another deployment's settings) pays 2 cents a call: its share affords one call, so
+    it asks page 1 only, the cut is on its document, and the search stays within its cap."""
+    store = SqliteStore(settings.db_path)
+    reg = registry(provider, "cheap")
+    starter = SearchService(store, HeldQueue(), reg, priced(settings), runner=runner)
+    dearer = {"cheap": Price(per_request_usd=0.02)}
+    worker = SearchService(
+        store, HeldQueue(), reg, settings.model_copy(update={"prices": dearer}), runner=runner
+    )
+    payload = {"query": "q", "platform": "cheap", "max_results": 30, "max_cost_usd": 0.03}
+    task_id = starter.start(payload).task_id
+    await worker.run_platform(PlatformMessage(task_id=task_id, platform="cheap"))
+    await worker.aggregate(AggregateMessage(task_id=task_id))
+    view = worker.status(task_id)
+    store.close()
+    assert view.cost.estimate_usd == pytest.approx(0.03) and sent(provider, "cheap") == 1
+    [run] = view.platform_runs
+    assert run.limits["cost"] == LimitCut(cap=1, used=1, skipped=1)
+    assert view.cost.total_usd == pytest.approx(0.02)  # within the 3 cents of its cap
 
 
 async def test_a_keys_daily_spend_is_settled_to_what_the_search_cost(
