@@ -579,6 +579,9 @@ def test_keys_revoke_refuses_what_is_not_a_stored_key_id_without_echoing_it() ->
     assert line.startswith("error: not a key id") and pasted not in line
     empty = invoke("keys", "create", "--owner", " ")
     assert error_line(empty) == "error: --owner must not be empty"
+    for bad in ("-1", "nan", "inf"):
+        refused = invoke("keys", "create", "--owner", "x", "--daily-budget-usd", bad)
+        assert refused.exit_code == 2 and "daily-budget-usd" in refused.output, refused.output
 
 
 def test_keys_go_to_firestore_with_the_flag_or_the_emulator_variable(
