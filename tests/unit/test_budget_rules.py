@@ -74,16 +74,19 @@ def test_a_plan_is_priced_by_pages_queries_and_results() -> None:
     assert price == Price(per_request_usd=0.005)
     # depth 50 at 10 a page: 5 pages a query, 2 queries; capped by the call share
     assert (
-        estimate(google, price, queries=2, depth=50, include_content=False, call_cap=50).calls == 10
+        estimate(google, price, None, queries=2, depth=50, include_content=False, call_cap=50).calls
+        == 10
     )
     assert (
-        estimate(google, price, queries=2, depth=50, include_content=False, call_cap=4).calls == 4
+        estimate(google, price, None, queries=2, depth=50, include_content=False, call_cap=4).calls
+        == 4
     )
     perplexity = load_engine("perplexity")  # several queries in one call
     assert (
         estimate(
             perplexity,
             price_of(perplexity, {}),
+            None,
             queries=3,
             depth=10,
             include_content=False,
@@ -93,14 +96,14 @@ def test_a_plan_is_priced_by_pages_queries_and_results() -> None:
     )
     exa = load_engine("exa")
     exa_price = price_of(exa, {})
-    plan = estimate(exa, exa_price, queries=1, depth=50, include_content=True, call_cap=9)
+    plan = estimate(exa, exa_price, None, queries=1, depth=50, include_content=True, call_cap=9)
     assert plan.per_call_usd == pytest.approx(0.007 + 40 * 0.001)  # 40 results past the 10
     hits = [Hit(url=f"https://e.test/{i}") for i in range(12)]
     assert results_charge(exa_price, hits, False) == pytest.approx(0.002)
     docs = load_engine("docs")
     assert (
         estimate(
-            docs, price_of(docs, {}), queries=5, depth=100, include_content=True, call_cap=9
+            docs, price_of(docs, {}), None, queries=5, depth=100, include_content=True, call_cap=9
         ).usd
         == 0
     )

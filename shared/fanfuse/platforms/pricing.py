@@ -34,14 +34,19 @@ from fanfuse.settings import Price
 from fanfuse.wire.models import Hit
 
 
+def readable_settings(platform: Platform[Any]) -> Any:
+    """`platform`'s settings, or None where this process cannot read them (a start_search that
+    holds no provider keys: the platforms run elsewhere)."""
+    try:
+        return platform.settings()
+    except ValidationError:
+        return None
+
+
 def price_of(platform: Platform[Any], overrides: Mapping[str, Price]) -> Price:
     """`platform`'s price here: its list price for its settings (the default tier's when this
     process cannot read them), with the fields the deployment overrides for its name."""
-    try:
-        settings = platform.settings()
-    except ValidationError:
-        settings = None
-    base = platform.price(settings)
+    base = platform.price(readable_settings(platform))
     override = overrides.get(platform.name)
     if override is None:
         return base
@@ -80,20 +85,18 @@ class PlatformEstimate:
 def estimate(
     platform: Platform[Any],
     price: Price,
+    settings: Any,
     *,
     queries: int,
     depth: int,
     include_content: bool,
     call_cap: int,
 ) -> PlatformEstimate:
-    """The most `platform`'s run of this plan can cost: its planned requests, at most its share
-    of the search's call cap (`call_cap`, already the share), each at its dearest."""
+    """The most `platform`'s run of this plan can cost, on `settings` (`readable_settings`):
+    its planned requests, at most its share of the search's call cap (`call_cap`, already the
+    share), each at its dearest."""
     if price.free:
         return PlatformEstimate(platform.name, 0, 0.0)
-    try:
-        settings = platform.settings()
-    except ValidationError:
-        settings = None
     calls, results = platform.planned_calls(queries, depth, settings)
     per_call = dearest_call(price, results, include_content)
     return PlatformEstimate(platform.name, min(calls, call_cap), per_call)

@@ -15,9 +15,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.pricing import PlatformEstimate, estimate, price_of
+from fanfuse.platforms.pricing import PlatformEstimate, estimate, price_of, readable_settings
 from fanfuse.rules import budget, limits
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import QuotaStore
@@ -41,14 +42,23 @@ class Planned:
 class Budgets:
     def __init__(self, store: QuotaStore, registry: Registry, settings: Settings) -> None:
         self.store, self.registry, self.settings = store, registry, settings
-        self._prices: dict[str, Price] = {}
+        self._known: dict[str, tuple[Price, Any]] = {}
+
+    def _platform(self, name: str) -> tuple[Price, Any]:
+        """`name`'s price here and its settings (None: not readable here), read once: both
+        change only with the deployment, and reading a platform's settings that do not validate
+        reads the environment again each time."""
+        found = self._known.get(name)
+        if found is None:
+            platform = self.registry.get(name)
+            settings = readable_settings(platform)
+            price = price_of(platform, self.settings.prices)
+            found = self._known[name] = (price, settings)
+        return found
 
     def price(self, name: str) -> Price:
-        """`name`'s price here (pricing.price_of), read once: prices change with a deployment."""
-        found = self._prices.get(name)
-        if found is None:
-            found = self._prices[name] = price_of(self.registry.get(name), self.settings.prices)
-        return found
+        """`name`'s price here (pricing.price_of)."""
+        return self._platform(name)[0]
 
     def estimates(
         self, names: Sequence[str], queries: int, depth: int, include_content: bool
@@ -58,7 +68,7 @@ class Budgets:
         return {
             n: estimate(
                 self.registry.get(n),
-                self.price(n),
+                *self._platform(n),
                 queries=queries,
                 depth=depth,
                 include_content=include_content,

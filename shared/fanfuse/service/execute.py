@@ -172,9 +172,11 @@ class Executor:
         usd = budget.share(task.cost, run.name)
         if usd is None:
             return None
+        platform = self.registry.get(run.name)
         planned = estimate(
-            self.registry.get(run.name),
+            platform,
             price,
+            platform.settings(),  # the run's: it reads them to run at all
             queries=len(task.queries),
             depth=task.request.depth,
             include_content=task.request.include_content,
