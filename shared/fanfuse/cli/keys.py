@@ -35,6 +35,7 @@ from fanfuse.auth import keys
 from fanfuse.cli.render import console, fail, out
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.cost import usd
 from fanfuse.wire.models import ApiKey, utcnow
 
 if TYPE_CHECKING:
@@ -230,7 +231,7 @@ def _limit(value: int | None) -> str:
 
 
 def _usd(value: float | None) -> str:
-    return "none" if value is None else f"${value:g}"
+    return "none" if value is None else usd(value)
 
 
 def public(record: ApiKey) -> dict[str, Any]:

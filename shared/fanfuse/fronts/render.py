@@ -8,7 +8,7 @@ library: each front decides how to print them.
 
 from __future__ import annotations
 
-from fanfuse.wire.cost import Cost
+from fanfuse.wire.cost import Cost, usd
 from fanfuse.wire.models import CacheNote, CacheState, PlatformRun, RerankNote
 from fanfuse.wire.options import Applied, CacheMode, OptionUse
 
@@ -69,27 +69,22 @@ def cost_line(cost: Cost) -> str | None:
         key=lambda item: (-item[1].usd, item[0]),
     )
     spent = ", ".join(
-        f"{n} {p.calls} call{'s' if p.calls != 1 else ''} {_usd(p.usd)}" for n, p in paid
+        f"{n} {p.calls} call{'s' if p.calls != 1 else ''} {usd(p.usd)}" for n, p in paid
     )
-    notes = [f"estimate {_usd(cost.estimate_usd)}"]
+    notes = [f"estimate {usd(cost.estimate_usd)}"]
     if held.max_cost_usd is not None:
-        cap = f"cap {_usd(held.max_cost_usd)} from the {held.source or 'request'}"
+        cap = f"cap {usd(held.max_cost_usd)} from the {held.source or 'request'}"
         if cost.trimmed:
             cap += f", trim: dropped {', '.join(cost.trimmed)}"
         notes.append(cap)
     if held.daily_budget_usd is not None:
         before = held.daily_spent_usd
         notes.append(
-            f"daily budget {_usd(held.daily_budget_usd)}"
-            + (f", {_usd(before)} spent before" if before is not None else "")
+            f"daily budget {usd(held.daily_budget_usd)}"
+            + (f", {usd(before)} spent before" if before is not None else "")
         )
-    head = f"cost {_usd(cost.total_usd)}" + (f": {spent}" if spent else " (no paid call)")
+    head = f"cost {usd(cost.total_usd)}" + (f": {spent}" if spent else " (no paid call)")
     return f"{head} ({'; '.join(notes)})"
-
-
-def _usd(amount: float) -> str:
-    """Dollars as the price lists write them: up to four decimals (a tenth of a cent)."""
-    return f"${amount:.4f}".rstrip("0").rstrip(".") if amount else "$0"
 
 
 def _option(name: str, use: OptionUse) -> str:

@@ -35,16 +35,11 @@ from datetime import datetime, timedelta
 
 from fanfuse.rules.mutations import QuotaMutator
 from fanfuse.rules.quota import bucket_key
-from fanfuse.wire.cost import Cost
+from fanfuse.wire.cost import Cost, usd
 from fanfuse.wire.models import QuotaBucket
 
 EPSILON = 1e-9
 """Dollars summed as floats: a plan that costs exactly its cap fits."""
-
-
-def usd(amount: float) -> str:
-    """A dollar figure for a message: cents, and fractions of a cent where prices have them."""
-    return f"${amount:.4f}".rstrip("0").rstrip(".") if amount else "$0"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from fanfuse.platforms.pricing import PlatformEstimate, estimate, price_of, read
 from fanfuse.rules import budget, limits
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import QuotaStore
-from fanfuse.wire.cost import Cost, CostBudget, PlatformCost
+from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, usd
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, QuotaBucket, SearchRequest, Task
 from fanfuse.wire.modes import MODES
@@ -77,7 +77,7 @@ class Budgets:
             for n in names
         }
 
-    def _usd(self, request: SearchRequest, names: Sequence[str]) -> dict[str, float]:
+    def _priced(self, request: SearchRequest, names: Sequence[str]) -> dict[str, float]:
         found = self.estimates(names, len(request.queries), request.depth, request.include_content)
         return {n: e.usd for n, e in found.items()}
 
@@ -89,7 +89,7 @@ class Budgets:
         cap, source = request.max_cost_usd, "request"
         if cap is None and self.settings.max_cost_usd is not None:
             cap, source = self.settings.max_cost_usd, "deployment"
-        estimates = self._usd(request, names)
+        estimates = self._priced(request, names)
         trimmed: list[str] = []
         if cap is not None and not budget.fits(sum(estimates.values()), cap):
             if request.budget == "refuse":
@@ -103,7 +103,7 @@ class Budgets:
                     raise self._over(request, list(request.platforms), estimates, cap)
                 trimmed += fit.trimmed
                 names = fit.kept
-                estimates = self._usd(request, names)
+                estimates = self._priced(request, names)
         total = sum(estimates.values())
         daily = caller.daily_budget_usd if caller is not None else None
         spent = self._reserve(caller, total, now) if caller is not None and daily else None
@@ -155,8 +155,8 @@ class Budgets:
         if left is not None:
             wait = (budget.day_end(now) - now).total_seconds()
             raise BudgetSpent(
-                f"the estimated cost {budget.usd(amount)} is over what is left of this key's "
-                f"daily budget of {budget.usd(daily)} ({budget.usd(left)} left today); fewer "
+                f"the estimated cost {usd(amount)} is over what is left of this key's "
+                f"daily budget of {usd(daily)} ({usd(left)} left today); fewer "
                 "platforms or another mode cost less, or retry after the UTC day ends",
                 wait,
             )
