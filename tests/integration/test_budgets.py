@@ -30,10 +30,10 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Price, Settings
 from fanfuse.store.sqlite import SqliteStore
-from fanfuse.wire.errors import OverBudget
+from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, LimitCut, PlatformState
 from tests.budget_checks import DAILY_USD, SEARCHES, spent, start_in_process
-from tests.fakes import HeldQueue
+from tests.fakes import FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -262,3 +262,29 @@ def test_a_keys_daily_budget_holds_under_20_searches_from_two_processes(tmp_path
         assert tasks == 5  # a refused start wrote nothing
     finally:
         store.close()
+
+
+def test_no_budget_left_and_no_plan_that_fits_are_refused_writing_nothing(
+    settings: Settings,
+) -> None:
+    """A key whose daily budget is 0 may run free platforms only; a cap under the cheapest paid
+    platform leaves nothing to trim to, so `trim` is refused too, quoting the whole plan."""
+    prices = {"paid": Price(per_request_usd=0.01), "dearer": Price(per_request_usd=0.02)}
+    store = SqliteStore(settings.db_path)
+    registry_ = Registry.of([FakePlatform(n) for n in ("free", "paid", "dearer")])
+    service = SearchService(
+        store, HeldQueue(), registry_, settings.model_copy(update={"prices": prices})
+    )
+    broke = Caller(subject="key:broke", via="api_key", key_id="k0", daily_budget_usd=0.0)
+    with pytest.raises(BudgetSpent, match=r"over what is left of this key's daily budget of \$0"):
+        service.start({"query": "q", "platform": "paid"}, caller=broke)
+    assert stored(settings.db_path) == 0
+    free = service.start({"query": "q", "platform": "free"}, caller=broke)
+    assert service.status(free.task_id).cost.budget.daily_budget_usd == 0
+    with pytest.raises(OverBudget) as info:
+        service.start(
+            {"query": "q", "platform": ["paid", "dearer"], "max_cost_usd": 0.005, "budget": "trim"}
+        )
+    assert "the estimated cost $0.03 (dearer $0.02, paid $0.01)" in str(info.value)
+    assert stored(settings.db_path) == 2  # the free search and its platform document only
+    store.close()

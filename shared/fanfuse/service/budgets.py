@@ -89,24 +89,26 @@ class Budgets:
         cap, source = request.max_cost_usd, "request"
         if cap is None and self.settings.max_cost_usd is not None:
             cap, source = self.settings.max_cost_usd, "deployment"
-        estimates = self._priced(request, names)
+        estimates = asked = self._priced(request, names)
         trimmed: list[str] = []
         if cap is not None and not budget.fits(sum(estimates.values()), cap):
             if request.budget == "refuse":
-                raise self._over(request, names, estimates, cap)
+                raise self._over(request, names, asked, cap)
             # Fewer platforms get larger shares of the call cap, so a trimmed plan is priced
             # again with its own count, and trimmed again if that put it over (at most once a
             # platform: each round drops at least one).
             while not budget.fits(sum(estimates.values()), cap):
                 fit = budget.trim(estimates, names, cap)
                 if not fit.kept or not fit.trimmed:
-                    raise self._over(request, list(request.platforms), estimates, cap)
+                    raise self._over(request, list(request.platforms), asked, cap)
                 trimmed += fit.trimmed
                 names = fit.kept
                 estimates = self._priced(request, names)
         total = sum(estimates.values())
         daily = caller.daily_budget_usd if caller is not None else None
-        spent = self._reserve(caller, total, now) if caller is not None and daily else None
+        spent = None
+        if caller is not None and daily is not None and total > 0:  # a free plan reserves nothing
+            spent = self._reserve(caller.subject, total, daily, now)
         return Planned(
             platforms=names,
             cost=Cost(
@@ -140,10 +142,8 @@ class Budgets:
         total = sum(estimates.values())
         return OverBudget(budget.refusal(estimates, names, cap, by_mode), total)
 
-    def _reserve(self, caller: Caller, amount: float, now: datetime) -> float:
+    def _reserve(self, subject: str, amount: float, daily: float, now: datetime) -> float:
         """Reserve `amount` of the caller's day, or BudgetSpent; the day's spend before it."""
-        daily = caller.daily_budget_usd
-        assert daily is not None
         before: list[float] = []
         reserve = budget.reserve(amount, daily, now)
 
@@ -151,7 +151,7 @@ class Budgets:
             before.append(bucket.tokens if bucket is not None else 0.0)
             return reserve(bucket)
 
-        left = self.store.take_quota(budget.day_key(caller.subject, now), mutate)
+        left = self.store.take_quota(budget.day_key(subject, now), mutate)
         if left is not None:
             wait = (budget.day_end(now) - now).total_seconds()
             raise BudgetSpent(
