@@ -23,5 +23,5 @@ def test_the_command_times_every_case_and_states_the_ratios() -> None:
     }
     assert all(len(s.samples) == 1 and s.median > 0 for s in report.series)
     text = report.render()
-    assert "search: with a cap / without budgets = " in text
+    assert "search (median of paired runs' ratios): with a cap / without budgets = " in text
     assert "the check alone, daily: " in text and "% of a search without budgets" in text
