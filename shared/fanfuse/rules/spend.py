@@ -4,6 +4,12 @@ Each provider call is priced when it is made (`CallRecord.cost_usd`, by the plat
 list: `fanfuse.platforms.pricing`), so the receipt is a sum over the platform documents and
 needs no write of its own while the search runs: the status view sums the runs so far, the
 finalization writes the sum into the task document with the rest of the final answer.
+
+A run keeps at most `net.runner.MAX_RECORDED_CALLS` (200) call records; the per-search call cap
+(`FANFUSE_MAX_PROVIDER_CALLS_PER_SEARCH`, 100 by default, shared by the platforms) stays under it,
+so the sum is every charged call unless a deployment raises the cap past 200 for one platform.
+What a run that is still calling when the search is finalized (timed out, cancelled) spends
+after that is not on the receipt: its outcome is discarded with its calls.
 """
 
 from __future__ import annotations
