@@ -88,6 +88,9 @@ class Response:
     """The body was longer than the cap and was cut there."""
     rejected_type: bool = False
     """The content type was not among the accepted ones; the body was not read."""
+    record: CallRecord | None = None
+    """The call's record (also in the run's list, when it had room): a platform adds what the
+    answer itself costs (results past those a request's price includes)."""
 
     @property
     def content_type(self) -> str:
@@ -219,8 +222,13 @@ class Runner:
         calls: list[CallRecord] | None = None,
         *,
         accept_types: Sequence[str] | None = None,
+        price_usd: float = 0.0,
     ) -> Response:
         """Send `spec` with retries; return the final answer unless it is a retryable failure.
+
+        `price_usd`: what the provider charges for this call (the platform's price list); the
+        record carries it when the provider answered with a 2xx, which is what the providers'
+        price lists bill (a refused or failed call is not charged, whatever its attempts).
 
         A 4xx other than 429 is returned (the platform decides what it means); a 429/5xx, a
         timeout or a connection error that outlasts `max_attempts` raises `ProviderError`.
@@ -280,6 +288,8 @@ class Runner:
         finally:
             elapsed = round(self.clock() - started, 4)
             record.attempts, record.seconds = attempts, elapsed
+            if price_usd and record.status is not None and 200 <= record.status < 300:
+                record.cost_usd = price_usd
             if calls is not None and len(calls) < MAX_RECORDED_CALLS:
                 calls.append(record)
         return Response(
@@ -291,6 +301,7 @@ class Runner:
             elapsed=elapsed,
             truncated=response.truncated,
             rejected_type=response.rejected_type,
+            record=record,
         )
 
     async def _once(

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from fanfuse.fusion import fuse as fusion
 from fanfuse.fusion.rerank import RerankOrder, apply_order
-from fanfuse.rules import progress
+from fanfuse.rules import progress, spend
 from fanfuse.wire.models import (
     PlatformError,
     PlatformRun,
@@ -194,6 +194,7 @@ def final_document(
             "results_by_query": by_query if len(task.queries) > 1 else [],
             "filtered": filtered_totals(succeeded),
             "rerank": note,
+            "cost": spend.receipt(task.cost, final_runs),
             "progress": Progress(percent=100.0, stage=status.value, message=summary.message),
             "updated_at": now,
             "finalized_at": now,

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from fanfuse.fusion import fuse as fusion
 from fanfuse.fusion.rerank import RerankOrder
-from fanfuse.rules import aggregate, progress
+from fanfuse.rules import aggregate, progress, spend
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.wire.errors import LeaseHeld, TaskConflict, TaskExpired, UnknownPlatform
 from fanfuse.wire.models import (
@@ -271,6 +271,7 @@ def cancel(now: datetime) -> Mutator:
                 "status": TaskStatus.CANCELLED,
                 "counters": progress.tally(final_runs),
                 "summary": summary.model_copy(update={"message": "Search cancelled"}),
+                "cost": spend.receipt(task.cost, final_runs),  # what was spent until the cancel
                 "progress": Progress(
                     percent=task.progress.percent, stage="cancelled", message="Search cancelled"
                 ),

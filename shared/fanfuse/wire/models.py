@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fanfuse.support.redact import redact
+from fanfuse.wire.cost import Cost as Cost
 from fanfuse.wire.identity import ApiKey as ApiKey
 from fanfuse.wire.identity import Caller as Caller
 from fanfuse.wire.options import CacheMode, OptionUse
@@ -188,6 +189,12 @@ class CallRecord(BaseModel):
     attempts: int = 0
     seconds: float = 0.0
     error: str | None = None
+    cost_usd: float = Field(
+        default=0.0,
+        ge=0,
+        description="what this call cost, by the platform's price list (pricing.py); 0: free, "
+        "or not charged (a call that got no answer)",
+    )
 
     @field_validator("url", "error")
     @classmethod
@@ -309,6 +316,10 @@ class Task(BaseModel):
         default_factory=dict, description="per option, results the post-filters removed in all"
     )
     rerank: RerankNote | None = None
+    cost: Cost = Field(
+        default_factory=Cost,
+        description="the receipt: per platform calls and USD, total, the budget it ran under",
+    )
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     deadline_at: datetime

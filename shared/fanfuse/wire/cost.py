@@ -1,0 +1,66 @@
+"""The receipt's shapes: what a search cost per platform, and the budget it ran under.
+
+Kept beside the documents (models.py) that carry them: the task document's `cost`, filled from
+the call records' `cost_usd` (rules/spend.py), and the admission's estimate (rules/budget.py).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+def usd(amount: float) -> str:
+    """Dollars as the price lists write them, for a message or a receipt: up to four decimals
+    (prices go to a tenth of a cent), no trailing zeros (`$0.035`, `$1`, `$0`)."""
+    return f"${amount:.4f}".rstrip("0").rstrip(".") if amount else "$0"
+
+
+class PlatformCost(BaseModel):
+    """What one platform's provider calls cost in one search."""
+
+    calls: int = Field(default=0, ge=0, description="charged provider calls")
+    usd: float = Field(default=0.0, ge=0)
+    estimate_usd: float = Field(
+        default=0.0, ge=0, description="the plan's estimate for it, made before any call"
+    )
+
+
+BudgetPolicy = Literal["refuse", "trim"]
+
+
+class CostBudget(BaseModel):
+    """The budget a search ran under: its cap (the request's, else the deployment's default
+    per-request cap) and the caller's daily budget (an API key's), as they were at its start."""
+
+    max_cost_usd: float | None = Field(
+        default=None, description="the per-request cap; None: no cap"
+    )
+    source: Literal["request", "deployment"] | None = Field(
+        default=None, description="whose cap: the request's max_cost_usd or the deployment's"
+    )
+    policy: BudgetPolicy = "refuse"
+    daily_budget_usd: float | None = Field(
+        default=None, description="the API key's daily budget; None: none"
+    )
+    daily_spent_usd: float | None = Field(
+        default=None, description="the key's spend today before this search (reserved included)"
+    )
+
+
+class Cost(BaseModel):
+    """The receipt: what a search's provider calls cost (`CallRecord.cost_usd`, summed per
+    platform), the estimate it was admitted on, the budget it ran under, and the platforms the
+    budget dropped from its plan (`budget: "trim"`)."""
+
+    platforms: dict[str, PlatformCost] = Field(default_factory=dict)
+    total_usd: float = Field(default=0.0, ge=0)
+    estimate_usd: float = Field(
+        default=0.0, ge=0, description="the plan's estimated cost at admission"
+    )
+    budget: CostBudget = Field(default_factory=CostBudget)
+    trimmed: list[str] = Field(
+        default_factory=list, description="platforms dropped from the plan to fit the budget"
+    )
+    currency: Literal["USD"] = "USD"
