@@ -18,6 +18,7 @@ from typing import Any
 
 from fanfuse.rules.lifecycle import progress_accepted
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Snapshot, Writes
+from fanfuse.rules.stats import Recorded
 from fanfuse.store.base import TaskStore
 from fanfuse.wire.errors import TaskNotFound
 from fanfuse.wire.models import (
@@ -301,6 +302,37 @@ class SqliteStore(TaskStore):
                 (owner, *_TERMINAL, _ts(now)),
             ).fetchone()
         return int(row[0])
+
+    def recent(
+        self, since: datetime, *, owner: str | None, limit: int
+    ) -> tuple[list[Recorded], bool]:
+        """One read of the window's task documents (julianday() reads both timestamp
+        spellings), one of their platform documents."""
+        where = "julianday(json_extract(doc, '$.created_at')) >= julianday(?)"
+        params: list[object] = [_ts(since)]
+        if owner is not None:
+            where += " AND json_extract(doc, '$.owner') = ?"
+            params.append(owner)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT doc FROM tasks WHERE {where}"
+                " ORDER BY julianday(json_extract(doc, '$.created_at')) DESC LIMIT ?",
+                (*params, limit + 1),
+            ).fetchall()
+            tasks = [Task.model_validate_json(r[0]) for r in rows[:limit]]
+            runs: dict[str, list[PlatformRun]] = {t.task_id: [] for t in tasks}
+            ids = list(runs)
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                found = self._db.execute(
+                    f"SELECT doc FROM platforms WHERE task_id IN ({','.join('?' * len(chunk))})"
+                    " ORDER BY task_id, position",
+                    chunk,
+                ).fetchall()
+                for (doc,) in found:
+                    run = PlatformRun.model_validate_json(doc)
+                    runs[run.task_id].append(run)
+        return [Recorded(t, runs[t.task_id]) for t in tasks], len(rows) > limit
 
     def recoverable(self) -> list[Task]:
         if self.resident is None:
