@@ -46,6 +46,7 @@ from fanfuse.rules.mutations import (
 )
 from fanfuse.rules.stats import Recorded
 from fanfuse.settings import Settings
+from fanfuse.store import recent
 from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
@@ -426,31 +427,10 @@ class FirestoreStore(TaskStore):
     def recent(
         self, since: datetime, *, owner: str | None, limit: int
     ) -> tuple[list[Recorded], bool]:
-        """One query on `created_at` (the automatic single-field index; with an owner, the
-        composite (owner, created_at DESC) of infra/firestore.indexes.json), then the tasks'
-        platform documents in one batched get_all."""
-        from google.cloud.firestore import Query
-        from google.cloud.firestore_v1.base_query import FieldFilter
-
-        query = self.client.collection(self.collection).where(
-            filter=FieldFilter("created_at", ">=", encode(since))
+        """store/recent.py: one query on `created_at`, the runs in batched reads."""
+        return recent.firestore_recent(
+            self.client, self.collection, self.bounds, self._run_ref, (since, owner, limit)
         )
-        if owner is not None:
-            query = query.where(filter=FieldFilter("owner", "==", owner))
-        query = query.order_by("created_at", direction=Query.DESCENDING).limit(limit + 1)
-        docs = list(query.stream(**self.bounds.call()))
-        tasks = [Task.model_validate(decode(d.to_dict())) for d in docs[:limit]]
-        refs = [self._run_ref(t.task_id, name) for t in tasks for name in t.platforms]
-        runs: dict[str, list[PlatformRun]] = {t.task_id: [] for t in tasks}
-        for start in range(0, len(refs), PURGE_BATCH):
-            for snap in self.client.get_all(
-                refs[start : start + PURGE_BATCH], **self.bounds.call()
-            ):
-                if snap.exists:
-                    run = PlatformRun.model_validate(decode(snap.to_dict()))
-                    runs[run.task_id].append(run)
-        recorded = [Recorded(t, sorted(runs[t.task_id], key=lambda r: r.index)) for t in tasks]
-        return recorded, len(docs) > limit
 
     def close(self) -> None:
         client: Any = self.client  # its close() is untyped
