@@ -22,7 +22,7 @@ from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import aggregate, health, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
-from fanfuse.service import admission, circuit
+from fanfuse.service import admission, circuit, events
 from fanfuse.service.execute import Executor
 from fanfuse.service.heartbeat import Heartbeat
 from fanfuse.settings import Settings
@@ -98,6 +98,7 @@ class SearchService:
         self._rerank_settings = rerank
         self._executor = Executor(store, store, registry, settings, clock, runner, content)
         self._circuit = circuit.Circuit(store, clock)
+        self.events = events.Events()  # what the metrics count (service/events.py)
         self._reasons: tuple[float, dict[str, str | None]] | None = None
 
     # -- start -------------------------------------------------------------------------------
@@ -284,6 +285,7 @@ class SearchService:
             task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
         )
         self._circuit.observe_latency(name, outcome)
+        self.events.runs_ended(written.runs if written is not None else [])
         if written is None or written.task is None:
             return "discarded"
         if written.task.counters.done == len(written.task.platforms):
@@ -366,6 +368,8 @@ class SearchService:
         if written is None:
             latest = self.store.get_task(message.task_id)
             return "already_final" if latest and latest.status.terminal else "waiting"
+        self.events.runs_ended(written.runs)  # the stragglers, timed out
+        self.events.search_ended(written.task)
         return written.task.status.value if written.task else "finalized"
 
     async def _rerank(self, task: Task, force: bool) -> dict[int, RerankOrder] | None:
@@ -419,5 +423,8 @@ class SearchService:
                     r.content = contents.get(r.content_id)
 
     def cancel(self, task_id: str) -> TaskView:
-        self.store.transact(task_id, None, lifecycle.cancel(self.clock()))
+        written = self.store.transact(task_id, None, lifecycle.cancel(self.clock()))
+        if written is not None:
+            self.events.runs_ended(written.runs)
+            self.events.search_ended(written.task)
         return self.status(task_id)
