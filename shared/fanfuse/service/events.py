@@ -1,9 +1,9 @@
 """The service's events, one JSON log line each: what the metrics count.
 
-A platform run that ended (its fan-in, or the deadline, or a cancel ending it) and a search that
-ended (finalized or cancelled) are each logged once, by the call whose transaction wrote the
-end (so a redelivery logs nothing twice), with their figures as fields of the line
-(`EVENT_FIELD`: support/logs.py writes them into the JSON). Two readers:
+A platform run that ended (its fan-in, or the deadline, or a cancel ending it), a search that
+ended (finalized or cancelled) and a breaker that changed state are each logged once, by the
+call whose write made the change (so a redelivery logs nothing twice), with their figures as
+fields of the line (`EVENT_FIELD`: support/logs.py writes them into the JSON). Two readers:
 
 - on Google Cloud, log-based metrics (infra/monitoring.tf) count and measure these lines:
   Cloud Logging keeps every instance's, and no process has to be scraped;
@@ -23,13 +23,14 @@ from typing import Any
 
 from fanfuse.rules import stats
 from fanfuse.support.logs import EVENT_FIELD
-from fanfuse.wire.models import PlatformRun, Task
+from fanfuse.wire.models import PlatformHealth, PlatformRun, Task
 
 LOGGER = "fanfuse.events"
 SOURCE_FIELD = "fanfuse_source"
 """The LogRecord attribute naming the service that logged it (`Events.source`)."""
 PLATFORM_RUN = "platform_run"
 SEARCH = "search"
+BREAKER = "breaker"
 
 log = logging.getLogger(LOGGER)
 
@@ -62,6 +63,18 @@ def search_fields(task: Task) -> dict[str, Any]:
         "platforms": len(task.platforms),
         "cost_usd": task.cost.total_usd,
     }
+
+
+def breaker_changed(name: str, health: PlatformHealth) -> None:
+    """A platform's breaker moved to another state (service/circuit.py). Deployment-wide, so
+    no service's own (`fanfuse serve` reads the breakers from the store instead)."""
+    fields = {
+        "event": BREAKER,
+        "platform": name,
+        "state": health.state.value,
+        "reason": health.reason.value if health.reason is not None else "",
+    }
+    log.info("%s breaker %s", name, health.state.value, extra={EVENT_FIELD: fields})
 
 
 class Events:
