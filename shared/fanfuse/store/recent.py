@@ -2,7 +2,9 @@
 
 Apart from firestore.py and dynamodb.py, whose classes call these, to keep each store module
 within the size the layout allows; the functions take the pieces of a store they use, so this
-module imports neither store (no cycle).
+module imports neither store (no cycle), and each imports its backend's modules itself: a
+function deployed with one cloud's libraries never imports the other's (botocore on Google
+Cloud, google-cloud-firestore on Lambda).
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fanfuse.rules.stats import Recorded
-from fanfuse.store import dynamodb_codec as codec
-from fanfuse.store.firestore_calls import Bounds
-from fanfuse.store.firestore_codec import decode, encode
 from fanfuse.wire.models import PlatformRun, Task
 
 if TYPE_CHECKING:
     from google.cloud.firestore import Client, DocumentReference
     from types_boto3_dynamodb import DynamoDBClient
+
+    from fanfuse.store.firestore_calls import Bounds
 
 GET_ALL_BATCH = 100
 
@@ -36,6 +37,8 @@ def firestore_recent(
     tasks' platform documents in batched get_all reads. `window`: (since, owner, limit)."""
     from google.cloud.firestore import Query
     from google.cloud.firestore_v1.base_query import FieldFilter
+
+    from fanfuse.store.firestore_codec import decode, encode
 
     since, owner, limit = window
     query = client.collection(collection).where(
@@ -68,6 +71,8 @@ def dynamo_recent(
     the owner index, everyone's by a Scan of the task items (a whole-table read, paid per item:
     an operator's occasional question, as `purge_expired`'s is). Then the newest `limit` by
     deadline, each read whole by `read` (task and runs, consistently)."""
+    from fanfuse.store import dynamodb_codec as codec
+
     since, owner, limit = window
     names = {"#deadline": "deadline"}
     values: dict[str, Any] = {":since": {"N": repr(since.timestamp())}}
