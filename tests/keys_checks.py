@@ -37,7 +37,11 @@ def keys_round_trip(
         assert result.exit_code == 0, result.output
         return result
 
-    created = invoke("create", "--owner", "carol", "--label", "everywhere", "--max-in-flight=3")
+    created = invoke(
+        "create",
+        *("--owner", "carol", "--label", "everywhere", "--max-in-flight=3"),
+        "--daily-budget-usd=2.5",
+    )
     plaintext = created.stdout.strip()
     parsed = keys.parse_key(plaintext)
     assert parsed is not None and created.stdout == plaintext + "\n"
@@ -48,13 +52,16 @@ def keys_round_trip(
     listed = json.loads(invoke("list", "--json").stdout)
     mine = [k for k in listed if k["key_id"] == key_id]
     assert len(mine) == 1 and mine[0]["owner"] == "carol" and mine[0]["max_in_flight"] == 3
+    assert mine[0]["daily_budget_usd"] == 2.5
     shown = invoke("list").stdout
     assert key_id in shown and secret not in shown and keys.digest(secret) not in shown
+    assert "daily budget $2.5" in shown
 
     opened = store()
     try:
         caller = Authenticator(Settings(), opened).caller({keys.API_KEY_HEADER: plaintext})
         assert caller is not None and caller.subject.endswith("carol") and caller.max_in_flight == 3
+        assert caller.daily_budget_usd == 2.5  # the budget start_search holds the key to
         if accepted is not None:
             assert accepted(plaintext)
         revoked = invoke("revoke", key_id)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from fanfuse.auth import keys
 from fanfuse.rules import lifecycle, stats
+from fanfuse.rules.budget import adjust, day_key
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.rules.quota import Limit
 from fanfuse.stages.cache import QueryCache, cache_scope
@@ -35,6 +36,7 @@ from fanfuse.wire.models import (
 )
 from fanfuse.wire.options import CacheMode, SearchOptions
 from tests import stats_history
+from tests.budget_checks import DAILY_USD, NOON, reserve_concurrently, spent
 from tests.fakes import make_task
 from tests.health_checks import put_health, race_probe
 from tests.quota_checks import hammer, owned_task
@@ -342,11 +344,14 @@ class StoreContract:
 
     def test_api_keys_round_trip(self, harness: Harness) -> None:
         store = harness.store
-        _, first = keys.new_key("alice", "laptop", 5, None, utcnow() - timedelta(seconds=1))
+        _, first = keys.new_key(
+            "alice", "laptop", 5, None, utcnow() - timedelta(seconds=1), daily_budget_usd=2.5
+        )
         _, second = keys.new_key("bob", "", None, 2, utcnow())
         store.put_key(second)
         store.put_key(first)
         assert store.get_key(first.key_id) == first and store.get_key("0" * 16) is None
+        assert first.daily_budget_usd == 2.5  # kept as given (a float in every store)
         listed = [k for k in store.list_keys() if k.owner != "local"]  # a stack's own key aside
         assert listed == [first, second]  # oldest first
         store.put_key(keys.revoked(first, utcnow()))
@@ -357,6 +362,20 @@ class StoreContract:
     ) -> None:
         stores = [harness.instance() for _ in range(4)]
         take_concurrently(stores)
+        for store in stores:
+            store.close()
+
+    def test_a_daily_budget_holds_under_concurrent_searches(self, harness: Harness) -> None:
+        """20 reservations of a cent from several instances against five cents: exactly five
+        are written (none counted twice, none lost), the day holds their sum; a settlement
+        gives back what a search did not spend, and the budget takes that much more."""
+        stores = [harness.instance() for _ in range(4)]
+        assert reserve_concurrently(stores, "key:team") == 5
+        assert spent(harness.store, "key:team") == pytest.approx(DAILY_USD)
+        harness.store.take_quota(day_key("key:team", NOON), adjust(-0.025, NOON))
+        assert spent(harness.store, "key:team") == pytest.approx(0.025)
+        assert reserve_concurrently(stores, "key:team") == 2  # 2.5 cents left: two of a cent
+        assert spent(harness.store, "key:other") == 0  # another key's day is its own
         for store in stores:
             store.close()
 

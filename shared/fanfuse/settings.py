@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -19,6 +19,34 @@ class ExtraPlatform(BaseModel):
 
     engine: str
     settings: dict[str, Any] = Field(default_factory=dict, repr=False)  # may hold its api_key
+
+
+class Price(BaseModel):
+    """A platform's price list in USD (platforms/pricing.py says how a call is charged): each
+    platform module declares its provider's public list price, and a deployment overrides any
+    field of it by platform name (`Settings.prices`, `FANFUSE_PRICES`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    per_request_usd: float = Field(
+        default=0.0, ge=0, description="each request to the provider: one page of results"
+    )
+    per_result_usd: float = Field(
+        default=0.0, ge=0, description="each result a request returns past `included_results`"
+    )
+    included_results: int = Field(
+        default=0, ge=0, description="results a request's base price includes"
+    )
+    per_content_usd: float = Field(
+        default=0.0,
+        ge=0,
+        description="each page content the provider fetches for a result, where it charges "
+        "for that (only when the search asks for content)",
+    )
+
+    @property
+    def free(self) -> bool:
+        return not (self.per_request_usd or self.per_result_usd or self.per_content_usd)
 
 
 class Settings(BaseSettings):
@@ -191,6 +219,19 @@ class Settings(BaseSettings):
         ge=1,
         description="result pages one search may fetch for content, shared equally by its "
         "platforms, best ranked first (5 queries x 10 results on 4 platforms)",
+    )
+    # Money (fanfuse.platforms.pricing, fanfuse.rules.budget): what provider calls cost here.
+    prices: dict[str, Price] = Field(
+        default_factory=dict,
+        description="per platform name, the fields of its price list this deployment pays "
+        'differently (`{"brave": {"per_request_usd": 0.003}}`); the rest keep the module\'s '
+        "list price",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="the per-request cost cap when a request sets none (None: no default cap); "
+        "a request's own max_cost_usd wins",
     )
     cache_scope: Literal["owner", "shared"] = Field(
         default="owner",

@@ -579,6 +579,9 @@ def test_keys_revoke_refuses_what_is_not_a_stored_key_id_without_echoing_it() ->
     assert line.startswith("error: not a key id") and pasted not in line
     empty = invoke("keys", "create", "--owner", " ")
     assert error_line(empty) == "error: --owner must not be empty"
+    for bad in ("-1", "nan", "inf"):
+        refused = invoke("keys", "create", "--owner", "x", "--daily-budget-usd", bad)
+        assert refused.exit_code == 2 and "daily-budget-usd" in refused.output, refused.output
 
 
 def test_keys_go_to_firestore_with_the_flag_or_the_emulator_variable(
@@ -642,3 +645,31 @@ def test_search_endpoint_without_a_key_says_the_apis_401_and_never_prints_a_key(
     result = invoke("search", "q", "--endpoint", url, "--api-key", wrong)
     assert error_line(result) == "error: X-Api-Key: not a valid API key"
     assert wrong not in result.output
+
+
+# -- budgets: `--max-cost-usd`, `--budget`, and the receipt ------------------------------------
+
+
+def test_search_over_its_cost_cap_is_refused_naming_the_field_and_trim_prints_the_receipt(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`docs` priced at a dollar a request by the deployment (FANFUSE_PRICES), `vectors` free:
+    over the cap the command fails like a 400; with `--budget trim` it runs on `vectors` alone
+    and says what was dropped."""
+    monkeypatch.setenv("FANFUSE_PRICES", '{"docs": {"per_request_usd": 1}}')
+    refused = invoke("search", "laser", "-p", "docs,vectors", "--max-cost-usd", "0.5")
+    assert refused.exit_code == 2
+    assert error_line(refused) == (
+        "error: max_cost_usd: the estimated cost $1 (docs $1) is over max_cost_usd $0.5; to "
+        'fit: leave out docs ($0); send budget: "trim" to drop the dearest platforms'
+    )
+    bad = invoke("search", "laser", "--max-cost-usd", "lots")
+    assert error_line(bad).startswith("error: max_cost_usd: ")
+    trimmed = invoke(
+        "search", "laser", "-p", "docs,vectors", "--max-cost-usd", "0.5", "--budget", "trim"
+    )
+    assert trimmed.exit_code == 0, trimmed.output
+    assert (
+        "cost $0 (no paid call) (estimate $0; cap $0.5 from the request, trim: dropped docs)"
+        in trimmed.stdout
+    )

@@ -105,6 +105,7 @@ def key_caller(record: ApiKey | None, secret: str) -> Caller:
         key_id=record.key_id,
         rate_per_minute=record.rate_per_minute,
         max_in_flight=record.max_in_flight,
+        daily_budget_usd=record.daily_budget_usd,
     )
 
 

@@ -49,10 +49,13 @@ def new_key(
     rate_per_minute: int | None,
     max_in_flight: int | None,
     now: datetime,
+    *,
+    daily_budget_usd: float | None = None,
 ) -> tuple[str, ApiKey]:
     """A fresh key: the plaintext, to show once, and the record to store (its hash only).
 
-    `rate_per_minute` and `max_in_flight` None: the deployment's defaults apply to this key.
+    `rate_per_minute` and `max_in_flight` None: the deployment's defaults apply to this key;
+    `daily_budget_usd` None: its searches' cost a day is not capped (rules/budget.py).
     """
     key_id = secrets.token_hex(KEY_ID_BYTES)
     secret = secrets.token_urlsafe(SECRET_BYTES)
@@ -63,6 +66,7 @@ def new_key(
         label=label,
         rate_per_minute=rate_per_minute,
         max_in_flight=max_in_flight,
+        daily_budget_usd=daily_budget_usd,
         created_at=now,
     )
     return f"{PREFIX}_{key_id}_{secret}", record

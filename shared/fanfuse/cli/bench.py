@@ -144,3 +144,20 @@ def quota(
 
     report = run_quota(runs, ops, _parse_threads(threads), firestore=firestore)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
+
+
+@bench_app.command("budget")
+def budget(
+    runs: RunsOption = DEFAULT_RUNS,
+    searches: Annotated[int, typer.Option(min=1, max=1000, help="searches per run")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """Time searches (and starts) with and without the budget check: the check's cost ratio."""
+    from fanfuse.tools.bench.budget import run_budget
+
+    try:
+        report = run_budget(runs, searches)
+    except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(report.model_dump_json(indent=2) if as_json else report.render())

@@ -20,6 +20,7 @@ the key's: `client_auth` builds their `ClientAuth` (`fanfuse.auth.outbound`) at 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -34,6 +35,7 @@ from fanfuse.auth import keys
 from fanfuse.cli.render import console, fail, out
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
+from fanfuse.wire.cost import usd
 from fanfuse.wire.models import ApiKey, utcnow
 
 if TYPE_CHECKING:
@@ -195,13 +197,21 @@ def create(
     max_in_flight: Annotated[
         int | None, typer.Option(min=1, help="unfinished searches (default: the deployment's)")
     ] = None,
+    daily_budget_usd: Annotated[
+        float | None,
+        typer.Option(min=0, help="USD of provider calls a UTC day at most (default: no daily cap)"),
+    ] = None,
     firestore: StoreOption = None,
     dynamodb: DynamoOption = False,
 ) -> None:
     """Create a key and print it, once: only its hash is stored."""
     if not owner.strip():
         raise fail("--owner must not be empty")
-    plaintext, record = keys.new_key(owner, label, rate_per_minute, max_in_flight, utcnow())
+    if daily_budget_usd is not None and not math.isfinite(daily_budget_usd):
+        raise fail("--daily-budget-usd must be a finite number of dollars")
+    plaintext, record = keys.new_key(
+        owner, label, rate_per_minute, max_in_flight, utcnow(), daily_budget_usd=daily_budget_usd
+    )
     with opened(firestore, dynamodb) as (store, where):
         store.put_key(record)
     sys.stdout.write(plaintext + "\n")
@@ -218,6 +228,10 @@ def _when(value: datetime | None) -> str:
 
 def _limit(value: int | None) -> str:
     return "default" if value is None else str(value)
+
+
+def _usd(value: float | None) -> str:
+    return "none" if value is None else usd(value)
 
 
 def public(record: ApiKey) -> dict[str, Any]:
@@ -243,6 +257,7 @@ def list_keys(
         line = (
             f"{r.key_id}  owner {r.owner}  label {r.label or '-'}  "
             f"per min {_limit(r.rate_per_minute)}  in flight {_limit(r.max_in_flight)}  "
+            f"daily budget {_usd(r.daily_budget_usd)}  "
             f"created {_when(r.created_at)}"
         )
         sys.stdout.write(line + (f"  revoked {_when(r.revoked_at)}" if r.revoked_at else "") + "\n")

@@ -68,6 +68,12 @@ def search(
         str | None, typer.Option(help="time budget in seconds (timeout_s), 0.5 to the deadline")
     ] = None,
     cache: Annotated[str | None, typer.Option(help="auto (default) | bypass | only")] = None,
+    max_cost_usd: Annotated[
+        str | None, typer.Option(help="the most the search may cost, USD (max_cost_usd)")
+    ] = None,
+    budget: Annotated[
+        str | None, typer.Option(help="over max_cost_usd: refuse (default) | trim")
+    ] = None,
     request: Annotated[
         str | None,
         typer.Option(
@@ -109,6 +115,8 @@ def search(
         "safesearch": safesearch,
         "timeout_s": _number(timeout),
         "cache": cache,
+        "max_cost_usd": _number(max_cost_usd),
+        "budget": budget,
     }
     payload.update({name: value for name, value in given.items() if value is not None})
     credentials = client_auth(
@@ -157,7 +165,8 @@ def _json_kind(value: Any) -> str:
 
 
 def _number(text: str | None) -> float | str | None:
-    """`--timeout` as a number when it is one; else as given, for the model to name the field."""
+    """`--timeout`, `--max-cost-usd` as a number when it is one; else as given, for the model to
+    name the field."""
     if text is None:
         return None
     try:

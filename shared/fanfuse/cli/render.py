@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Column, Table
 from rich.text import Text
 
-from fanfuse.fronts.render import platform_notes, rerank_line, snippet
+from fanfuse.fronts.render import cost_line, platform_notes, rerank_line, snippet
 from fanfuse.rules.progress import platform_percent
 from fanfuse.wire.models import (
     BreakerState,
@@ -123,6 +123,9 @@ def render_results(view: TaskView) -> None:
             out.print(line, highlight=False, markup=False, soft_wrap=True)
     if view.rerank is not None:
         out.print(rerank_line(view.rerank), highlight=False, markup=False, soft_wrap=True)
+    receipt = cost_line(view.cost)
+    if receipt is not None:
+        out.print(receipt, highlight=False, markup=False, soft_wrap=True)
     message = view.summary.message if view.summary else view.progress.message
     out.print(f"[bold]{view.status.value}[/]: {message}", highlight=False)
     for err in view.errors:

@@ -8,6 +8,7 @@ library: each front decides how to print them.
 
 from __future__ import annotations
 
+from fanfuse.wire.cost import Cost, usd
 from fanfuse.wire.models import CacheNote, CacheState, PlatformRun, RerankNote
 from fanfuse.wire.options import Applied, CacheMode, OptionUse
 
@@ -51,6 +52,39 @@ def rerank_line(note: RerankNote) -> str:
         return f"not reranked ({note.method}): {note.error}"
     model = f" ({note.model})" if note.model else ""
     return f"reranked by {note.method}{model}: {note.candidates} candidates"
+
+
+def cost_line(cost: Cost) -> str | None:
+    """The receipt on one line: `cost $0.03: mid 1 call $0.02, cheap 1 call $0.01 (estimate
+    $0.03; cap $0.035 from the request, trim: dropped dear; daily budget $5, $1.2 spent
+    before)`; paid platforms dearest first, free ones left out. None for a search that could
+    cost nothing (free platforms, no budget): a receipt of $0 is noise."""
+    held = cost.budget
+    if not (cost.total_usd or cost.estimate_usd or cost.trimmed) and (
+        held.max_cost_usd is None and held.daily_budget_usd is None
+    ):
+        return None
+    paid = sorted(
+        ((n, p) for n, p in cost.platforms.items() if p.usd or p.calls),
+        key=lambda item: (-item[1].usd, item[0]),
+    )
+    spent = ", ".join(
+        f"{n} {p.calls} call{'s' if p.calls != 1 else ''} {usd(p.usd)}" for n, p in paid
+    )
+    notes = [f"estimate {usd(cost.estimate_usd)}"]
+    if held.max_cost_usd is not None:
+        cap = f"cap {usd(held.max_cost_usd)} from the {held.source or 'request'}"
+        if cost.trimmed:
+            cap += f", trim: dropped {', '.join(cost.trimmed)}"
+        notes.append(cap)
+    if held.daily_budget_usd is not None:
+        before = held.daily_spent_usd
+        notes.append(
+            f"daily budget {usd(held.daily_budget_usd)}"
+            + (f", {usd(before)} spent before" if before is not None else "")
+        )
+    head = f"cost {usd(cost.total_usd)}" + (f": {spent}" if spent else " (no paid call)")
+    return f"{head} ({'; '.join(notes)})"
 
 
 def _option(name: str, use: OptionUse) -> str:

@@ -102,7 +102,8 @@ def _json(name: str, description: str) -> dict[str, Any]:
 
 def _errors(*statuses: int) -> dict[str, Any]:
     meaning = {
-        400: "invalid input: every problem listed, by field; nothing written",
+        400: "invalid input: every problem listed, by field; nothing written (`over_budget`: "
+        "the plan's estimated cost is over `max_cost_usd`, with the estimate and how to fit)",
         401: "no credential, or one that does not verify (`WWW-Authenticate` says how)",
         403: "a revoked API key",
         404: "no search with this task id",
@@ -112,7 +113,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
         "a search of another owner is 404 even then, so ids are not disclosed",
         413: "body larger than 64 KiB",
         415: "a body not sent as application/json",
-        429: "over the caller's quota (rate or searches in flight); `Retry-After` says when",
+        429: "over the caller's quota (rate or searches in flight; `budget_spent`: its API "
+        "key's daily budget); `Retry-After` says when",
         503: "infrastructure unavailable (`store_unavailable`: the store did not answer in "
         "time); try again, after `Retry-After` when it is given",
     }

@@ -88,6 +88,9 @@ class Response:
     """The body was longer than the cap and was cut there."""
     rejected_type: bool = False
     """The content type was not among the accepted ones; the body was not read."""
+    record: CallRecord | None = None
+    """The call's record (also in the run's list, when it had room): a platform adds what the
+    answer itself costs (results past those a request's price includes)."""
 
     @property
     def content_type(self) -> str:
@@ -298,6 +301,7 @@ class Runner:
             elapsed=elapsed,
             truncated=response.truncated,
             rejected_type=response.rejected_type,
+            record=record,
         )
 
     async def _once(

@@ -63,6 +63,7 @@ class ArxivPlatform(HttpPlatform[ArxivSettings]):
     name = "arxiv"
     description = "arXiv papers (Atom search API)"
     settings_model = ArxivSettings
+    page_size = PAGE_SIZE
     endpoint = "/api/query"
     native = frozenset({OptionName.TIME_RANGE})
 

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fanfuse.net.policy import PROVIDER
 from fanfuse.rules.limits import Budget
+from fanfuse.settings import Price
 from fanfuse.wire.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
 from fanfuse.wire.options import OptionName, OptionUse, SearchOptions
 
@@ -119,6 +120,11 @@ class PlatformContext(Generic[S]):
     """None: the system's resolver (tests give a double)."""
     call_budget: Budget | None = None
     """This run's share of the search's provider calls (limits.py); None: not capped."""
+    price: Price = field(default_factory=Price)
+    """What this run's provider charges (pricing.py): the call records carry it."""
+    cost_budget: Budget | None = None
+    """This run's share of the search's money, in the calls it affords (pricing.py, limits.py);
+    None: no budget, or a free platform."""
 
 
 class Platform(ABC, Generic[S]):
@@ -131,6 +137,9 @@ class Platform(ABC, Generic[S]):
     capabilities: ClassVar[Capabilities] = Capabilities()
     native: ClassVar[frozenset[OptionName]] = frozenset()
     """The request options this platform's provider applies itself (see `native_options`)."""
+    list_price: ClassVar[Price] = Price()
+    """The provider's public list price (dated, with its source, in docs/platforms.md); free
+    and offline platforms keep 0. A deployment overrides it (`Settings.prices`)."""
     typical_latency_s: ClassVar[float] = 1.5
     """Seconds a search usually takes, until this deployment has measured it (health.py): a
     web search API answers in about a second; LLM-backed and scraping platforms override it."""
@@ -183,6 +192,17 @@ class Platform(ABC, Generic[S]):
         as not applied otherwise. Override when it depends on the values: Google takes one
         `siteSearch` domain, so two included domains are not native there."""
         return options.given() & self.native
+
+    def price(self, settings: S | None) -> Price:
+        """The list price for a run on `settings` (a deeper search tier may cost more); None:
+        this process cannot read them (a start_search without provider keys), the default's."""
+        return self.list_price
+
+    def planned_calls(self, queries: int, depth: int, settings: S | None) -> tuple[int, int]:
+        """How many provider requests a run for `queries` queries at `depth` results makes at
+        most, and how many results each returns at most (pricing.py prices the plan): one
+        request per query unless the platform says otherwise (paging, several queries a call)."""
+        return queries, depth
 
     def resolve_target(self, url: str, body: bytes) -> str | None:
         """The real target of a redirect page this platform's results link to, when its page

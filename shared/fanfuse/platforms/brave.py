@@ -34,6 +34,7 @@ from fanfuse.platforms.parsing import (
     secret,
     strip_html,
 )
+from fanfuse.settings import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import FailureKind, Hit
 from fanfuse.wire.options import OptionName, SearchOptions, TimeRange
@@ -63,6 +64,9 @@ class BravePlatform(HttpPlatform[BraveSettings]):
     name = "brave"
     description = "Brave Search API (independent web index)"
     settings_model = BraveSettings
+    list_price = Price(per_request_usd=0.005)
+    """Search plan: $5 per 1,000 requests, successful ones only (docs/platforms.md)."""
+    page_size = PAGE_SIZE
     endpoint = "/res/v1/web/search"
     key_fields = ("api_key",)
     native = frozenset({OptionName.TIME_RANGE, OptionName.COUNTRY, OptionName.SAFESEARCH})

@@ -36,6 +36,7 @@ from fanfuse.net.runner import RequestSpec
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
+from fanfuse.settings import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName, SearchOptions, TimeRange
@@ -109,6 +110,24 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
     endpoint = "/chat/completions"
     key_fields = ("api_key",)
     native = frozenset({OptionName.INCLUDE_DOMAINS, OptionName.TIME_RANGE})
+
+    # -- price: its own provider's (token-billed: 0 unless set), or its fallback's ---------
+
+    def price(self, settings: BuiltinSettings | None) -> Price:
+        """Qwen and GLM bill their search by tokens, with no list price per call: 0 unless the
+        deployment sets one (`Settings.prices`, docs/platforms.md). With no key of its own,
+        every call is the fallback's, at the fallback's list price."""
+        if settings is not None and settings.api_key is not None:
+            return self.list_price
+        fallback = self._fallback()
+        return self.list_price if fallback is None else self._fallback_price(fallback)
+
+    @staticmethod
+    def _fallback_price(fallback: HttpPlatform[HttpSettings]) -> Price:
+        try:
+            return fallback.price(fallback.settings())
+        except ValidationError:
+            return fallback.price(None)
 
     # -- availability: configured itself, or through its fallback --------------------------
 
@@ -228,6 +247,10 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
             addresses=ctx.addresses,
             resolver=ctx.resolver,
             call_budget=ctx.call_budget,  # the fallback's calls are the same search's
+            # its price: the run's when all its calls are the fallback's (`price`), else the
+            # fallback's list price (a deployment's override names the run's platform)
+            price=ctx.price if settings.api_key is None else self._fallback_price(fallback),
+            cost_budget=ctx.cost_budget,
         )
         lists = await fallback.search(sub_ctx, params)
         ctx.record.provider = fallback.name

@@ -33,6 +33,7 @@ from fanfuse.platforms.parsing import (
     require,
     secret,
 )
+from fanfuse.settings import Price
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName
 
@@ -51,6 +52,18 @@ class ExaPlatform(HttpPlatform[ExaSettings]):
     name = "exa"
     description = "Exa search API (neural and keyword web search)"
     settings_model = ExaSettings
+    list_price = Price(per_request_usd=0.007, per_result_usd=0.001, included_results=10)
+    """Search with contents: $7 per 1,000 requests with 10 results (text and highlights
+    included), $1 per 1,000 results past 10; deep: $12, deep-reasoning: $15 per 1,000
+    (`price`; docs/platforms.md)."""
+    max_per_request = MAX_RESULTS
+
+    def price(self, settings: ExaSettings | None) -> Price:
+        tier = {"deep": 0.012, "deep-reasoning": 0.015}.get(settings.type if settings else "")
+        if tier is None:
+            return self.list_price
+        return self.list_price.model_copy(update={"per_request_usd": tier})
+
     endpoint = "/search"
     key_fields = ("api_key",)
     native = frozenset(

@@ -25,6 +25,7 @@ from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, error_detail, load_json, require, secret
+from fanfuse.settings import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import FailureKind, Hit
 from fanfuse.wire.options import OptionName, SafeSearch, SearchOptions, TimeRange
@@ -62,6 +63,10 @@ class GooglePlatform(HttpPlatform[GoogleSettings]):
     name = "google"
     description = "Google Programmable Search (Custom Search JSON API)"
     settings_model = GoogleSettings
+    list_price = Price(per_request_usd=0.005)
+    """$5 per 1,000 queries past the 100 free a day (docs/platforms.md); the free 100 are not
+    counted here, so a small deployment's receipts err high."""
+    page_size = PAGE_SIZE
     endpoint = "/customsearch/v1"
     key_fields = ("api_key",)
     native = frozenset(OptionName)

@@ -28,7 +28,8 @@ from fanfuse.net.policy import PROVIDER, CallPolicy
 from fanfuse.net.runner import RequestSpec, Response
 from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
 from fanfuse.platforms.parsing import error_detail
-from fanfuse.platforms.strategy import shape_query, supplemental_queries
+from fanfuse.platforms.pricing import results_charge
+from fanfuse.platforms.strategy import MAX_SUPPLEMENTS, shape_query, supplemental_queries
 from fanfuse.wire.errors import ProviderError, kind_for_status, unwrap_group_error
 from fanfuse.wire.models import FailureKind, Hit
 
@@ -110,6 +111,30 @@ class HttpPlatform(Platform[H]):
     """Shape queries for their language and top up short result lists (strategy.py)."""
     key_fields: ClassVar[tuple[str, ...]] = ()
     """Settings that hold credentials: named in the message of a 401/403."""
+    page_size: ClassVar[int | None] = None
+    """Results one page holds when the platform pages (a request per page, up to `max_pages`);
+    None: one request per query answers the whole depth (pricing.py's plan)."""
+    max_per_request: ClassVar[int | None] = None
+    """The most results one request returns (the provider's cap), when it matters for a price
+    per result; None: the depth."""
+
+    def planned_calls(self, queries: int, depth: int, settings: H | None) -> tuple[int, int]:
+        """Requests per query: the pages the depth needs, at most `max_pages` (the settings', or
+        the settings class's default when this process cannot read them), times the supplemental
+        queries a strategy may add; one request for all queries on a multi-query platform."""
+        per_request = min(depth, self.page_size or depth, self.max_per_request or depth)
+        pages = 1
+        if self.page_size:
+            most = settings.max_pages if settings is not None else self._default_max_pages()
+            pages = max(1, min(most, -(-depth // self.page_size)))
+        if self.capabilities.multi_query:
+            return pages, per_request
+        tries = 1 + (MAX_SUPPLEMENTS if self.uses_strategy else 0)
+        return queries * pages * tries, per_request
+
+    def _default_max_pages(self) -> int:
+        default = self.settings_model.model_fields["max_pages"].default
+        return int(default) if isinstance(default, int) else 1
 
     def url(self, settings: H) -> str:
         return endpoint_url(settings.base_url, self.endpoint)
@@ -148,7 +173,9 @@ class HttpPlatform(Platform[H]):
 
     async def fetch(self, ctx: PlatformContext[H], spec: RequestSpec, settings: H) -> Response:
         policy = settings.call_policy()
-        response = await ctx.runner.request(self.name, spec, policy, ctx.record.calls)
+        response = await ctx.runner.request(
+            self.name, spec, policy, ctx.record.calls, price_usd=ctx.price.per_request_usd
+        )
         if response.truncated:
             raise ProviderError(
                 self.name,
@@ -176,17 +203,30 @@ class HttpPlatform(Platform[H]):
         except ProviderError as exc:  # an adapter's own check: whose failure, by the status
             exc.kind = exc.kind or kind_for_status(resp.status)
             raise
-        return self.parse_response(resp)
+        page_ = self.parse_response(resp)
+        extra = results_charge(ctx.price, page_.hits, params.include_content)
+        if extra and response.record is not None and response.record.cost_usd:
+            response.record.cost_usd = round(response.record.cost_usd + extra, 6)
+        return page_
 
     def _may_call(self, ctx: PlatformContext[H], first: bool) -> bool:
-        """Whether the run's share of provider calls (limits.py) allows one more request; a
-        query's first page refused is that query's failure (not asked), a later one ends its
-        paging with the pages it has."""
-        if ctx.call_budget is None or ctx.call_budget.take():
+        """Whether the run's shares of the search's provider calls and of its money (limits.py,
+        pricing.py) allow one more request: both are taken, or neither. A query's first page
+        refused is that query's failure (not asked), a later one ends its paging with the pages
+        it has."""
+        budgets = [b for b in (ctx.cost_budget, ctx.call_budget) if b is not None]
+        spent = next((b for b in budgets if b.used >= b.cap), None)
+        if spent is None:
+            for budget in budgets:
+                budget.take()
             return True
+        spent.take()  # counted as skipped
         if first:
-            cap = ctx.call_budget.cap
-            message = f"not asked: this platform's share of the search's calls ({cap}) is spent"
+            what = "money" if spent is ctx.cost_budget else "calls"
+            message = (
+                f"not asked: this platform's share of the search's {what} ({spent.cap} "
+                f"call{'s' if spent.cap != 1 else ''}) is spent"
+            )
             raise ProviderError(self.name, message, FailureKind.NOT_ASKED)
         return False
 

@@ -24,6 +24,7 @@ from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import domains, since
 from fanfuse.platforms.parsing import as_str, bearer, json_items, load_json, require
+from fanfuse.settings import Price
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName
 
@@ -42,6 +43,15 @@ class LinkupPlatform(HttpPlatform[LinkupSettings]):
     name = "linkup"
     description = "Linkup search API (searchResults output)"
     settings_model = LinkupSettings
+    list_price = Price(per_request_usd=0.005)
+    """`searchResults` at depth fast/standard: $0.005 a call; deep: $0.05 (`price`;
+    docs/platforms.md)."""
+
+    def price(self, settings: LinkupSettings | None) -> Price:
+        if settings is not None and settings.depth == "deep":
+            return Price(per_request_usd=0.05)
+        return self.list_price
+
     endpoint = "/v1/search"
     key_fields = ("api_key",)
     native = frozenset(

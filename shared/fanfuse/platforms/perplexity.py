@@ -30,6 +30,7 @@ from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
+from fanfuse.settings import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName, SearchOptions
@@ -63,6 +64,8 @@ class PerplexityPlatform(HttpPlatform[PerplexitySettings]):
     typical_latency_s = 8.0  # an LLM answers with citations: several seconds
     description = "Perplexity Search API (ranked web results, several queries per call)"
     settings_model = PerplexitySettings
+    list_price = Price(per_request_usd=0.005)
+    """Search API: $5 per 1,000 requests, no token costs (docs/platforms.md)."""
     endpoint = "/search"
     capabilities = Capabilities(multi_query=True)
     key_fields = ("api_key",)

@@ -28,6 +28,10 @@ from fanfuse.wire.options import OptionName, SafeSearch
 SAFESEARCH = {SafeSearch.OFF: 0, SafeSearch.MODERATE: 1, SafeSearch.STRICT: 2}
 
 
+SEARXNG_PAGE = 10
+"""Results a SearXNG page holds, about (its engines decide): what the cost plan pages by."""
+
+
 class SearxngSettings(HttpSettings):
     base_url: str
     """The instance, e.g. `https://searx.example.org` (required: there is no default instance)."""
@@ -41,6 +45,7 @@ class SearxngPlatform(HttpPlatform[SearxngSettings]):
     name = "searxng"
     description = "a SearXNG metasearch instance (JSON format must be enabled)"
     settings_model = SearxngSettings
+    page_size = SEARXNG_PAGE
     endpoint = "/search"
     native = frozenset({OptionName.TIME_RANGE, OptionName.SAFESEARCH})
 

@@ -57,6 +57,7 @@ class SecEdgarPlatform(HttpPlatform[SecEdgarSettings]):
     name = "sec_edgar"
     description = "SEC EDGAR full-text search of company filings"
     settings_model = SecEdgarSettings
+    page_size = PAGE_SIZE
     endpoint = "/LATEST/search-index"
     native = frozenset({OptionName.TIME_RANGE})
 

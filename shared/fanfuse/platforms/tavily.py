@@ -35,6 +35,7 @@ from fanfuse.platforms.parsing import (
     parse_date,
     require,
 )
+from fanfuse.settings import Price
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName, SearchOptions
 
@@ -96,6 +97,15 @@ class TavilyPlatform(HttpPlatform[TavilySettings]):
     name = "tavily"
     description = "Tavily Search API (LLM-oriented web search, optional raw page content)"
     settings_model = TavilySettings
+    list_price = Price(per_request_usd=0.008)
+    """Pay-as-you-go: $0.008 a credit; a basic search is 1 credit, an advanced one 2
+    (`price`; docs/platforms.md)."""
+
+    def price(self, settings: TavilySettings | None) -> Price:
+        if settings is not None and settings.search_depth == "advanced":
+            return Price(per_request_usd=2 * self.list_price.per_request_usd)
+        return self.list_price
+
     endpoint = "/search"
     key_fields = ("api_key",)
     native = frozenset(

@@ -69,6 +69,7 @@ class WeixinPlatform(HttpPlatform[WeixinSettings]):
     typical_latency_s = 5.0  # Sogou's page, then one redirect per article to resolve
     description = "WeChat public-account articles (Sogou weixin search)"
     settings_model = WeixinSettings
+    page_size = PAGE_SIZE
     endpoint = "/weixin"
     capabilities = Capabilities(resolves_urls=True)
     uses_strategy = True

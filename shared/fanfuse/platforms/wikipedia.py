@@ -45,6 +45,7 @@ class WikipediaPlatform(HttpPlatform[WikipediaSettings]):
     name = "wikipedia"
     description = "Wikipedia articles (MediaWiki Action API search)"
     settings_model = WikipediaSettings
+    page_size = MAX_LIMIT
     endpoint = "/w/api.php"
 
     def settings_for(self, params: SearchParams, settings: WikipediaSettings) -> WikipediaSettings:

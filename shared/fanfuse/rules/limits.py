@@ -26,6 +26,8 @@ from fanfuse.wire.models import Hit, LimitCut
 
 PROVIDER_CALLS = "provider_calls"
 PAGE_FETCHES = "page_fetches"
+COST = "cost"
+"""The run's share of the search's money, counted in the calls it affords (rules/budget.py)."""
 
 
 def share(cap: int, platforms: int) -> int:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
-from fanfuse.rules import lifecycle, limits
+from fanfuse.platforms.pricing import cost_budget, estimate
+from fanfuse.rules import budget, lifecycle, limits
 from fanfuse.rules.limits import Budget
-from fanfuse.settings import Settings
+from fanfuse.settings import Price, Settings
 from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.errors import Cancelled, ProviderError
@@ -48,10 +49,14 @@ class Executor:
         clock: Callable[[], datetime],
         runner: Runner | None,
         content: ContentSettings,
+        *,
+        prices: Callable[[str], Price],
     ) -> None:
         self.documents, self.cache = documents, cache
         self.registry, self.settings, self.clock = registry, settings, clock
         self._runner, self._content = runner, content
+        self._prices = prices
+        """Each platform's price here (budgets.Budgets.price: read once per platform)."""
 
     @property
     def runner(self) -> Runner:
@@ -85,6 +90,7 @@ class Executor:
         reporter: Reporter | None = None
         calls = Budget(limits.share(self.settings.max_provider_calls_per_search, run.of))
         fetches = Budget(limits.share(self.settings.max_page_fetches_per_search, run.of))
+        money: Budget | None = None
         try:
             platform = self.registry.get(run.name)
             # The run path alone needs the stages and the network layer:
@@ -94,6 +100,8 @@ class Executor:
             from fanfuse.stages.base import Reporter, StageRun
             from fanfuse.stages.cache import QueryCache, cache_scope
 
+            price = self._prices(run.name)
+            money = self._money(task, run, price, calls.cap)
             planned = pipeline.plan(platform, params)
             reporter = Reporter(self.documents, run, planned, self.settings.progress_interval)
             ctx = PlatformContext(
@@ -103,6 +111,8 @@ class Executor:
                 report=reporter.step,
                 addresses=self._content,  # a URL a platform has fetched is guarded as ours are
                 call_budget=calls,
+                price=price,
+                cost_budget=money,
             )
             cache = QueryCache.for_run(
                 self.cache,
@@ -147,8 +157,32 @@ class Executor:
             failed_queries=record.failed_queries,
             cache=record.cache,
             failure=failure,
-            limits=limits.cuts({limits.PROVIDER_CALLS: calls, limits.PAGE_FETCHES: fetches}),
+            limits=limits.cuts(
+                {
+                    limits.PROVIDER_CALLS: calls,
+                    limits.PAGE_FETCHES: fetches,
+                    limits.COST: money,
+                }
+            ),
         )
+
+    def _money(self, task: Task, run: PlatformRun, price: Price, calls: int) -> Budget | None:
+        """The run's share of the search's money (rules/budget.py) as the calls it affords,
+        each at its dearest (pricing.py); None: no budget, or a free platform."""
+        usd = budget.share(task.cost, run.name)
+        if usd is None:
+            return None
+        platform = self.registry.get(run.name)
+        planned = estimate(
+            platform,
+            price,
+            platform.settings(),  # the run's: it reads them to run at all
+            queries=len(task.queries),
+            depth=task.request.depth,
+            include_content=task.request.include_content,
+            call_cap=calls,
+        )
+        return cost_budget(usd, planned.per_call_usd)
 
 
 def searching(reporter: Reporter | None) -> bool:

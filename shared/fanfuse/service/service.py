@@ -22,7 +22,9 @@ from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import aggregate, health, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
+from fanfuse.rules.mutations import Writes
 from fanfuse.service import admission, circuit, events
+from fanfuse.service.budgets import Budgets
 from fanfuse.service.execute import Executor
 from fanfuse.service.heartbeat import Heartbeat
 from fanfuse.settings import Settings
@@ -96,7 +98,10 @@ class SearchService:
 
             content = ContentSettings.model_construct()  # the defaults, not the environment
         self._rerank_settings = rerank
-        self._executor = Executor(store, store, registry, settings, clock, runner, content)
+        self._budgets = Budgets(store, registry, settings)
+        self._executor = Executor(
+            store, store, registry, settings, clock, runner, content, prices=self._budgets.price
+        )
         self._circuit = circuit.Circuit(store, clock)
         self.events = events.Events()  # what the metrics count (service/events.py)
         self._reasons: tuple[float, dict[str, str | None]] | None = None
@@ -177,8 +182,9 @@ class SearchService:
         request = self.validate(payload)
         now, caller = ticket.at, ticket.caller
         owner = caller.subject if caller is not None else None
+        planned = self._budgets.plan(request, caller, now)  # refused: nothing written or sent
         task_id = uuid.uuid4().hex
-        names = request.platforms
+        names = planned.platforms
         budget = request.timeout_s or self.settings.deadline_seconds
         task = Task(
             task_id=task_id,
@@ -188,6 +194,7 @@ class SearchService:
             platforms=names,
             fusion=request.fusion or fusers.DEFAULT_FUSION,
             progress=progress.queued(len(names)),
+            cost=planned.cost,
             created_at=now,
             updated_at=now,
             deadline_at=now + timedelta(seconds=budget),
@@ -197,7 +204,11 @@ class SearchService:
             PlatformRun(task_id=task_id, name=name, index=i, of=len(names), updated_at=now)
             for i, name in enumerate(names, 1)
         ]
-        self._write(task, runs)
+        try:
+            self._write(task, runs)
+        except Exception:
+            self._budgets.release(task)  # withdrawn: nothing of it runs
+            raise
         try:
             for name in names:
                 self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
@@ -205,7 +216,9 @@ class SearchService:
         except Exception as exc:
             # The task is written but cannot run: finalize it as failed rather than leave it.
             log.exception("enqueue failed for %s", task_id)
-            self.store.transact(task_id, None, lifecycle.finalize(self.clock(), force=True))
+            self._finalized(
+                self.store.transact(task_id, None, lifecycle.finalize(self.clock(), force=True))
+            )
             raise QueueUnavailable(f"could not enqueue the search: {exc}") from exc
         return Accepted(
             task_id=task_id,
@@ -326,7 +339,9 @@ class SearchService:
         for task in tasks:
             now = self.clock()
             if task.deadline_at <= now:
-                self.store.transact(task.task_id, None, lifecycle.finalize(now, force=True))
+                self._finalized(
+                    self.store.transact(task.task_id, None, lifecycle.finalize(now, force=True))
+                )
                 continue
             for run in self.store.get_runs(task.task_id):
                 if not run.state.terminal:
@@ -368,9 +383,17 @@ class SearchService:
         if written is None:
             latest = self.store.get_task(message.task_id)
             return "already_final" if latest and latest.status.terminal else "waiting"
-        self.events.runs_ended(written.runs)  # the stragglers, timed out
-        self.events.search_ended(written.task)
+        self._finalized(written)
         return written.task.status.value if written.task else "finalized"
+
+    def _finalized(self, written: Writes | None) -> None:
+        """After the one write that made a search terminal: its events and its ended runs'
+        (events.py), and its daily reservation settled to what it cost (budgets.py)."""
+        if written is not None:
+            self.events.runs_ended(written.runs)  # stragglers timed out, or cancelled
+            self.events.search_ended(written.task)
+            if written.task is not None and written.task.status.terminal:
+                self._budgets.settle(written.task)
 
     async def _rerank(self, task: Task, force: bool) -> dict[int, RerankOrder] | None:
         """Each query's candidate pool reranked, when the search is due to be finalized.
@@ -423,8 +446,5 @@ class SearchService:
                     r.content = contents.get(r.content_id)
 
     def cancel(self, task_id: str) -> TaskView:
-        written = self.store.transact(task_id, None, lifecycle.cancel(self.clock()))
-        if written is not None:
-            self.events.runs_ended(written.runs)
-            self.events.search_ended(written.task)
+        self._finalized(self.store.transact(task_id, None, lifecycle.cancel(self.clock())))
         return self.status(task_id)

@@ -11,6 +11,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 
+def usd(amount: float) -> str:
+    """Dollars as the price lists write them, for a message or a receipt: up to four decimals
+    (prices go to a tenth of a cent), no trailing zeros (`$0.035`, `$1`, `$0`)."""
+    return f"${amount:.4f}".rstrip("0").rstrip(".") if amount else "$0"
+
+
 class PlatformCost(BaseModel):
     """What one platform's provider calls cost in one search."""
 

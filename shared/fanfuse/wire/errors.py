@@ -137,6 +137,24 @@ class RateLimited(RetryLater):
     code = "rate_limited"
 
 
+class OverBudget(InvalidRequest):
+    """A plan whose estimated cost is over the request's cap (rules/budget.py): a 400 naming
+    `max_cost_usd`, with the estimate and how to fit; nothing was written or asked."""
+
+    code = "over_budget"
+
+    def __init__(self, problem: str, estimate_usd: float) -> None:
+        self.estimate_usd = estimate_usd
+        super().__init__([Problem(field="max_cost_usd", problem=problem)])
+
+
+class BudgetSpent(RateLimited):
+    """A caller whose daily budget cannot pay for the plan: 429 with `Retry-After` until the
+    UTC day ends, when the budget is whole again; nothing was written or asked."""
+
+    code = "budget_spent"
+
+
 class UnknownPlatform(InvalidRequest):
     """A platform task names a platform its search does not have.
 

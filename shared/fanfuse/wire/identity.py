@@ -28,6 +28,9 @@ class Caller(BaseModel):
     key_id: str | None = None
     rate_per_minute: int | None = Field(default=None, ge=1)
     max_in_flight: int | None = Field(default=None, ge=1)
+    daily_budget_usd: float | None = Field(
+        default=None, ge=0, description="the key's spend a UTC day at most (rules/budget.py)"
+    )
 
 
 class ApiKey(BaseModel):
@@ -43,5 +46,8 @@ class ApiKey(BaseModel):
     label: str = ""
     rate_per_minute: int | None = Field(default=None, ge=1)
     max_in_flight: int | None = Field(default=None, ge=1)
+    daily_budget_usd: float | None = Field(
+        default=None, ge=0, description="USD of provider calls a UTC day at most; None: no cap"
+    )
     created_at: datetime
     revoked_at: datetime | None = None

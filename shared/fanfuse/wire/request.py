@@ -13,7 +13,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -49,6 +49,9 @@ MAX_NAME_CHARS = 40
 or quoted back in a 400."""
 MAX_HOST_CHARS = 253
 """A host name's length at most (RFC 1035): checked before the name is IDNA-encoded."""
+MAX_COST_USD = 1000.0
+"""The largest per-request cap a request may set: far over any one search's cost (the dearest
+plan is a few dollars), so a larger figure is a typo, not a budget."""
 MAX_SHOWN_CHARS = 60
 """How much of a refused value a 400 quotes back: enough to recognise it, never the body."""
 
@@ -254,6 +257,25 @@ class SearchRequest(Inbound):
         json_schema_extra={"minimum": MIN_TIMEOUT_S},
     )
     cache: CacheMode = CacheMode.AUTO
+    max_cost_usd: Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)] | None = Field(
+        default=None,
+        description="the most this search may cost in provider calls, in USD (each platform's "
+        "price list: docs/platforms.md); over it the search is refused before any call, or "
+        "trimmed (`budget`). None: the deployment's default cap, if any",
+        json_schema_extra={"maximum": MAX_COST_USD},
+    )
+    budget: Literal["refuse", "trim"] = Field(
+        default="refuse",
+        description="when the estimate is over the cap: refuse (a 400 with the estimate and "
+        "how to fit), or trim (drop the dearest platforms first until it fits)",
+    )
+
+    @field_validator("max_cost_usd")
+    @classmethod
+    def _cost(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_COST_USD:
+            raise ValueError(f"must be at most {MAX_COST_USD:g} USD")
+        return value
 
     @field_validator("query", mode="before")
     @classmethod

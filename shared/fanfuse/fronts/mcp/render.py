@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from fanfuse.fronts.render import SNIPPET_CHARS, rerank_line, snippet
+from fanfuse.fronts.render import SNIPPET_CHARS, cost_line, rerank_line, snippet
 from fanfuse.rules.progress import platform_percent
+from fanfuse.wire.cost import Cost
 from fanfuse.wire.models import PlatformState, QueryResults, Result, TaskStatus, TaskView
 
 ERROR_CHARS = 120
@@ -75,6 +76,11 @@ class Digest(BaseModel):
     preview: DigestPreview | None = Field(
         default=None, description="while running: the results so far (None: none yet, or over)"
     )
+    cost: Cost = Field(
+        default_factory=Cost,
+        description="the receipt: per platform calls and USD, total, the budget it ran under "
+        "(so far, while it runs)",
+    )
 
 
 def digest(view: TaskView) -> Digest:
@@ -99,6 +105,7 @@ def digest(view: TaskView) -> Digest:
         rerank=rerank_line(view.rerank) if view.rerank else None,
         queries=_queries(view) if view.status.terminal else [],
         preview=_preview(view),
+        cost=view.cost,
     )
 
 
@@ -182,6 +189,9 @@ def status_line(d: Digest) -> str:
         line += f". Failed: {notes}"
     if d.rerank:
         line += f". {d.rerank[:1].upper()}{d.rerank[1:]}"
+    receipt = cost_line(d.cost)
+    if receipt is not None:
+        line += f". {receipt[:1].upper()}{receipt[1:]}"
     return f"{line} (task_id {d.task_id})"
 
 

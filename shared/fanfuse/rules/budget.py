@@ -1,0 +1,162 @@
+"""Budgets: a plan's estimated cost against its cap (refuse, or trim the dearest platforms), and
+a caller's daily spend, kept in the store like the quota buckets (pure functions).
+
+The per-request cap
+-------------------
+A search's plan is priced before any call (platforms/pricing.py: an upper bound per platform).
+Over the request's `max_cost_usd` (or the deployment's default cap) the start is refused with a
+400 that states the estimate and how to fit, before anything is written or sent; with
+`budget: "trim"` the dearest platforms are dropped first until the rest fit, and the receipt
+names them (`Cost.trimmed`). During the run each platform gets the part of the cap its estimate
+is of the plan's (`share`), which stops its paging once spent (pricing.cost_budget).
+
+The daily budget
+----------------
+An API key may carry a daily budget (`fanfuse keys create --daily-budget-usd`). Its spend is one
+document a UTC day, `{key}$spend-YYYYMMDD`, held in the quota store and written by the very
+same one-document read-modify-write as the start-rate buckets (`QuotaStore.take_quota`, run by
+SQLite in one BEGIN IMMEDIATE, by Firestore in a transaction, by DynamoDB with a conditional
+put): its `tokens` are the dollars spent that day. A start reserves its estimate (`reserve`):
+the write happens only while the reservations fit the budget, so concurrent starts across
+processes are each counted exactly once and never overdraw it. When the search ends (finalized
+or cancelled, which happens once) the reservation is settled to what it did cost (`adjust`), so
+the day's figure is the spend, not the estimates. A lost settlement leaves the estimate counted,
+which errs on the safe side. The document expires a day after its day ends (TTL, SQLite's sweep).
+
+A key's day document is written about once per search it starts, so the start rate (a key's
+`rate_per_minute`, default 30 a minute) keeps it well under Firestore's one write a second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from fanfuse.rules.mutations import QuotaMutator
+from fanfuse.rules.quota import bucket_key
+from fanfuse.wire.cost import Cost, usd
+from fanfuse.wire.models import QuotaBucket
+
+EPSILON = 1e-9
+"""Dollars summed as floats: a plan that costs exactly its cap fits."""
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The plan a budget lets run: the platforms kept (request order) and those trimmed."""
+
+    kept: list[str]
+    trimmed: list[str]
+    estimate_usd: float
+
+
+def fits(total: float, cap: float | None) -> bool:
+    return cap is None or total <= cap + EPSILON
+
+
+def trim(estimates: Mapping[str, float], order: Sequence[str], cap: float) -> Fit:
+    """Drop the dearest platforms first (of two as dear, the later in the request) until the
+    rest fit `cap`; free platforms are never dropped. May keep none (nothing fits)."""
+    kept = list(order)
+    trimmed: list[str] = []
+    by_price = sorted(
+        (n for n in order if estimates.get(n, 0.0) > 0),
+        key=lambda n: (-estimates[n], -order.index(n)),
+    )
+    for name in by_price:
+        if fits(sum(estimates.get(n, 0.0) for n in kept), cap):
+            break
+        kept.remove(name)
+        trimmed.append(name)
+    return Fit(kept=kept, trimmed=trimmed, estimate_usd=sum(estimates.get(n, 0.0) for n in kept))
+
+
+def refusal(
+    estimates: Mapping[str, float],
+    order: Sequence[str],
+    cap: float,
+    by_mode: Mapping[str, float],
+) -> str:
+    """Why a plan is refused and how to fit: its estimate (dearest platforms first), the
+    platforms to drop, the modes whose estimate fits, and `budget: "trim"`."""
+    total = sum(estimates.get(n, 0.0) for n in order)
+    dear = sorted((n for n in order if estimates.get(n, 0.0) > 0), key=lambda n: -estimates[n])
+    parts = ", ".join(f"{n} {usd(estimates[n])}" for n in dear)
+    ways: list[str] = []
+    fit = trim(estimates, order, cap)
+    if fit.kept and fit.trimmed:
+        ways.append(f"leave out {', '.join(fit.trimmed)} ({usd(fit.estimate_usd)})")
+    modes = [f"mode {m} ({usd(v)})" for m, v in by_mode.items() if fits(v, cap)]
+    if modes:
+        ways.append(" or ".join(modes))
+    if fit.kept and fit.trimmed:
+        ways.append('send budget: "trim" to drop the dearest platforms')
+    if not ways:
+        ways.append("raise max_cost_usd, or choose free platforms")
+    return (
+        f"the estimated cost {usd(total)} ({parts}) is over max_cost_usd {usd(cap)}; "
+        f"to fit: {'; '.join(ways)}"
+    )
+
+
+def share(cost: Cost, name: str) -> float | None:
+    """`name`'s part of the search's money, which stops its paging once spent: the part its
+    estimate is of the plan's, of the cap (at least its estimate, since the plan fits); under
+    a daily budget alone, its estimate (what was reserved for it). None: no budget, or a free
+    platform."""
+    held = cost.budget
+    own = cost.platforms[name].estimate_usd if name in cost.platforms else 0.0
+    if own <= 0 or (held.max_cost_usd is None and held.daily_budget_usd is None):
+        return None
+    if held.daily_budget_usd is not None or held.max_cost_usd is None or cost.estimate_usd <= 0:
+        return own
+    return max(own, held.max_cost_usd * own / cost.estimate_usd)
+
+
+# -- the daily budget --------------------------------------------------------------------------
+
+
+def day_key(subject: str, now: datetime) -> str:
+    """The caller's spend document for `now`'s UTC day: beside its quota shards (`#i`), never
+    one of them (`$` is quoted in a subject)."""
+    return f"{bucket_key(subject)}$spend-{now:%Y%m%d}"
+
+
+def day_end(now: datetime) -> datetime:
+    """When `now`'s UTC day ends (the budget is whole again)."""
+    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    return start + timedelta(days=1)
+
+
+def _spent(bucket: QuotaBucket | None) -> float:
+    return bucket.tokens if bucket is not None else 0.0
+
+
+def reserve(amount: float, daily: float, now: datetime) -> QuotaMutator:
+    """Reserve `amount` of today's `daily` budget: the bucket to write and None when it fits,
+    else nothing to write and the dollars left today (pure: a store may run it again)."""
+
+    def mutate(bucket: QuotaBucket | None) -> tuple[QuotaBucket | None, float | None]:
+        spent = _spent(bucket)
+        if spent + amount > daily + EPSILON:
+            return None, max(0.0, daily - spent)
+        return _written(spent + amount, now), None
+
+    return mutate
+
+
+def adjust(delta: float, now: datetime) -> QuotaMutator:
+    """Settle a reservation: add `delta` (what the search cost less what it reserved; negative
+    gives back) to the day's spend, never below zero. Always writes: the money is spent."""
+
+    def mutate(bucket: QuotaBucket | None) -> tuple[QuotaBucket | None, float | None]:
+        return _written(max(0.0, _spent(bucket) + delta), now), None
+
+    return mutate
+
+
+def _written(spent: float, now: datetime) -> QuotaBucket:
+    return QuotaBucket(
+        tokens=round(spent, 9), updated_at=now, expires_at=day_end(now) + timedelta(days=1)
+    )
