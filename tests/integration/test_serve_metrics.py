@@ -11,6 +11,7 @@ The sequence (one module-scoped server, so the counts are this sequence's alone)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,10 @@ from tests.integration.test_serve import serve_env
 from tests.option_scenarios import web_platforms
 
 WEB = {"web_ok": "delay/0", "web_bad": "status/500", "web_gate": "gate/metrics"}
+PRICE = 0.005
+"""web_ok's price a request: charged once (search 1 asks; search 2 is a cache hit)."""
+BAD = {"per_request_usd": 0.05}
+"""web_bad's: never charged (a 500 is not billed)."""
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -39,10 +44,12 @@ def stub() -> Iterator[StubSearxServer]:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> dict[str, str]:
-    import json
-
     env = serve_env(tmp_path_factory.mktemp("metrics"), stub)
-    return {**env, "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, WEB))}
+    return {
+        **env,
+        "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, WEB)),
+        "FANFUSE_PRICES": json.dumps({"web_ok": {"per_request_usd": PRICE}, "web_bad": BAD}),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +124,8 @@ def test_metrics_count_the_known_sequence(http: httpx.Client, finals: list[dict[
     assert value(got, cache, platform="web_ok", result="miss") == 1
     spent = sum(v for (n, _), v in got.items() if n == "fanfuse_cost_usd_total")
     assert spent == pytest.approx(sum(d["cost"]["total_usd"] for d in finals))
+    assert value(got, "fanfuse_cost_usd_total", platform="web_ok") == pytest.approx(PRICE)
+    assert value(got, "fanfuse_cost_usd_total", platform="web_bad") == 0
     # one failure does not open a breaker: web_bad is closed, and says so
     assert value(got, "fanfuse_breaker_state", platform="web_bad", state="closed") == 1
     assert value(got, "fanfuse_breaker_state", platform="web_bad", state="open") == 0
@@ -133,6 +142,7 @@ def test_stats_agree_with_the_final_documents(
     ok = rows["web_ok"]
     assert ok["runs"] == 2 and ok["outcomes"]["succeeded"] == 2 and ok["latency_samples"] == 1
     assert ok["cache_hits"] == 1 and ok["cache_misses"] == 1 and ok["cache_hit_rate"] == 0.5
+    assert ok["spend_usd"] == pytest.approx(PRICE) == figures["spend_usd"]
     results = [r for d in finals for r in d["results"]]
     assert ok["results"] == sum("web_ok" in r["platforms"] for r in results) > 0
     assert ok["unique_results"] == sum(r["platforms"] == ["web_ok"] for r in results)
