@@ -307,7 +307,8 @@ class SqliteStore(TaskStore):
         self, since: datetime, *, owner: str | None, limit: int
     ) -> tuple[list[Recorded], bool]:
         """One read of the window's task documents (julianday() reads both timestamp
-        spellings), one of their platform documents."""
+        spellings), one of their platform documents; parsed after the lock is let go, so a
+        large window holds up the store's other callers for the reads alone."""
         where = "julianday(json_extract(doc, '$.created_at')) >= julianday(?)"
         params: list[object] = [_ts(since)]
         if owner is not None:
@@ -315,23 +316,23 @@ class SqliteStore(TaskStore):
             params.append(owner)
         with self._lock:
             rows = self._db.execute(
-                f"SELECT doc FROM tasks WHERE {where}"
+                f"SELECT task_id, doc FROM tasks WHERE {where}"
                 " ORDER BY julianday(json_extract(doc, '$.created_at')) DESC LIMIT ?",
                 (*params, limit + 1),
             ).fetchall()
-            tasks = [Task.model_validate_json(r[0]) for r in rows[:limit]]
-            runs: dict[str, list[PlatformRun]] = {t.task_id: [] for t in tasks}
-            ids = list(runs)
+            ids = [task_id for task_id, _ in rows[:limit]]
+            found: list[tuple[str, str]] = []
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
-                found = self._db.execute(
-                    f"SELECT doc FROM platforms WHERE task_id IN ({','.join('?' * len(chunk))})"
-                    " ORDER BY task_id, position",
+                found += self._db.execute(
+                    "SELECT task_id, doc FROM platforms"
+                    f" WHERE task_id IN ({','.join('?' * len(chunk))}) ORDER BY task_id, position",
                     chunk,
                 ).fetchall()
-                for (doc,) in found:
-                    run = PlatformRun.model_validate_json(doc)
-                    runs[run.task_id].append(run)
+        runs: dict[str, list[PlatformRun]] = {task_id: [] for task_id in ids}
+        for task_id, doc in found:
+            runs[task_id].append(PlatformRun.model_validate_json(doc))
+        tasks = [Task.model_validate_json(doc) for _, doc in rows[:limit]]
         return [Recorded(t, runs[t.task_id]) for t in tasks], len(rows) > limit
 
     def recoverable(self) -> list[Task]:
