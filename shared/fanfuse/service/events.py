@@ -87,6 +87,8 @@ class Events:
         log.info(message, extra={EVENT_FIELD: fields, SOURCE_FIELD: self.source})
 
     def runs_ended(self, runs: Iterable[PlatformRun]) -> None:
+        if not log.isEnabledFor(logging.INFO):  # nobody listens: no figures to compute
+            return
         for run in runs:
             if run.state.terminal:
                 self._emit(f"{run.name} {run.state.value}", run_fields(run))
