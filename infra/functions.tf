@@ -56,6 +56,8 @@ locals {
     FANFUSE_FIREBASE_SIGN_IN_PROVIDERS = jsonencode(var.firebase_sign_in_providers)
     FANFUSE_FIREBASE_ALLOW_ANONYMOUS   = tostring(var.firebase_allow_anonymous)
   }
+  # Who reads every owner's GET {search_status}/stats (fanfuse.http.stats); others their own.
+  operators_env = { FANFUSE_OPERATORS = jsonencode(var.operators) }
   # What start_search holds each caller to (fanfuse.rules.quota).
   quota_env = {
     FANFUSE_RATE_PER_MINUTE = tostring(var.rate_per_minute)
@@ -176,7 +178,7 @@ resource "google_cloudfunctions2_function" "search_status" {
     timeout_seconds                  = 30
     max_instance_count               = var.max_instances["search_status"]
     max_instance_request_concurrency = 20
-    environment_variables            = merge(local.common_env, local.caller_env)
+    environment_variables            = merge(local.common_env, local.caller_env, local.operators_env)
   }
 
   depends_on = [google_project_iam_member.build, google_storage_bucket_iam_member.build_reads_source]

@@ -37,6 +37,7 @@ resource "google_project_service" "apis" {
     "firebaserules.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
+    "logging.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
     "storage.googleapis.com",

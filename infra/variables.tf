@@ -210,3 +210,9 @@ variable "max_in_flight" {
     error_message = "max_in_flight must be a whole number, at least 1."
   }
 }
+
+variable "operators" {
+  description = "Caller subjects (key:<owner>, google:<sub>, firebase:<uid>, gateway:<sub>) that read every owner's GET {search_status}/stats (FANFUSE_OPERATORS); any other caller reads the figures of its own searches only."
+  type        = list(string)
+  default     = []
+}

@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from fanfuse.auth import keys
-from fanfuse.rules import lifecycle
+from fanfuse.rules import lifecycle, stats
 from fanfuse.rules.budget import adjust, day_key
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.rules.quota import Limit
@@ -35,6 +35,7 @@ from fanfuse.wire.models import (
     utcnow,
 )
 from fanfuse.wire.options import CacheMode, SearchOptions
+from tests import stats_history
 from tests.budget_checks import DAILY_USD, NOON, reserve_concurrently, spent
 from tests.fakes import make_task
 from tests.health_checks import put_health, race_probe
@@ -389,6 +390,27 @@ class StoreContract:
         store.transact(live[0], None, lifecycle.cancel(now))
         assert store.count_in_flight("frank", now) == 3
         assert store.count_in_flight("nobody", now) == 0
+
+    def test_recent_reads_the_window_newest_first_for_the_stats(self, harness: Harness) -> None:
+        store = harness.store
+        now = utcnow()
+        for search in stats_history.history(now):
+            store.create(search.task, list(search.runs))
+        since = now - timedelta(hours=24)
+        recorded, more = store.recent(since, owner=None, limit=100)
+        assert [r.task.task_id for r in recorded] == ["s5", "s4", "s3", "s2", "s1"]
+        assert not more
+        assert all([run.name for run in r.runs] == stats_history.PLATFORMS for r in recorded)
+        figures = stats.compute(
+            recorded, store.get_health(), now=now, window=timedelta(hours=24), scope="all"
+        )
+        stats_history.check_figures(figures.model_dump(mode="json"))
+        team, _ = store.recent(since, owner=stats_history.TEAM, limit=100)
+        assert [r.task.task_id for r in team] == ["s4", "s3", "s2", "s1"]
+        other, _ = store.recent(since, owner=stats_history.OTHER, limit=100)
+        assert [r.task.task_id for r in other] == ["s5"]
+        newest, more = store.recent(since, owner=None, limit=2)
+        assert [r.task.task_id for r in newest] == ["s5", "s4"] and more
 
 
 class CloudStoreContract(StoreContract):

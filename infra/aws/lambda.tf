@@ -34,6 +34,8 @@ locals {
     FANFUSE_ID_TOKEN_PRINCIPALS        = jsonencode(var.id_token_principals)
     FANFUSE_FIREBASE_SIGN_IN_PROVIDERS = jsonencode(var.firebase_sign_in_providers)
     FANFUSE_FIREBASE_ALLOW_ANONYMOUS   = tostring(var.firebase_allow_anonymous)
+    # Who reads every owner's GET /search_status/stats (fanfuse.http.stats); others their own.
+    FANFUSE_OPERATORS = jsonencode(var.operators)
   }
   # Only the worker calls providers, so only it gets their settings and keys.
   worker_env = merge(var.platform_settings, {

@@ -1,5 +1,5 @@
 output "api_endpoint" {
-  description = "The HTTP API: POST {endpoint}/start_search, GET {endpoint}/search_status/{task_id}, POST {endpoint}/cancel_search (SigV4-signed when api_access is \"iam\")."
+  description = "The HTTP API: POST {endpoint}/start_search, GET {endpoint}/search_status/{task_id}, POST {endpoint}/cancel_search, GET {endpoint}/search_status/stats (SigV4-signed when api_access is \"iam\")."
   value       = aws_apigatewayv2_api.http.api_endpoint
 }
 

@@ -141,3 +141,9 @@ variable "firebase_allow_anonymous" {
   description = "Accept Firebase users signed in anonymously (FANFUSE_FIREBASE_ALLOW_ANONYMOUS): everyone who opens the app is then a caller with a quota of its own. Off by default."
   default     = false
 }
+
+variable "operators" {
+  description = "Caller subjects (key:<owner>, aws:<userArn>, firebase:<uid>) that read every owner's GET {endpoint}/search_status/stats (FANFUSE_OPERATORS); any other caller reads the figures of its own searches only."
+  type        = list(string)
+  default     = []
+}

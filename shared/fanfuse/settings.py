@@ -178,6 +178,12 @@ class Settings(BaseSettings):
         description="`fanfuse mcp --http`: Host names served besides loopback's and the bound "
         "address (the DNS-rebinding checks refuse any other Host 421, Origin 403)",
     )
+    operators: list[str] = Field(
+        default_factory=list,
+        description="caller subjects (`key:<owner>`, `google:<sub>`, ...) that read the "
+        "deployment-wide `GET /stats` and `GET /metrics`; any other caller reads the stats of "
+        "its own searches only (docs/security.md, Stats)",
+    )
     tasks_hmac_secret: SecretStr | None = Field(
         default=None,
         description="local stacks: the task targets accept only bodies signed with this secret "

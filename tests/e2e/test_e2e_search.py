@@ -32,13 +32,13 @@ from tests.e2e.cloud import SHORT_DEADLINE, Runtime, concurrently
 TASK_FIELDS = {
     "task_id", "owner", "request", "queries", "platforms", "status", "progress", "counters",
     "summary", "error", "errors", "fusion", "results", "results_by_query", "filtered", "rerank",
-    "created_at",
+    "cost", "created_at",
     "updated_at", "deadline_at", "expires_at", "finalized_at",
 }  # fmt: skip
 PLATFORM_FIELDS = {
     "task_id", "name", "index", "of", "state", "stage", "stages", "progress", "percent",
     "message", "attempt", "lease", "lease_until", "retry_at", "results", "error", "provider",
-    "timings", "calls", "options", "failed_queries", "cache", "limits", "started_at",
+    "timings", "calls", "options", "failed_queries", "failure", "cache", "limits", "started_at",
     "finished_at", "updated_at", "expires_at",
 }  # fmt: skip
 

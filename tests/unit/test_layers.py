@@ -57,7 +57,9 @@ LAYERS: dict[str, set[str]] = {
     },
     # http -> queue: a task delivery's body is the queue's message (`http.deliveries` parses it);
     # no new reach, since `service` already imports `queue`
-    "http": {"service", "auth", "queue", *_BASE},
+    # http -> store, rules: `GET /stats` reads the store's StatsStore role and computes the
+    # figures by rules/stats.py (http.stats), which `fanfuse stats` shares; no new reach either
+    "http": {"service", "auth", "queue", "store", "rules", *_BASE},
     # the fronts never import each other, but for their shared text (`render`) and the Flask
     # targets the Lambda serves behind apig_wsgi (`functions`)
     "fronts": set(),

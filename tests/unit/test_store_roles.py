@@ -26,6 +26,7 @@ CONSUMERS: dict[str, set[str]] = {
     "service/execute.py": {"TaskDocuments", "CacheStore"},
     "service/circuit.py": {"HealthStore"},
     "service/admission.py": {"QuotaStore"},
+    "http/stats.py": {"StatsStore", "HealthStore"},
 }
 """Each consumer module with the roles its parameters take."""
 

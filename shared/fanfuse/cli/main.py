@@ -1,5 +1,5 @@
-"""`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | keys | bench`: a
-thin shell over the service."""
+"""`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | keys | stats |
+bench`: a thin shell over the service."""
 
 from __future__ import annotations
 
@@ -417,9 +417,11 @@ def openapi() -> None:
 def _register_groups() -> None:
     from fanfuse.cli.bench import bench_app
     from fanfuse.cli.keys import keys_app
+    from fanfuse.cli.stats import stats_command
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(keys_app, name="keys")
+    app.command("stats")(stats_command)
 
 
 _register_groups()

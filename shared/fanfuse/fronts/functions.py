@@ -49,7 +49,7 @@ from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from fanfuse.auth.callers import LAMBDA_REQUEST_CONTEXT, visible_status
-from fanfuse.http import deliveries
+from fanfuse.http import deliveries, stats
 from fanfuse.http.api import (
     CancelRequest,
     check_length,
@@ -62,7 +62,7 @@ from fanfuse.http.api import (
 from fanfuse.runtimes.cloud import authenticator, loops, service, settings
 from fanfuse.support import logs
 from fanfuse.wire.errors import FanfuseError, Unavailable
-from fanfuse.wire.models import Caller, ErrorBody
+from fanfuse.wire.models import Caller, ErrorBody, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ Handler = Callable[[flask.Request], flask.Response]
 
 TASK_NAME_HEADER = deliveries.TASK_NAME_HEADER
 OPENAPI_NAME = "openapi.json"
+STATS_NAME = "stats"
 STATUS_TARGET = "search_status"
 
 
@@ -237,14 +238,25 @@ def search_status(request: flask.Request) -> flask.Response:
 
     GET `/openapi.json` -> the API's one OpenAPI document (`fanfuse.http.openapi`), which `serve`
     answers at the same name: `.` is never in a task id, so the two cannot clash, and the
-    document needs no store (no service is built for it).
+    document needs no store (no service is built for it). GET `/stats` -> `stats_response`.
     """
     if request.args.get("task_id") is None and request.path.endswith("/" + OPENAPI_NAME):
         from fanfuse.http.openapi import document
 
         return json_response(document())
+    if request.args.get("task_id") is None and request.path.endswith("/" + STATS_NAME):
+        return stats_response(request)
     who = caller(request)
     return json_response(visible_status(service().status, task_id_of(request), who))
+
+
+def stats_response(request: flask.Request) -> flask.Response:
+    """GET `{search_status URL}/stats` -> the figures `http.stats` lets this caller read (an
+    operator's, Settings.operators, every owner's; anyone else's their own). `stats` is never
+    a task id: the service makes uuid4 hex ids."""
+    query = stats.query_for(caller(request), request.args, settings().operators)
+    store = service().store
+    return json_response(stats.collect(store, store, query, utcnow()))
 
 
 @public_target("POST")

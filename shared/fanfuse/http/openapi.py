@@ -33,6 +33,7 @@ from fanfuse.http.api import TASK_ID, CancelRequest
 from fanfuse.wire.inbound import TEXT_PATTERN, text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 from fanfuse.wire.options import COUNTRIES
+from fanfuse.wire.stats import Stats
 
 REF = "#/components/schemas/{model}"
 MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -42,6 +43,7 @@ MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (TaskView, "serialization"),
     (ErrorBody, "serialization"),
     (PlatformInfo, "serialization"),
+    (Stats, "serialization"),
 ]
 INPUT_STRINGS = {
     "query": "one query as a string",
@@ -230,6 +232,20 @@ def components() -> dict[str, Any]:
     return defs
 
 
+_TEXT = {"text/plain": {"schema": {"type": "string"}}}
+
+
+def _query(name: str, description: str) -> dict[str, Any]:
+    schema = {"type": "string", "maxLength": 200}
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema,
+    }
+
+
 def paths() -> dict[str, Any]:
     status = {
         "200": _json("TaskView", "the search with its platforms' live progress"),
@@ -348,6 +364,32 @@ def paths() -> dict[str, Any]:
                             }
                         },
                     },
+                    **_errors(*AUTH, 405),
+                },
+            }
+        },
+        "/stats": {
+            "get": {
+                "operationId": "stats",
+                "summary": "Per platform figures over recent searches (functions: GET "
+                "{search_status URL}/stats): an operator's of every owner, anyone else's own",
+                "parameters": [
+                    _query("window", "how far back: 30m, 24h (default), 7d; at most 30d"),
+                    _query("owner", "an operator's: one owner's searches (a caller subject)"),
+                ],
+                "responses": {
+                    "200": _json("Stats", "the figures (aggregates only)"),
+                    **_errors(*AUTH, 400, 405, 503),
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                **SERVE_ONLY,
+                "operationId": "metrics",
+                "summary": "Prometheus metrics of this server, for an operator",
+                "responses": {
+                    "200": {"description": "Prometheus text format 0.0.4", "content": _TEXT},
                     **_errors(*AUTH, 405),
                 },
             }

@@ -180,6 +180,7 @@ def finish(name: str, outcome: Outcome, now: datetime, token: str) -> Mutator:
                 "calls": [*run.calls, *outcome.calls],
                 "options": outcome.options,
                 "failed_queries": outcome.failed_queries,
+                "failure": outcome.failure,
                 "cache": outcome.cache,
                 "retry_at": outcome.retry_at,
                 "limits": outcome.limits,

@@ -16,8 +16,17 @@ from datetime import datetime
 from fanfuse.rules import breaker
 from fanfuse.rules.health import due, observed
 from fanfuse.rules.lifecycle import Outcome
+from fanfuse.rules.mutations import HealthChange
+from fanfuse.service import events
 from fanfuse.store.base import HealthStore
-from fanfuse.wire.models import CacheState, FailureKind, PlatformHealth, PlatformState, Stage
+from fanfuse.wire.models import (
+    BreakerState,
+    CacheState,
+    FailureKind,
+    PlatformHealth,
+    PlatformState,
+    Stage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +47,13 @@ class Circuit:
         def change(health: PlatformHealth | None) -> PlatformHealth | None:
             return breaker.claim_probe(health, token, now)
 
+        noted = Logged(name, change)
         try:
-            stored = self.store.update_health(name, change)
+            stored = self.store.update_health(name, noted)
         except Exception:
             log.warning("could not read %s's breaker; calling it", name, exc_info=True)
             return CALL
+        noted.log_transition()
         if stored is not None and stored.probe_token == token:
             return breaker.Gate(breaker.Verdict.PROBE, stored.reason, probe_token=token)
         return breaker.may_call(stored, now)
@@ -68,10 +79,13 @@ class Circuit:
                     return breaker.on_success(health, now)
             return None if token is None else breaker.release_probe(health, token, now)
 
+        noted = Logged(name, change)
         try:
-            self.store.update_health(name, change)
+            self.store.update_health(name, noted)
         except Exception:
             log.warning("could not record %s's outcome in its breaker", name, exc_info=True)
+            return
+        noted.log_transition()
 
     def observe_latency(self, name: str, outcome: Outcome) -> None:
         """Fold a run's searching time into the platform's health. Only runs that asked the
@@ -92,6 +106,29 @@ class Circuit:
             )
         except Exception:
             log.warning("could not record %s's latency", name, exc_info=True)
+
+
+class Logged:
+    """A health change that notes what it wrote, so the breaker's transitions become event
+    lines (events.breaker_changed) that the log-based metrics count (infra/monitoring.tf).
+
+    A store may run the change more than once (a lost race reads again): only the last run,
+    the one written, counts, and it is logged once the write returned (`log_transition`).
+    """
+
+    def __init__(self, name: str, change: HealthChange) -> None:
+        self.name, self.change = name, change
+        self.moved: PlatformHealth | None = None
+
+    def __call__(self, health: PlatformHealth | None) -> PlatformHealth | None:
+        written = self.change(health)
+        before = health.state if health is not None else BreakerState.CLOSED
+        self.moved = written if written is not None and written.state is not before else None
+        return written
+
+    def log_transition(self) -> None:
+        if self.moved is not None:
+            events.breaker_changed(self.name, self.moved)
 
 
 def answered_by_cache(outcome: Outcome) -> bool:

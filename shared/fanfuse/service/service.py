@@ -23,7 +23,7 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import aggregate, health, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
 from fanfuse.rules.mutations import Writes
-from fanfuse.service import admission, circuit
+from fanfuse.service import admission, circuit, events
 from fanfuse.service.budgets import Budgets
 from fanfuse.service.execute import Executor
 from fanfuse.service.heartbeat import Heartbeat
@@ -103,6 +103,7 @@ class SearchService:
             store, store, registry, settings, clock, runner, content, prices=self._budgets.price
         )
         self._circuit = circuit.Circuit(store, clock)
+        self.events = events.Events()  # what the metrics count (service/events.py)
         self._reasons: tuple[float, dict[str, str | None]] | None = None
 
     # -- start -------------------------------------------------------------------------------
@@ -297,6 +298,7 @@ class SearchService:
             task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
         )
         self._circuit.observe_latency(name, outcome)
+        self.events.runs_ended(written.runs if written is not None else [])
         if written is None or written.task is None:
             return "discarded"
         if written.task.counters.done == len(written.task.platforms):
@@ -385,10 +387,13 @@ class SearchService:
         return written.task.status.value if written.task else "finalized"
 
     def _finalized(self, written: Writes | None) -> None:
-        """After the one write that made a search terminal: settle its daily reservation to
-        what it cost (budgets.py)."""
-        if written is not None and written.task is not None and written.task.status.terminal:
-            self._budgets.settle(written.task)
+        """After the one write that made a search terminal: its events and its ended runs'
+        (events.py), and its daily reservation settled to what it cost (budgets.py)."""
+        if written is not None:
+            self.events.runs_ended(written.runs)  # stragglers timed out, or cancelled
+            self.events.search_ended(written.task)
+            if written.task is not None and written.task.status.terminal:
+                self._budgets.settle(written.task)
 
     async def _rerank(self, task: Task, force: bool) -> dict[int, RerankOrder] | None:
         """Each query's candidate pool reranked, when the search is due to be finalized.

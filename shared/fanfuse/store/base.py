@@ -14,7 +14,8 @@ fails at construction (and in mypy), not on the first call that needs it. Who ta
 - `CacheStore`: the query cache (stages/cache.py);
 - `HealthStore`: the breaker's store side (service/circuit.py) and the platform listing;
 - `KeyStore`: the caller check (auth/callers.py) and `fanfuse keys`;
-- `QuotaStore`: admission (service/admission.py).
+- `QuotaStore`: admission (service/admission.py);
+- `StatsStore`: `fanfuse stats` and `GET /stats` (service/stats.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Writes
+from fanfuse.rules.stats import Recorded
 from fanfuse.wire.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
 
 
@@ -135,7 +137,21 @@ class QuotaStore(Protocol):
         """How many of `owner`'s searches are not terminal and still before their deadline."""
 
 
-class TaskStore(TaskDocuments, CacheStore, HealthStore, KeyStore, QuotaStore, Protocol):
+class StatsStore(Protocol):
+    """What the stats read (rules/stats.py decides what the documents mean): the recent
+    searches with their platform documents, a bounded number, newest first."""
+
+    @abstractmethod
+    def recent(
+        self, since: datetime, *, owner: str | None, limit: int
+    ) -> tuple[list[Recorded], bool]:
+        """The searches created at or after `since` (only `owner`'s when given; None: every
+        owner's), each with its platform documents, newest first, at most `limit`; and whether
+        the window held more. A store may return a few searches created a little before
+        `since` (the DynamoDB store selects by deadline): the rules skip them."""
+
+
+class TaskStore(TaskDocuments, CacheStore, HealthStore, KeyStore, QuotaStore, StatsStore, Protocol):
     """Every role: what one runtime's store object is, and what only the composition points
     take (the runtimes, which open it, and SearchService, which hands each part its role)."""
 
@@ -143,5 +159,12 @@ class TaskStore(TaskDocuments, CacheStore, HealthStore, KeyStore, QuotaStore, Pr
         return None
 
 
-ROLES: tuple[type[Any], ...] = (TaskDocuments, CacheStore, HealthStore, KeyStore, QuotaStore)
+ROLES: tuple[type[Any], ...] = (
+    TaskDocuments,
+    CacheStore,
+    HealthStore,
+    KeyStore,
+    QuotaStore,
+    StatsStore,
+)
 """The role protocols, for the test that consumers take one of them (tests/unit/test_layers.py)."""

@@ -30,7 +30,9 @@ from fanfuse.rules.mutations import (
     Writes,
     health_swap,
 )
+from fanfuse.rules.stats import Recorded
 from fanfuse.store import dynamodb_codec as codec
+from fanfuse.store import recent
 from fanfuse.store.base import TaskStore
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.surfacing import surfacing, until_won
@@ -424,6 +426,16 @@ class DynamoStore(TaskStore):
             Select="COUNT",
         )
         return sum(page["Count"] for page in pages)
+
+    def recent(
+        self, since: datetime, *, owner: str | None, limit: int
+    ) -> tuple[list[Recorded], bool]:
+        """store/recent.py: the tasks by `deadline` (index or Scan), each read whole."""
+        return recent.dynamo_recent(self.client, self.table, self._recorded, (since, owner, limit))
+
+    def _recorded(self, task_id: str) -> Recorded | None:
+        task = self.get_task(task_id)
+        return None if task is None else Recorded(task, self.get_runs(task_id))
 
     def close(self) -> None:
         self.client.close()

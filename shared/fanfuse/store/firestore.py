@@ -44,7 +44,9 @@ from fanfuse.rules.mutations import (
     Writes,
     health_swap,
 )
+from fanfuse.rules.stats import Recorded
 from fanfuse.settings import Settings
+from fanfuse.store import recent
 from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
@@ -421,6 +423,14 @@ class FirestoreStore(TaskStore):
         # an AggregationQuery, and one list of results per aggregation run.
         results: Any = AggregationQuery(query).count(alias="n").get(**self.bounds.call())
         return int(results[0][0].value)
+
+    def recent(
+        self, since: datetime, *, owner: str | None, limit: int
+    ) -> tuple[list[Recorded], bool]:
+        """store/recent.py: one query on `created_at`, the runs in batched reads."""
+        return recent.firestore_recent(
+            self.client, self.collection, self.bounds, self._run_ref, (since, owner, limit)
+        )
 
     def close(self) -> None:
         client: Any = self.client  # its close() is untyped

@@ -18,6 +18,7 @@ from typing import Any
 
 from fanfuse.rules.lifecycle import progress_accepted
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Snapshot, Writes
+from fanfuse.rules.stats import Recorded
 from fanfuse.store.base import TaskStore
 from fanfuse.wire.errors import TaskNotFound
 from fanfuse.wire.models import (
@@ -301,6 +302,38 @@ class SqliteStore(TaskStore):
                 (owner, *_TERMINAL, _ts(now)),
             ).fetchone()
         return int(row[0])
+
+    def recent(
+        self, since: datetime, *, owner: str | None, limit: int
+    ) -> tuple[list[Recorded], bool]:
+        """One read of the window's task documents (julianday() reads both timestamp
+        spellings), one of their platform documents; parsed after the lock is let go, so a
+        large window holds up the store's other callers for the reads alone."""
+        where = "julianday(json_extract(doc, '$.created_at')) >= julianday(?)"
+        params: list[object] = [_ts(since)]
+        if owner is not None:
+            where += " AND json_extract(doc, '$.owner') = ?"
+            params.append(owner)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT task_id, doc FROM tasks WHERE {where}"
+                " ORDER BY julianday(json_extract(doc, '$.created_at')) DESC LIMIT ?",
+                (*params, limit + 1),
+            ).fetchall()
+            ids = [task_id for task_id, _ in rows[:limit]]
+            found: list[tuple[str, str]] = []
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                found += self._db.execute(
+                    "SELECT task_id, doc FROM platforms"
+                    f" WHERE task_id IN ({','.join('?' * len(chunk))}) ORDER BY task_id, position",
+                    chunk,
+                ).fetchall()
+        runs: dict[str, list[PlatformRun]] = {task_id: [] for task_id in ids}
+        for task_id, doc in found:
+            runs[task_id].append(PlatformRun.model_validate_json(doc))
+        tasks = [Task.model_validate_json(doc) for _, doc in rows[:limit]]
+        return [Recorded(t, runs[t.task_id]) for t in tasks], len(rows) > limit
 
     def recoverable(self) -> list[Task]:
         if self.resident is None:

@@ -117,8 +117,14 @@ def in_task_context(
     return handle_in_context
 
 
+EVENT_FIELD = "fanfuse_event"
+"""The LogRecord attribute (`extra=`) of an event's fields (service/events.py): the formatter
+writes them into the line's JSON, where log-based metrics read them (`jsonPayload.<field>`)."""
+
+
 class CloudLoggingFormatter(logging.Formatter):
-    """One JSON object a record, with Cloud Logging's special fields and the context's."""
+    """One JSON object a record, with Cloud Logging's special fields and the context's (and an
+    event's fields, `EVENT_FIELD`)."""
 
     def __init__(self, project: str) -> None:
         super().__init__()
@@ -128,7 +134,7 @@ class CloudLoggingFormatter(logging.Formatter):
         message = record.getMessage()
         if record.exc_info:
             message = f"{message}\n{redact(self.formatException(record.exc_info))}"
-        entry: dict[str, str] = {
+        entry: dict[str, object] = {
             "severity": severity(record.levelno),
             "message": message,
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
@@ -144,6 +150,9 @@ class CloudLoggingFormatter(logging.Formatter):
             entry["task_id"] = task_id
         if platform is not None:
             entry["platform"] = platform
+        fields = getattr(record, EVENT_FIELD, None)
+        if isinstance(fields, dict):
+            entry.update({k: v for k, v in fields.items() if k not in entry})
         return json.dumps(entry, ensure_ascii=False)
 
 

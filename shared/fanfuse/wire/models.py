@@ -271,6 +271,11 @@ class PlatformRun(BaseModel):
         default_factory=dict, description="per request option: native, post_filter, not_applied"
     )
     failed_queries: list[QueryFailure] = Field(default_factory=list)
+    failure: FailureKind | None = Field(
+        default=None,
+        description="`failed`: whose failure, as the breaker took it (captcha, rate_limited, "
+        "denied, error, query, not_asked, internal)",
+    )
     cache: CacheNote | None = None
     retry_at: datetime | None = Field(
         default=None, description="`suspended`: when the platform will be tried again"

@@ -35,6 +35,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 import anyio
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
@@ -46,7 +47,8 @@ from starlette.routing import Route
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import page, watch
-from fanfuse.http import api
+from fanfuse.fronts.serve.metrics import Metrics
+from fanfuse.http import api, stats
 from fanfuse.http.openapi import render
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
@@ -171,6 +173,8 @@ async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
         and "task_id" not in request.query_params
     ):
         return _openapi()  # the functions' spelling: `{search_status URL}/openapi.json`
+    if request.path_params.get("task_id") == "stats" and "task_id" not in request.query_params:
+        return await _stats(request, runtime)  # and `{search_status URL}/stats`
     who = caller_of(request)
     return json_response(visible_status(runtime.service.status, task_id_of(request), who))
 
@@ -218,6 +222,27 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
         ping=SSE_PING,
         headers={"Cache-Control": "no-store"},
     )
+
+
+async def _stats(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """The figures `http.stats` lets this caller read: an operator's (Settings.operators, or
+    the key this server printed) every owner's, anyone else's their own."""
+    query = stats.query_for(caller_of(request), request.query_params, request.app.state.operators)
+    store = runtime.service.store
+    # Up to MAX_SEARCHES documents to read and parse (about a second): off the event loop.
+    figures = await anyio.to_thread.run_sync(stats.collect, store, store, query, utcnow())
+    return json_response(figures)
+
+
+stats_route = route("/stats", "stats", "GET", "HEAD")(_stats)
+
+
+@route("/metrics", "metrics", "GET", "HEAD")
+async def metrics(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """Prometheus' text format (fronts/serve/metrics.py), for an operator."""
+    stats.require_operator(caller_of(request), request.app.state.operators)
+    exposed: Metrics = request.app.state.metrics
+    return Response(exposed.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @route("/platforms", "platforms", "GET", "HEAD")
@@ -322,8 +347,15 @@ def create_app(
             app.state.runtime = runtime
             app.state.auth = Authenticator(settings, runtime.service.store)
             app.state.checking = anyio.CapacityLimiter(1)  # the body-checking thread
-            with local_key(runtime.service.store, on_key):
-                yield
+            local = [f"key:{keys.LOCAL_OWNER}"] if on_key is not None else []
+            app.state.operators = [*settings.operators, *local]  # who started it reads all
+            app.state.metrics = Metrics(runtime.service.events.source, runtime.service.store)
+            app.state.metrics.install()
+            try:
+                with local_key(runtime.service.store, on_key):
+                    yield
+            finally:
+                app.state.metrics.uninstall()
 
     routes = [
         start_search,
@@ -333,6 +365,8 @@ def create_app(
         cancel_search,
         search,
         platforms,
+        stats_route,
+        metrics,
         openapi,
         home,
         page_file,

@@ -1,0 +1,89 @@
+"""`fanfuse stats`: per platform figures over recent searches, read from the store.
+
+Whoever runs it holds the store's credentials (the SQLite file, the project's Firestore, the
+table), so it reads as an operator does: every owner's searches, or one owner's with --owner.
+The figures and their definitions are `GET /stats`'s (http/stats.py, rules/stats.py).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Column, Table
+
+from fanfuse.cli.keys import DynamoOption, StoreOption, opened
+from fanfuse.cli.render import console, fail, out
+from fanfuse.http import stats
+from fanfuse.wire.errors import InvalidRequest
+from fanfuse.wire.models import utcnow
+from fanfuse.wire.stats import PlatformStats, Stats
+
+
+def _seconds(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}s"
+
+
+def _outcomes(row: PlatformStats) -> str:
+    """The non-zero counts of how the runs ended, e.g. `3 succeeded, 1 timed out`."""
+    counts = row.outcomes.model_dump()
+    return ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in counts.items() if n)
+
+
+def stats_table(figures: Stats) -> Table:
+    """One row a platform: runs and how they ended, failures by kind, latency, cache, results
+    (unique ones: no other platform found them), spend and the breaker now."""
+    columns = ("platform", "runs", "p50", "p95", "cache hits", "results", "unique", "spend")
+    table = Table(
+        *(Column(c, no_wrap=True, justify="left" if c == "platform" else "right") for c in columns),
+        "outcomes",
+        "errors",
+        "breaker",
+        title=f"{figures.searches} searches ({figures.finished} finished), last "
+        f"{figures.window_s / 3600:g} h, scope {figures.scope}",
+    )
+    for row in figures.platforms:
+        rate = "" if row.cache_hit_rate is None else f"{row.cache_hit_rate:.0%}"
+        table.add_row(
+            row.name,
+            str(row.runs),
+            _seconds(row.latency_p50_s),
+            _seconds(row.latency_p95_s),
+            rate,
+            str(row.results),
+            str(row.unique_results),
+            f"${row.spend_usd:.4f}",
+            _outcomes(row) if row.runs else "",
+            ", ".join(f"{k} {n}" for k, n in row.errors.items()),
+            row.breaker.value if row.breaker is not None else "",
+        )
+    return table
+
+
+def stats_command(
+    window: Annotated[
+        str, typer.Option(help="how far back: 30m, 24h, 7d (documents live FANFUSE_TTL_MINUTES)")
+    ] = "24h",
+    owner: Annotated[
+        str | None, typer.Option(help="one owner's searches (a subject, e.g. key:team)")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+    firestore: StoreOption = None,
+    dynamodb: DynamoOption = False,
+) -> None:
+    """Per platform: latency p50/p95, outcomes and failures by kind, cache hit rate, results
+    and unique results, spend, breaker state; over the store's recent searches."""
+    try:
+        query = stats.StatsQuery(stats.parse_window(window, "--window"), owner)
+    except InvalidRequest as exc:
+        raise fail(str(exc)) from None
+    with opened(firestore, dynamodb) as (store, where):
+        figures = stats.collect(store, store, query, utcnow())
+    if as_json:
+        out.print_json(figures.model_dump_json())
+        return
+    console.print(f"{where}", highlight=False)
+    if figures.truncated:
+        console.print(f"only the newest {figures.searches} searches of the window were read")
+    out.print(stats_table(figures))
+    out.print(f"spend: ${figures.spend_usd:.4f}", highlight=False)

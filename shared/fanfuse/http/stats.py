@@ -1,0 +1,104 @@
+"""`GET /stats` as both fronts answer it, and `fanfuse stats`: who reads whose figures, the
+query's parameters, and the read itself (the store's `recent`, then rules/stats.py).
+
+Who may read what (docs/security.md, "Stats"). The figures are aggregates (counts, seconds,
+dollars, breaker states), never a query, a result or an owner; what differs between callers is
+whose searches are counted:
+
+- an operator (a caller whose subject is in `Settings.operators`; on `fanfuse serve`, the key it
+  prints too) reads every owner's, or one owner's with `?owner=`;
+- any other verified caller reads its own searches' figures (`scope: "owner"`); naming another
+  owner is 403: how much someone else searches, and on which paid platforms, is theirs;
+- an anonymous caller (a deployment with `auth_required` off) is 401: its searches have no
+  owner to scope by, and the deployment's figures are the operators'.
+
+The platforms' breaker states are in every answer: `GET /platforms` shows them to any caller.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from fanfuse.rules import stats
+from fanfuse.store.base import HealthStore, StatsStore
+from fanfuse.wire.errors import Forbidden, InvalidRequest, Unauthorized
+from fanfuse.wire.models import Caller, Problem
+from fanfuse.wire.stats import DEFAULT_WINDOW_S, MAX_SEARCHES, MAX_WINDOW_S, Stats
+
+WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+PARAMETERS = ("window", "owner")
+ALL, OWNER = "all", "owner"
+
+
+def parse_window(text: str | None, field: str = "window") -> timedelta:
+    """`90`, `90s`, `30m`, `24h`, `7d` (None: the default day); a 400 naming `field` else."""
+    if text is None:
+        return timedelta(seconds=DEFAULT_WINDOW_S)
+    match = WINDOW.match(text)
+    seconds = float(match.group(1)) * UNIT_S[match.group(2)] if match else 0.0
+    if not match or not 0 < seconds <= MAX_WINDOW_S:
+        days = MAX_WINDOW_S / 86400
+        problem = f"a duration such as 30m, 24h or 7d (seconds without a unit), up to {days:g}d"
+        raise InvalidRequest([Problem(field=field, problem=problem)])
+    return timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class StatsQuery:
+    window: timedelta
+    owner: str | None
+    """Whose searches are counted; None: everyone's (an operator's question)."""
+
+
+def query_for(
+    caller: Caller | None, params: Mapping[str, str], operators: Sequence[str]
+) -> StatsQuery:
+    """The question `caller` may ask with these parameters (see the module's docstring)."""
+    unknown = sorted(set(params) - set(PARAMETERS))
+    if unknown:
+        raise InvalidRequest(
+            [Problem(field=name, problem="unknown parameter (window, owner)") for name in unknown]
+        )
+    window = parse_window(params.get("window"))
+    if caller is None:
+        raise Unauthorized("stats need a credential: an operator's, or a caller's own")
+    asked = params.get("owner") or None
+    if caller.subject in operators:
+        return StatsQuery(window, asked)
+    if asked is not None and asked != caller.subject:
+        raise Forbidden("only an operator reads another owner's stats (Settings.operators)")
+    return StatsQuery(window, caller.subject)
+
+
+def require_operator(caller: Caller | None, operators: Sequence[str]) -> Caller:
+    """The deployment-wide figures (`GET /metrics`) are the operators': 401 with no
+    credential, 403 for any other caller."""
+    if caller is None:
+        raise Unauthorized("metrics need an operator's credential")
+    if caller.subject not in operators:
+        raise Forbidden("only an operator reads the metrics (Settings.operators)")
+    return caller
+
+
+def collect(
+    reads: StatsStore,
+    health: HealthStore,
+    query: StatsQuery,
+    now: datetime,
+    *,
+    limit: int = MAX_SEARCHES,
+) -> Stats:
+    """The figures of `query`'s window: the store's recent searches, then the pure rules."""
+    recorded, more = reads.recent(now - query.window, owner=query.owner, limit=limit)
+    return stats.compute(
+        recorded,
+        health.get_health(),
+        now=now,
+        window=query.window,
+        scope=ALL if query.owner is None else OWNER,
+        truncated=more,
+    )

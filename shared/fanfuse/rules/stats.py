@@ -1,0 +1,183 @@
+"""Per-platform figures over recent searches (`fanfuse stats`, `GET /stats`), as pure functions.
+
+The store reads the window's documents (`StatsStore.recent`); everything they mean is decided
+here, once, so the SQLite, Firestore and DynamoDB deployments report the same figures, and the
+events the service logs for metrics (service/events.py) classify a run exactly as the stats do:
+
+- a run's outcome is its terminal state; a failed run's kind is the one its breaker took
+  (`PlatformRun.failure`), or for a document written before runs kept it, what its last
+  provider answer says (`kind_for_status`);
+- latency is the searching stage's seconds of the runs that asked the provider and succeeded,
+  the sample the platform's measured latency takes (health.py): a cache hit or a failure says
+  nothing of how fast the provider answers;
+- a platform contributed a final result when it is among the result's `platforms`, and that
+  result is unique to it when it is the only one: which paid platforms earn their cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from fanfuse.rules.spend import usd
+from fanfuse.wire.errors import kind_for_status
+from fanfuse.wire.models import (
+    CacheState,
+    FailureKind,
+    PlatformHealth,
+    PlatformRun,
+    PlatformState,
+    Stage,
+    Task,
+)
+from fanfuse.wire.stats import Outcomes, PlatformStats, Stats
+
+LATENCY_PLACES = 4
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One search as the store kept it: its task document and its platform documents."""
+
+    task: Task
+    runs: Sequence[PlatformRun] = field(default_factory=tuple)
+
+
+def failure_kind(run: PlatformRun) -> FailureKind | None:
+    """A failed run's kind (None: the run did not fail)."""
+    if run.state is not PlatformState.FAILED:
+        return None
+    if run.failure is not None:
+        return run.failure
+    return kind_for_status(run.calls[-1].status if run.calls else None)
+
+
+def latency_sample(run: PlatformRun) -> float | None:
+    """The run's searching seconds when it asked its provider and succeeded, else None."""
+    if run.state is not PlatformState.SUCCEEDED:
+        return None
+    if run.cache is not None and run.cache.state is CacheState.HIT:
+        return None
+    return run.timings.get(Stage.SEARCHING.value)
+
+
+def run_spend(run: PlatformRun) -> float:
+    return usd(sum(call.cost_usd for call in run.calls))
+
+
+def percentile(samples: Sequence[float], q: float) -> float | None:
+    """The `q` quantile (0..1) by linear interpolation between closest ranks (numpy's default,
+    `statistics.quantiles(method="inclusive")`): p50 of [1, 2, 3, 4] is 2.5. None: no sample."""
+    if not samples:
+        return None
+    ordered = sorted(samples)
+    at = q * (len(ordered) - 1)
+    low, high = math.floor(at), math.ceil(at)
+    value = ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+    return round(value, LATENCY_PLACES)
+
+
+@dataclass
+class _Tally:
+    """One platform's running sums while the window's documents are read."""
+
+    runs: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    hits: int = 0
+    misses: int = 0
+    results: int = 0
+    unique: int = 0
+    calls: int = 0
+    spend: float = 0.0
+
+    def add_run(self, run: PlatformRun) -> None:
+        self.runs += 1
+        state = run.state.value if run.state.terminal else "unfinished"
+        self.outcomes[state] = self.outcomes.get(state, 0) + 1
+        kind = failure_kind(run)
+        if kind is not None:
+            self.errors[kind.value] = self.errors.get(kind.value, 0) + 1
+        sample = latency_sample(run)
+        if sample is not None:
+            self.latencies.append(sample)
+        if run.cache is not None:
+            self.hits += run.cache.hits
+            self.misses += run.cache.misses
+        self.calls += len(run.calls)
+        self.spend += run_spend(run)
+
+    def figures(self, name: str, health: PlatformHealth | None) -> PlatformStats:
+        asked = self.hits + self.misses
+        return PlatformStats(
+            name=name,
+            runs=self.runs,
+            outcomes=Outcomes.model_validate(self.outcomes),
+            errors=dict(sorted(self.errors.items())),
+            latency_p50_s=percentile(self.latencies, 0.5),
+            latency_p95_s=percentile(self.latencies, 0.95),
+            latency_samples=len(self.latencies),
+            cache_hits=self.hits,
+            cache_misses=self.misses,
+            cache_hit_rate=round(self.hits / asked, 4) if asked else None,
+            results=self.results,
+            unique_results=self.unique,
+            provider_calls=self.calls,
+            spend_usd=usd(self.spend),
+            breaker=health.state if health is not None else None,
+            retry_at=health.retry_at if health is not None else None,
+        )
+
+
+def in_window(task: Task, since: datetime) -> bool:
+    return task.created_at >= since
+
+
+def compute(
+    searches: Iterable[Recorded],
+    healths: Mapping[str, PlatformHealth],
+    *,
+    now: datetime,
+    window: timedelta,
+    scope: str,
+    truncated: bool = False,
+) -> Stats:
+    """The figures of the searches created within `window` before `now` (others are skipped:
+    a store may read a little wider), with every platform's breaker from `healths`."""
+    since = now - window
+    tallies: dict[str, _Tally] = {}
+    counted = finished = 0
+    oldest: datetime | None = None
+    for search in searches:
+        task = search.task
+        if not in_window(task, since):
+            continue
+        counted += 1
+        oldest = task.created_at if oldest is None else min(oldest, task.created_at)
+        for run in search.runs:
+            tallies.setdefault(run.name, _Tally()).add_run(run)
+        if not task.status.terminal:
+            continue
+        finished += 1
+        for result in task.results:
+            for name in dict.fromkeys(result.platforms):
+                tally = tallies.setdefault(name, _Tally())
+                tally.results += 1
+                tally.unique += len(set(result.platforms)) == 1
+    names = sorted({*tallies, *healths})
+    platforms = [tallies.get(n, _Tally()).figures(n, healths.get(n)) for n in names]
+    return Stats(
+        window_s=window.total_seconds(),
+        since=since,
+        now=now,
+        scope=scope,
+        searches=counted,
+        finished=finished,
+        truncated=truncated,
+        oldest=oldest,
+        spend_usd=usd(sum(p.spend_usd for p in platforms)),
+        platforms=platforms,
+    )

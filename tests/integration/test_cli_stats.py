@@ -1,0 +1,67 @@
+"""`fanfuse stats` over a scripted history written into a SQLite store (tests/stats_history.py):
+the expected percentiles and unique counts, as JSON and as the table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fanfuse.cli.main import app
+from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.models import utcnow
+from tests import stats_history
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "history.db"
+    store = SqliteStore(path)
+    try:
+        for search in stats_history.history(utcnow()):
+            store.create(search.task, list(search.runs))
+    finally:
+        store.close()
+    return path
+
+
+def stats(db: Path, *args: str) -> tuple[int, str, str]:
+    env = {"FANFUSE_DB_PATH": str(db), "COLUMNS": "200"}
+    result = CliRunner().invoke(app, ["stats", "--sqlite", *args], env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_json_holds_the_expected_percentiles_and_unique_counts(db: Path) -> None:
+    code, out, err = stats(db, "--json")
+    assert code == 0, err
+    figures = json.loads(out)
+    stats_history.check_figures(figures)
+    assert figures["scope"] == "all" and figures["window_s"] == 24 * 3600
+
+
+def test_the_table_shows_them_one_row_a_platform(db: Path) -> None:
+    code, out, err = stats(db)
+    assert code == 0, err
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 5}
+    alpha = [cell.strip() for cell in rows["alpha"].split("│")[1:-1]]
+    assert alpha[:8] == ["alpha", "5", "0.30s", "0.88s", "", "6", "3", "$0.0500"]
+    gamma = [cell.strip() for cell in rows["gamma"].split("│")[1:-1]]
+    assert gamma[:8] == ["gamma", "5", "2.50s", "2.95s", "50%", "3", "1", "$0.0000"]
+    assert "error 1, rate_limited 1" in rows["beta"]
+    assert "5 searches (4 finished), last 24 h, scope all" in out
+
+
+def test_one_owner_and_a_narrower_window(db: Path) -> None:
+    code, out, _ = stats(db, "--json", "--owner", stats_history.OTHER)
+    assert code == 0 and json.loads(out)["searches"] == 1
+    code, out, _ = stats(db, "--json", "--window", "25m")
+    assert code == 0 and json.loads(out)["searches"] == 2  # s5 and s4
+    code, out, _ = stats(db, "--json", "--window", "3d")
+    assert code == 0 and json.loads(out)["searches"] == 6  # s0 too
+
+
+def test_a_bad_window_is_refused_naming_the_option(db: Path) -> None:
+    code, _, err = stats(db, "--window", "tomorrow")
+    assert code == 2 and "--window: a duration such as 30m" in err
