@@ -44,7 +44,7 @@ from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import watch
 from fanfuse.http import api
-from fanfuse.http.openapi import render
+from fanfuse.http.openapi import Deployment, render
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.runtimes.embedded import EmbeddedRuntime
@@ -167,7 +167,7 @@ async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
         request.path_params.get("task_id") == "openapi.json"
         and "task_id" not in request.query_params
     ):
-        return _openapi()  # the functions' spelling: `{search_status URL}/openapi.json`
+        return _openapi(runtime)  # the functions' spelling: `{search_status URL}/openapi.json`
     who = caller_of(request)
     return json_response(visible_status(runtime.service.status, task_id_of(request), who))
 
@@ -223,13 +223,25 @@ async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
     return json_response(runtime.service.platforms())
 
 
-def _openapi() -> Response:
-    return Response(render(), media_type="application/json")
+def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
+    """What this server's validation takes from its settings and registry, for its document."""
+    settings = runtime.settings
+    return Deployment(
+        platforms=tuple(runtime.service.available()),
+        deadline_seconds=settings.deadline_seconds,
+        max_queries=settings.max_queries,
+        max_platforms=settings.max_platforms,
+    )
+
+
+def _openapi(runtime: EmbeddedRuntime) -> Response:
+    """The API's document with this server's platforms and limits written in (openapi.py)."""
+    return Response(render(deployment_of(runtime)), media_type="application/json")
 
 
 @route("/openapi.json", "openapi", "GET", "HEAD")
 async def openapi(request: Request, runtime: EmbeddedRuntime) -> Response:
-    return _openapi()
+    return _openapi(runtime)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
