@@ -29,7 +29,8 @@ from typer.testing import CliRunner
 
 from fanfuse.auth import keys
 from fanfuse.cli.main import app
-from fanfuse.http.openapi import Deployment, render
+from fanfuse.http.deployment import Deployment
+from fanfuse.http.openapi import render
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer

@@ -44,7 +44,8 @@ from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import watch
 from fanfuse.http import api
-from fanfuse.http.openapi import Deployment, render
+from fanfuse.http.deployment import Deployment
+from fanfuse.http.openapi import render
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.runtimes.embedded import EmbeddedRuntime
