@@ -116,7 +116,8 @@ def for_deployment(defs: dict[str, Any], deployment: Deployment) -> None:
         platform["description"] += f"; at most {most} distinct names per request"
     weights = next(s for s in request["weights"]["anyOf"] if s.get("type") == "object")
     key = f"^{BLANKS}(?:{'|'.join(any_case(n) for n in names)}){BLANKS}$"
-    weights["propertyNames"] = {"pattern": key} if names else {"not": {}}
+    named: dict[str, Any] = {"pattern": key} if names else {"not": {}}
+    weights["propertyNames"] = named
     request["timeout_s"]["maximum"] = deployment.deadline_seconds
     for array in arrays(request["query"]):
         array["maxItems"] = min(array["maxItems"], deployment.max_queries)
