@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
 from fanfuse.auth import keys
 from fanfuse.cli.main import app
+from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.serve import ServeProcess
@@ -408,11 +410,34 @@ def test_platforms_lists_what_fanfuse_platforms_lists(
     assert "FANFUSE_GOOGLE_API_KEY" in rows["google"]["reason"]
 
 
-def test_openapi_json_is_the_checked_in_document(http: httpx.Client) -> None:
+def test_openapi_json_is_the_checked_in_document_with_this_servers_limits(
+    http: httpx.Client, env: dict[str, str]
+) -> None:
+    """The request's schema names the platforms available here and the deadline, and the API
+    agrees with it both ways; everything else is docs/openapi.json."""
     served = http.get("/openapi.json")
     assert served.status_code == 200
-    assert served.text == render() == CHECKED_IN.read_text(encoding="utf-8")
     assert http.get("/search_status/openapi.json").json() == served.json()
+    assert render() == CHECKED_IN.read_text(encoding="utf-8")
+    available = tuple(row["name"] for row in http.get("/platforms").json() if row["available"])
+    deadline = float(env["FANFUSE_DEADLINE_SECONDS"])
+    assert served.text == render(Deployment(available, deadline))
+    doc = served.json()
+    check = jsonschema.Draft202012Validator(
+        {"$ref": "#/components/schemas/SearchRequest", "components": doc["components"]}
+    )
+    for fields, field in [
+        ({"platform": "google"}, "platform"),  # known, not configured here
+        ({"platform": "docs", "weights": {"nope": 1}}, "weights"),
+        ({"platform": "docs", "timeout_s": deadline + 0.5}, "timeout_s"),
+    ]:
+        body = {"query": "laser", **fields}
+        assert not check.is_valid(body)
+        refused = http.post("/start_search", json=body)
+        assert refused.status_code == 400 and field in problems(refused), refused.text
+    body = {"query": "laser", "platform": "DOCS", "weights": {"vectors": 2}, "timeout_s": deadline}
+    assert check.is_valid(body)
+    assert http.post("/start_search", json=body).status_code == 202
 
 
 async def test_past_the_cap_search_answers_the_running_document_and_the_stream_says_timeout(

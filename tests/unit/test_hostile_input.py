@@ -367,7 +367,7 @@ def test_the_schema_refuses_c1_bidi_and_zero_width_too() -> None:
     [
         ({"max_results": True}, "max_results"),
         ({"max_results": "10"}, "max_results"),
-        ({"max_results": 10.0}, "max_results"),
+        ({"max_results": 10.5}, "max_results"),
         ({"include_content": 1}, "include_content"),
         ({"include_content": "true"}, "include_content"),
         ({"timeout_s": True}, "timeout_s"),
@@ -395,6 +395,8 @@ def test_what_the_cli_the_mcp_tools_and_the_python_api_send_is_still_accepted() 
     }
     again = service().validate(request)  # a SearchRequest itself, as the Python API passes it
     assert again.max_results == 7 and again.include_content is True
+    # JSON Schema's `integer` is any number without a fraction: 7.0 is seven (schemathesis)
+    assert service().validate(over_http({**VALID, "max_results": 7.0})).max_results == 7
 
 
 # -- sizes: linear, capped, every malformed input a 4xx --------------------------------------

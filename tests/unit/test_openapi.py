@@ -7,6 +7,7 @@ regenerate with `fanfuse openapi > docs/openapi.json` and review the diff.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from fanfuse.fronts import functions
 from fanfuse.http.api import PUBLIC_TARGETS, check_task_id
+from fanfuse.http.deployment import Deployment, any_case
 from fanfuse.http.openapi import NOT_BLANK, document, render
 from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.inbound import TEXT_PATTERN
@@ -182,3 +184,108 @@ def test_a_domain_list_is_valid_in_the_schema_exactly_when_the_api_takes_it(
     except ValidationError:
         taken = False
     assert jsonschema.Draft202012Validator(schema["exclude_domains"]).is_valid(domains) == taken
+
+
+# -- a deployment's document: its platforms, deadline and max_queries written in ----------------
+
+HERE = Deployment(platforms=("docs", "vectors", "web_gate"), deadline_seconds=5.0, max_queries=3)
+UNAVAILABLE = {"google": "missing or invalid settings: FANFUSE_GOOGLE_API_KEY"}
+
+
+def request_validator(doc: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """The document's SearchRequest, its $refs resolved inside the document."""
+    schema = {"$ref": "#/components/schemas/SearchRequest", "components": doc["components"]}
+    return jsonschema.Draft202012Validator(schema)
+
+
+def taken_here(body: dict[str, Any]) -> bool:
+    context = {
+        "available": list(HERE.platforms),
+        "unavailable": UNAVAILABLE,
+        "deadline_seconds": HERE.deadline_seconds,
+        "max_queries": HERE.max_queries,
+    }
+    try:
+        SearchRequest.model_validate(body, context=context)
+    except ValidationError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        *(
+            {"platform": p}
+            for p in [
+                "all",
+                "ALL, all",
+                " docs",
+                ",docs,",
+                "web_gate, DOCS",
+                "VecTors",
+                ["docs", "Vectors"],
+                ["all", ""],
+                ["all", "docs"],
+                "all,docs",
+                "google",
+                "nope",
+                "",
+                ",",
+                [""],
+                [],
+                "docs" + "," * 63,
+                "docs" + "," * 64,
+                [""] * 63 + ["docs"],
+                [""] * 64 + ["docs"],
+                ["all"] * 64,
+            ]
+        ),
+        *({"weights": w} for w in [{"": 1}, {"docs": 1}, {" Vectors ": 2}, {"google": 1}]),
+        {"platform": "docs", "weights": {"vectors": 1.5}},
+        *({"timeout_s": t} for t in [0.5, 5, 5.0, 5.01, 0.49, 120]),
+        *({"query": q} for q in [["a"] * 3, ["a"] * 4, "a"]),
+        *({"max_results": n} for n in [10, 10.0, 10.5, 101]),
+    ],
+)
+def test_a_request_is_valid_in_a_deployments_document_exactly_when_it_takes_it(
+    fields: dict[str, Any],
+) -> None:
+    """Schemathesis (`--checks all`) found each kind: an unknown or unavailable platform, a
+    weight for no platform, a timeout past the deadline were schema-valid and refused. The one
+    gap left is the other way: a list item holding commas (`["docs,vectors"]`) is read as
+    those names, and the document says one name an item (`selection_schemas`)."""
+    body = {"query": "laser", **fields}
+    assert request_validator(document(HERE)).is_valid(body) == taken_here(body), body
+
+
+def test_a_deployments_document_differs_from_the_checked_in_one_only_in_the_request() -> None:
+    served, generic = document(HERE), document()
+    assert served["components"]["schemas"].pop("SearchRequest") != (
+        generic["components"]["schemas"].pop("SearchRequest")
+    )
+    assert served == generic
+    openapi_spec_validator.validate(document(HERE))  # type: ignore[arg-type]
+
+
+def test_any_case_matches_what_lowers_to_the_name() -> None:
+    pattern = re.compile(f"^{any_case('kw_9')}$")
+    for spelling in ("kw_9", "KW_9", "\u212aw_9"):  # U+212A KELVIN SIGN lowers to k
+        assert pattern.match(spelling) and spelling.lower() == "kw_9"
+    assert not pattern.match("kw-9") and not pattern.match("kw_99")
+
+
+def test_a_deployment_with_no_platform_refuses_every_request_in_its_document() -> None:
+    lonely = Deployment(platforms=(), deadline_seconds=5.0)
+    check = request_validator(document(lonely))
+    assert not check.is_valid({"query": "laser"}) and not check.is_valid(
+        {"query": "a", "platform": "all"}
+    )
+
+
+def test_cancel_names_its_search_by_body_or_query_and_the_body_is_the_form_required() -> None:
+    cancel = document()["paths"]["/cancel_search"]["post"]
+    assert cancel["requestBody"]["required"] is True
+    assert [(p["name"], p["in"], p["required"]) for p in cancel["parameters"]] == [
+        ("task_id", "query", False)
+    ]

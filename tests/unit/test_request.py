@@ -102,11 +102,16 @@ def test_unknown_fields_rejected() -> None:
     assert "Extra inputs are not permitted" in problem(query="q", colour="blue")
 
 
-def test_weights_must_name_selected_platforms() -> None:
-    assert parse(query="q", platform="docs", weights={"Docs": 2}).weights == {"docs": 2}
-    assert "not in the selection: vectors" in problem(
-        query="q", platform="docs", weights={"vectors": 1}
-    )
+def test_weights_must_name_platforms_available_here() -> None:
+    """A typo is a 400; a weight for an available platform the search does not run is unused
+    (`all`, the default, is the server's choice: a client cannot know which it leaves out)."""
+    assert parse(query="q", platform="docs", weights={" Docs": 2}).weights == {"docs": 2}
+    assert parse(query="q", platform="docs", weights={"vectors": 1}).weights == {"vectors": 1}
+    assert parse(query="q", mode="fast", weights={n: 1.0 for n in AVAILABLE}).weights
+    for key in ("", "doc", "bing"):
+        assert "weights name platforms not available here" in problem(
+            query="q", platform="docs", weights={key: 1}
+        )
 
 
 def test_service_lists_every_problem_and_writes_nothing(settings: Settings) -> None:

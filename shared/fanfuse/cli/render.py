@@ -89,6 +89,7 @@ class ProgressView:
             self.overall, completed=view.progress.percent, note=view.progress.message
         )
         self.progress.preview = preview_lines(view)
+        self.progress.refresh()  # now, not at the next tick (up to 0.1 s later)
 
 
 def preview_lines(view: TaskView) -> Text | None:

@@ -11,6 +11,10 @@ differ, and `fanfuse openapi > docs/openapi.json` regenerates it.
 Where it is served: `GET /openapi.json` on `serve`, and `GET {search_status URL}/openapi.json`
 on the functions (`.` is never in a task id, so that path cannot name a search).
 
+A deployment serves its own document (`render(deployment)`): deployment.py writes its platforms
+and limits into the request's schema. `docs/openapi.json` is the document of no deployment in
+particular.
+
 One adjustment to what pydantic sees: a few request fields take a string as well as the list
 their type says (a before-validator splits `"docs, vectors"`); pydantic cannot see through a
 validator, so `INPUT_STRINGS` adds the string form to those fields' input schema (with the
@@ -30,6 +34,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from fanfuse import __version__
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.http.api import TASK_ID, CancelRequest
+from fanfuse.http.deployment import BLANKS, Deployment, for_deployment
 from fanfuse.wire.inbound import TEXT_PATTERN, text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 from fanfuse.wire.options import COUNTRIES
@@ -55,8 +60,6 @@ _FORBIDDEN = TEXT_PATTERN.removeprefix("^[^").removesuffix("]*$")
 NOT_BLANK = f"^[^{_FORBIDDEN}]*[^\\s{_FORBIDDEN}][^{_FORBIDDEN}]*$"
 """A request string with a character besides blanks, and no forbidden one: a query (every form
 of it) is stripped and refused when empty, so a blank one is not valid input."""
-BLANKS = r"[\t\n \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
-"""What `str.strip` takes off a request string that holds no forbidden character."""
 COUNTRY = (
     f"^{BLANKS}(?:"
     + "|".join(f"[{c[0]}{c[0].lower()}][{c[1]}{c[1].lower()}]" for c in sorted(COUNTRIES))
@@ -209,7 +212,7 @@ def items(schema: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-def components() -> dict[str, Any]:
+def components(deployment: Deployment | None = None) -> dict[str, Any]:
     _, schemas = models_json_schema(MODELS, ref_template=REF)
     defs: dict[str, Any] = copy.deepcopy(schemas["$defs"])
     request = defs["SearchRequest"]["properties"]
@@ -229,6 +232,8 @@ def components() -> dict[str, Any]:
     for string in strings(request["country"]):
         string["pattern"] = COUNTRY
     defs["CancelRequest"]["properties"]["task_id"].update(task_id_schema())
+    if deployment is not None:
+        for_deployment(defs, deployment)
     return defs
 
 
@@ -288,9 +293,19 @@ def paths() -> dict[str, Any]:
             "post": {
                 "operationId": "cancel_search",
                 "summary": "Cancel a search: body `{task_id}` or `?task_id=` (cancel_url)",
-                "parameters": [_task_id("query")],
+                "description": "The search is named by the body `{task_id}`, or by `?task_id=` "
+                "(the form `cancel_url` takes, POSTed as it is): given, the query's id is the one "
+                "cancelled and the body is not read, so it may be left out. Neither is a 400 "
+                "naming `body`. The document says the body is required, as one operation cannot "
+                "say `one of a parameter or a body`: the body is the form it describes whole.",
+                "parameters": [
+                    {
+                        **_task_id("query"),
+                        "description": "the id, instead of the body's (cancel_url)",
+                    }
+                ],
                 "requestBody": {
-                    "required": False,
+                    "required": True,
                     "content": _json("CancelRequest", "")["content"],
                 },
                 "responses": {
@@ -411,7 +426,7 @@ def paths() -> dict[str, Any]:
 
 
 @functools.cache
-def _document() -> str:
+def _document(deployment: Deployment | None = None) -> str:
     doc = {
         "openapi": "3.1.0",
         "info": {
@@ -434,17 +449,21 @@ def _document() -> str:
         ],
         "security": [{name: []} for name in SECURITY_SCHEMES],
         "paths": paths(),
-        "components": {"schemas": components(), "securitySchemes": SECURITY_SCHEMES},
+        "components": {
+            "schemas": components(deployment),
+            "securitySchemes": SECURITY_SCHEMES,
+        },
     }
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def document() -> dict[str, Any]:
-    """The document as a fresh dict (built once per process)."""
-    loaded: dict[str, Any] = json.loads(_document())
+def document(deployment: Deployment | None = None) -> dict[str, Any]:
+    """The document as a fresh dict (built once per process and deployment)."""
+    loaded: dict[str, Any] = json.loads(_document(deployment))
     return loaded
 
 
-def render() -> str:
-    """The document as `docs/openapi.json` holds it."""
-    return _document()
+def render(deployment: Deployment | None = None) -> str:
+    """The document as `docs/openapi.json` holds it (no deployment), or as `deployment`
+    serves it."""
+    return _document(deployment)

@@ -138,6 +138,10 @@ class SearchService:
         self._reasons = (now, reasons)
         return reasons
 
+    def available(self) -> list[str]:
+        """The platforms a request may name here now (as `validate` reads them)."""
+        return [name for name, reason in self._availability().items() if reason is None]
+
     def platforms(self) -> list[PlatformInfo]:
         """Every platform with its health in this deployment's store (breaker.py, health.py)."""
         return self.registry.describe(self.store.get_health())

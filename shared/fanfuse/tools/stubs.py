@@ -68,11 +68,14 @@ class StubSearxServer:
 
     Page 1 carries RESULTS_PER_PAGE hits (without `domains`, half of them URLs every platform
     shares, so fusion has work to do); later pages are empty and immediate, so one search is
-    one delayed call. `requests` counts page-1 requests per behaviour path.
+    one delayed call. `requests` counts page-1 requests per behaviour path, and `arrivals`
+    holds when each arrived (`time.monotonic()`: a test in this process measures another
+    process's search from the moment its platforms were called).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.requests: Counter[str] = Counter()
+        self.arrivals: dict[str, list[float]] = {}
         self._gates: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler())
@@ -99,6 +102,7 @@ class StubSearxServer:
         with self._lock:
             gates, self._gates = list(self._gates.values()), {}
             self.requests.clear()
+            self.arrivals.clear()
         for event in gates:
             event.set()
 
@@ -133,6 +137,7 @@ class StubSearxServer:
         if page == 1:
             with self._lock:
                 self.requests[key] += 1
+                self.arrivals.setdefault(key, []).append(time.monotonic())
         steps = parse_steps(key)
         if steps is None:
             return 404, b'{"error": "unknown stub path"}'

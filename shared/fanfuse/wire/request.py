@@ -197,13 +197,23 @@ def _weights_shape(value: Any) -> Any:
     return value
 
 
+def _integral(value: Any) -> Any:
+    """`10.0` as 10: JSON has one number type, and JSON Schema's `integer` is any number
+    without a fraction (a JavaScript client cannot even tell 10.0 from 10). Still strict about
+    the rest: `true`, `"10"` and `10.5` are refused."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class SearchRequest(Inbound):
     """What an app sends. Validate with `context={"available": [...]}` to check platform names.
 
     No string in it, key or value, may hold a control character, a bidi control or a
     zero-width character: it is an `Inbound` model (inbound.py). Its numbers and booleans are
     strict: `true` is not 1, `1` is not true, `"10"` is not ten (JSON has types, and a client
-    sending the wrong one has a bug a 400 shows; pydantic's lax mode would hide it). Every
+    sending the wrong one has a bug a 400 shows; pydantic's lax mode would hide it); `10.0`
+    is ten, as JSON Schema's `integer` says (`_integral`). Every
     list and map has a bound, checked before its items are: validating a body is linear in
     it, and a 64 KiB body is refused in about a millisecond."""
 
@@ -225,8 +235,10 @@ class SearchRequest(Inbound):
         f"(at most {MAX_PLATFORM_NAMES} names, each at most {MAX_NAME_CHARS} characters)",
         json_schema_extra=one_or_list(MAX_PLATFORM_NAMES),
     )
-    max_results: Annotated[int, Field(strict=True, ge=1, le=100)] = Field(
-        default=10, description="results in all after fusion (per query when there are several)"
+    max_results: Annotated[int, Field(strict=True, ge=1, le=100), BeforeValidator(_integral)] = (
+        Field(
+            default=10, description="results in all after fusion (per query when there are several)"
+        )
     )
     include_content: Annotated[bool, Field(strict=True)] = Field(
         default=False,
@@ -347,15 +359,21 @@ class SearchRequest(Inbound):
     def _weights(
         cls, value: dict[str, float] | None, info: ValidationInfo
     ) -> dict[str, float] | None:
+        """Each weight names a platform available here (a typo is a 400); one for a platform
+        the search does not run is unused. Not "one of the selection": the default selection,
+        `all`, is chosen by the server (the mode's quickest, `max_platforms`, by measured
+        latency), so a client could not know which weights a 400 would refuse, and a body
+        valid one minute would be refused the next."""
         if value is None:
             return None
         lowered = {k.strip().lower(): v for k, v in value.items()}
-        chosen = info.data.get("platform")
-        if chosen:
-            unknown = sorted(set(lowered) - set(chosen))
+        available = _available(info)
+        if available is not None:
+            unknown = sorted(set(lowered) - set(available))
             if unknown:
                 raise ValueError(
-                    f"weights name platforms not in the selection: {', '.join(unknown)}"
+                    f"weights name platforms not available here: {', '.join(map(repr, unknown))}"
+                    f"; available: {', '.join(available) or 'none'}"
                 )
         return lowered
 

@@ -49,6 +49,7 @@ from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import page, watch
 from fanfuse.fronts.serve.metrics import Metrics
 from fanfuse.http import api, stats
+from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
@@ -172,7 +173,7 @@ async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
         request.path_params.get("task_id") == "openapi.json"
         and "task_id" not in request.query_params
     ):
-        return _openapi()  # the functions' spelling: `{search_status URL}/openapi.json`
+        return _openapi(runtime)  # the functions' spelling: `{search_status URL}/openapi.json`
     if request.path_params.get("task_id") == "stats" and "task_id" not in request.query_params:
         return await _stats(request, runtime)  # and `{search_status URL}/stats`
     who = caller_of(request)
@@ -263,13 +264,25 @@ async def page_file(request: Request, runtime: EmbeddedRuntime) -> Response:
     return answer or await not_found(request, HTTPException(404))
 
 
-def _openapi() -> Response:
-    return Response(render(), media_type="application/json")
+def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
+    """What this server's validation takes from its settings and registry, for its document."""
+    settings = runtime.settings
+    return Deployment(
+        platforms=tuple(runtime.service.available()),
+        deadline_seconds=settings.deadline_seconds,
+        max_queries=settings.max_queries,
+        max_platforms=settings.max_platforms,
+    )
+
+
+def _openapi(runtime: EmbeddedRuntime) -> Response:
+    """The API's document with this server's platforms and limits written in (openapi.py)."""
+    return Response(render(deployment_of(runtime)), media_type="application/json")
 
 
 @route("/openapi.json", "openapi", "GET", "HEAD")
 async def openapi(request: Request, runtime: EmbeddedRuntime) -> Response:
-    return _openapi()
+    return _openapi(runtime)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:

@@ -1,0 +1,132 @@
+"""A deployment's own OpenAPI document: what its request validation takes from its settings and
+registry, written into the request's schema.
+
+`SearchService.validate` validates a request with a context (the platforms available there, the
+deadline, `max_queries`, `max_platforms`), so the one document of `docs/openapi.json` cannot say
+which names or timeouts a given deployment takes: schemathesis (`--checks all`) found requests
+valid in it and refused (an unknown or unconfigured platform, a weight for one, a timeout past
+the deadline). A deployment serves the document with those written in (`for_deployment`), so
+that a request valid in it is one the deployment accepts, and one invalid in it is refused with
+a 400 naming the field: `platform` and the keys of `weights` are the platforms available there
+(any case, blanks around, as the validators read them), `timeout_s` at most its deadline,
+`query` at most its `max_queries`. Known gaps, both said in the schema's descriptions: a list
+item holding commas is read as several names (the document says one name an item), and
+`max_platforms` below the number of platforms (a count of distinct names no pattern makes).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from fanfuse.wire.request import MAX_PLATFORM_NAMES, MAX_QUERIES
+
+BLANKS = r"[\t\n \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
+"""What `str.strip` takes off a request string that holds no forbidden character."""
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What one deployment's request validation depends on (`SearchService.validate`'s
+    context), for the document it serves: the platforms available there, its deadline, and its
+    `max_queries`. `max_platforms`, when it is below the number of platforms, is said in
+    `platform`'s description only: how many distinct names a string holds is no JSON schema."""
+
+    platforms: tuple[str, ...]
+    deadline_seconds: float
+    max_queries: int = MAX_QUERIES
+    max_platforms: int | None = None
+
+
+@functools.cache
+def _lowered_to() -> dict[str, str]:
+    """Each character whose `str.lower()` is one ASCII letter or digit, to that one (a name is
+    lowered before it is looked up: `K` and the Kelvin sign U+212A are both `k`)."""
+    found: dict[str, str] = {}
+    for point in range(sys.maxunicode + 1):
+        char = chr(point)
+        low = char.lower()
+        if low != char and len(low) == 1 and low.isascii() and low.isalnum():
+            found[char] = low
+    return found
+
+
+def any_case(name: str) -> str:
+    """A regular expression matching what lowers to `name` (JSON schema patterns have no flag)."""
+    variants: dict[str, list[str]] = {c: [c] for c in name}
+    for char, low in _lowered_to().items():
+        if low in variants:
+            variants[low].append(char)
+    return "".join(
+        f"[{''.join(variants[c])}]" if len(variants[c]) > 1 else re.escape(c) for c in name
+    )
+
+
+def selection_schemas(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`platform`'s two forms as `split_platforms` and `_platforms` read them, over `names`:
+    comma-separated entries (at most MAX_PLATFORM_NAMES, blank ones dropped), each a name
+    in any case with blanks around, at least one not blank, and either all `all` or all names.
+    The string form, and a list of entries, one per item: the validator also splits an item
+    at its commas, counting the entries of all items against the same bound, which no pattern
+    can count across items; one entry an item keeps the list's bound exact (`maxItems`)."""
+    word = f"(?:{'|'.join(any_case(n) for n in names)})"
+    forms = [
+        {"pattern": word, "description": "platform names"},
+        {"pattern": any_case(ALL), "description": '"all"'},
+    ]
+    strings, arrays = [], []
+    for form in forms:
+        entry = f"{BLANKS}(?:{form['pattern']})?{BLANKS}"
+        listed = f"^{entry}(?:,{entry}){{0,{MAX_PLATFORM_NAMES - 1}}}$"
+        one = f"(?:^|,){BLANKS}(?:{form['pattern']}){BLANKS}(?:,|$)"
+        string = {"type": "string", "pattern": listed, "allOf": [{"pattern": one}]}
+        strings.append({**string, "description": form["description"]})
+        arrays.append(
+            {
+                "type": "array",
+                "items": {"type": "string", "pattern": f"^{entry}$"},
+                "contains": {"type": "string", "pattern": one},
+                "minItems": 1,
+                "maxItems": MAX_PLATFORM_NAMES,
+            }
+        )
+    return {"anyOf": strings}, {"anyOf": arrays}
+
+
+def for_deployment(defs: dict[str, Any], deployment: Deployment) -> None:
+    """Write `deployment`'s limits into the request's schema, in place (see the module)."""
+    request = defs["SearchRequest"]["properties"]
+    names = tuple(sorted(deployment.platforms))
+    platform = request["platform"]
+    if names:
+        string, array = selection_schemas(names)
+        platform["anyOf"] = [string, array]
+    else:  # nothing to choose from: every selection is refused, "all" (the default) too
+        platform["anyOf"] = [{"not": {}}]
+        defs["SearchRequest"].setdefault("required", []).append("platform")
+    platform["description"] += (
+        f"; on this deployment one or more of: {', '.join(names)} (a list: one name an item)"
+    )
+    most = deployment.max_platforms
+    if most is not None and most < len(names):
+        platform["description"] += f"; at most {most} distinct names per request"
+    weights = next(s for s in request["weights"]["anyOf"] if s.get("type") == "object")
+    key = f"^{BLANKS}(?:{'|'.join(any_case(n) for n in names)}){BLANKS}$"
+    named: dict[str, Any] = {"pattern": key} if names else {"not": {}}
+    weights["propertyNames"] = named
+    request["timeout_s"]["maximum"] = deployment.deadline_seconds
+    for array in arrays(request["query"]):
+        array["maxItems"] = min(array["maxItems"], deployment.max_queries)
+
+
+def arrays(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every array schema in `schema`, through `anyOf`."""
+    found = [schema] if schema.get("type") == "array" else []
+    for child in schema.get("anyOf", []):
+        if isinstance(child, dict):
+            found += arrays(child)
+    return found
