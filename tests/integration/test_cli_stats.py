@@ -64,4 +64,4 @@ def test_one_owner_and_a_narrower_window(db: Path) -> None:
 
 def test_a_bad_window_is_refused_naming_the_option(db: Path) -> None:
     code, _, err = stats(db, "--window", "tomorrow")
-    assert code == 2 and "--window: a duration such as 30m" in err
+    assert code == 2 and "--window: a whole duration such as 30m" in err

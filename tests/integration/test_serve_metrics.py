@@ -173,5 +173,8 @@ def test_who_reads_the_stats_and_the_metrics(
         bad = client.get("/stats", params={"window": "soon", "query": "x"}, headers=tenant)
         assert bad.status_code == 400
         assert {p["field"] for p in bad.json()["problems"]} == {"query"}
-        window = client.get("/stats", params={"window": "99d"}, headers=tenant)
-        assert window.status_code == 400 and window.json()["problems"][0]["field"] == "window"
+        for spelling in ("0", "1.5h", "soon"):
+            window = client.get("/stats", params={"window": spelling}, headers=tenant)
+            assert window.status_code == 400 and window.json()["problems"][0]["field"] == "window"
+        longest = client.get("/stats", params={"window": "99d"}, headers=tenant)  # reads 30 days
+        assert longest.status_code == 200 and longest.json()["window_s"] == 30 * 86400

@@ -38,7 +38,7 @@ from fanfuse.http.deployment import BLANKS, Deployment, for_deployment
 from fanfuse.wire.inbound import TEXT_PATTERN, text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 from fanfuse.wire.options import COUNTRIES
-from fanfuse.wire.stats import Stats
+from fanfuse.wire.stats import WINDOW_PATTERN, Stats
 
 REF = "#/components/schemas/{model}"
 MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
@@ -240,8 +240,10 @@ def components(deployment: Deployment | None = None) -> dict[str, Any]:
 _TEXT = {"text/plain": {"schema": {"type": "string"}}}
 
 
-def _query(name: str, description: str) -> dict[str, Any]:
-    schema = {"type": "string", "maxLength": 200}
+def _query(name: str, description: str, pattern: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "maxLength": 200}
+    if pattern is not None:
+        schema["pattern"] = pattern
     return {
         "name": name,
         "in": "query",
@@ -389,7 +391,11 @@ def paths() -> dict[str, Any]:
                 "summary": "Per platform figures over recent searches (functions: GET "
                 "{search_status URL}/stats): an operator's of every owner, anyone else's own",
                 "parameters": [
-                    _query("window", "how far back: 30m, 24h (default), 7d; at most 30d"),
+                    _query(
+                        "window",
+                        "how far back: 30m, 24h (default), 7d; longer reads 30d",
+                        WINDOW_PATTERN,
+                    ),
                     _query("owner", "an operator's: one owner's searches (a caller subject)"),
                 ],
                 "responses": {

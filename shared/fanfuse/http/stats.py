@@ -28,23 +28,28 @@ from fanfuse.wire.errors import Forbidden, InvalidRequest, Unauthorized
 from fanfuse.wire.models import Caller, Problem
 from fanfuse.wire.stats import DEFAULT_WINDOW_S, MAX_SEARCHES, MAX_WINDOW_S, Stats
 
-WINDOW = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+WINDOW = re.compile(r"^0*([1-9][0-9]{0,8})([smhd]?)$")
 UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 PARAMETERS = ("window", "owner")
 ALL, OWNER = "all", "owner"
 
 
 def parse_window(text: str | None, field: str = "window") -> timedelta:
-    """`90`, `90s`, `30m`, `24h`, `7d` (None: the default day); a 400 naming `field` else."""
+    """`90`, `90s`, `30m`, `24h`, `7d` (None: the default day); a 400 naming `field` else.
+
+    A longer window reads the longest one kept (30 days), as the answer's `window_s` says: the
+    store never holds more, so refusing `365d` would only make a client guess the limit. The
+    spelling is exactly `WINDOW_PATTERN`, which the OpenAPI document states, so what the document
+    allows is answered and what it refuses is refused.
+    """
     if text is None:
         return timedelta(seconds=DEFAULT_WINDOW_S)
     match = WINDOW.match(text)
-    seconds = float(match.group(1)) * UNIT_S[match.group(2)] if match else 0.0
-    if not match or not 0 < seconds <= MAX_WINDOW_S:
-        days = MAX_WINDOW_S / 86400
-        problem = f"a duration such as 30m, 24h or 7d (seconds without a unit), up to {days:g}d"
+    if not match:
+        problem = "a whole duration such as 30m, 24h or 7d (seconds without a unit); up to 30d"
         raise InvalidRequest([Problem(field=field, problem=problem)])
-    return timedelta(seconds=seconds)
+    seconds = float(match.group(1)) * UNIT_S[match.group(2)]
+    return timedelta(seconds=min(seconds, MAX_WINDOW_S))
 
 
 @dataclass(frozen=True)
