@@ -85,11 +85,20 @@ class SearchService:
         content: ContentSettings | None = None,
         rerank: LlmRerankSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
+        finalize_at_fan_in: bool = False,
     ) -> None:
         """`content` and `rerank`: the settings the composition root read from the environment
         (runtimes/); None: the content stages' defaults, and no LLM reranker. Nothing here reads
-        the environment."""
+        the environment.
+
+        `finalize_at_fan_in`: the last platform's worker finalizes the search itself when the
+        mode does not rerank (`_fan_in_complete`), instead of leaving it to the aggregate
+        delivery. The cloud runtimes set it (runtimes/cloud.py, for GCP and AWS alike): there
+        the aggregate task is a second trip through the queue and a function before the answer
+        is final. The embedded runtime's queue is an asyncio task in the same process, whose hop
+        costs next to nothing, and keeps the finalization in the aggregate delivery."""
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
+        self._finalize_at_fan_in = finalize_at_fan_in
         self.clock = clock
         if content is None:
             from fanfuse.content.settings import ContentSettings
@@ -287,7 +296,7 @@ class SearchService:
         if written is None or written.task is None:
             return "discarded"
         if written.task.counters.done == len(written.task.platforms):
-            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+            self._fan_in_complete(written.task)
         return outcome.state.value
 
     async def _guarded(
@@ -302,17 +311,39 @@ class SearchService:
         self._circuit.record(run.name, outcome, gate)
         return outcome
 
-    def _resume_fan_in(self, task_id: str) -> None:
-        """A redelivery after the fan-in committed but its aggregate enqueue failed: enqueue it
-        again (the task name makes a second enqueue harmless) instead of waiting for the deadline.
+    def _fan_in_complete(self, task: Task) -> None:
+        """Every platform has ended: finalize here when this runtime does so at fan-in and
+        nothing slow is left to do (`lifecycle.finalized_at_fan_in`), then enqueue the fan-in's
+        aggregate task as always.
+
+        The finalization is the aggregator's own transaction (`lifecycle.finalize`, which lands
+        only from a non-terminal status), so a concurrent deadline task, a redelivery or the
+        aggregate delivery still finalize the search exactly once; it runs before the enqueue,
+        so the aggregate delivery finds the search final (one read, no transaction) instead of
+        contending with it for the task document. The aggregate task stays for everything else:
+        a mode that reranks, and a finalization that could not commit here (the store failing:
+        logged, and the aggregator finalizes instead of the deadline).
         """
+        if self._finalize_at_fan_in and lifecycle.finalized_at_fan_in(task):
+            try:
+                self.store.transact(
+                    task.task_id, None, lifecycle.finalize(self.clock(), force=False)
+                )
+            except Exception:
+                log.warning("finalizing at fan-in failed; the aggregate task will", exc_info=True)
+        self.queue.enqueue_aggregate(AggregateMessage(task_id=task.task_id))
+
+    def _resume_fan_in(self, task_id: str) -> None:
+        """A redelivery after the fan-in committed but its finalization (or aggregate enqueue)
+        failed: do it again (finalize lands once; the task name makes a second enqueue
+        harmless) instead of waiting for the deadline."""
         task = self.store.get_task(task_id)
         if (
             task is not None
             and not task.status.terminal
             and all(r.state.terminal for r in self.store.get_runs(task_id))
         ):
-            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+            self._fan_in_complete(task)
 
     def resume_unfinished(self) -> int:
         """What this resident process left unfinished before a restart (`store.recoverable`:
