@@ -191,6 +191,7 @@ async def load_http(
     concurrency: int,
     limit: float,
     payload: dict[str, object],
+    runtime: str = "emulator",
 ) -> LoadResult:
     from fanfuse.http.client import HttpSearchClient, api_http
 
@@ -203,7 +204,7 @@ async def load_http(
             view = await asyncio.wait_for(client.wait(accepted), timeout=limit)
             return Outcome(status=view.status.value, latency=time.perf_counter() - began)
 
-        return await drive("emulator", searches, concurrency, one)
+        return await drive(runtime, searches, concurrency, one)
 
 
 def load_stack(
@@ -212,27 +213,46 @@ def load_stack(
     concurrency: int,
     timeout: float,
     workdir: Path,
+    cloud: str = "gcp",
 ) -> LoadResult:
-    """The same load over HTTP against the local stack, as the bench's own key."""
+    """The same load over HTTP against a local cloud stack, as the bench's own key: the GCP one
+    (`emulator`) or the AWS one (`aws`: moto, the Lambda handlers' local process)."""
     from fanfuse.auth import keys
-    from fanfuse.store.firestore import FirestoreStore
-    from fanfuse.tools.devstack.stack import LocalStack
     from fanfuse.wire.models import utcnow
 
     env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
-    stack = LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs")
-    with stack as addresses:
-        plaintext, record = keys.new_key(
-            "bench", "bench load", BENCH_KEY_RATE, BENCH_KEY_IN_FLIGHT, utcnow()
+    logs = workdir / "logs" / cloud
+    plaintext, record = keys.new_key(
+        "bench", "bench load", BENCH_KEY_RATE, BENCH_KEY_IN_FLIGHT, utcnow()
+    )
+    payload = bench_payload(list(platforms))
+
+    def run(url: str, runtime: str) -> LoadResult:
+        return asyncio.run(
+            load_http(url, plaintext, searches, concurrency, timeout, payload, runtime)
         )
-        store = FirestoreStore(stack.firestore.client(), collection=stack.collection)
+
+    if cloud == "aws":
+        from fanfuse.net.aws_clients import dynamodb_client
+        from fanfuse.store.dynamodb import DynamoStore
+        from fanfuse.tools.devstack.aws import AwsStack
+
+        with AwsStack(list(platforms), extra_env=env, log_dir=logs) as aws:
+            settings = aws.settings
+            DynamoStore(dynamodb_client(settings), settings.dynamodb_table).put_key(record)
+            return run(aws.addresses.functions["start_search"], "aws")
+
+    from fanfuse.store.firestore import FirestoreStore
+    from fanfuse.tools.devstack.stack import LocalStack
+
+    stack = LocalStack(list(platforms), extra_env=env, log_dir=logs)
+    with stack as addresses:
+        firestore = FirestoreStore(stack.firestore.client(), collection=stack.collection)
         try:
-            store.put_key(record)
+            firestore.put_key(record)
         finally:
-            store.close()
-        payload = bench_payload(list(platforms))
-        url = addresses.functions["start_search"]
-        return asyncio.run(load_http(url, plaintext, searches, concurrency, timeout, payload))
+            firestore.close()
+        return run(addresses.functions["start_search"], "emulator")
 
 
 def run_load(
@@ -242,8 +262,9 @@ def run_load(
     timeout: float = DEFAULT_TIMEOUT,
     *,
     stack: bool = True,
+    aws: bool = True,
 ) -> LoadReport:
-    """Both runtimes against one stub server; see the module docstring."""
+    """Every runtime asked for, against one stub server; see the module docstring."""
     with (
         StubSearxServer() as stub,
         tempfile.TemporaryDirectory(prefix="fanfuse-bench-") as tmp,
@@ -255,12 +276,15 @@ def run_load(
                 load_embedded(platforms, searches, concurrency, timeout, workdir / "load.db")
             )
         ]
-        if stack:
-            results.append(load_stack(platforms, searches, concurrency, timeout, workdir))
+        for cloud, wanted in (("gcp", stack), ("aws", aws)):
+            if wanted:
+                results.append(
+                    load_stack(platforms, searches, concurrency, timeout, workdir, cloud)
+                )
     note = (
-        f"emulator: as a key of the bench's own ({BENCH_KEY_RATE} starts/min, "
+        f"emulator, aws: as a key of the bench's own ({BENCH_KEY_RATE} starts/min, "
         f"{BENCH_KEY_IN_FLIGHT} in flight), not the stack's default-quota key"
-        if stack
-        else "emulator: not measured (--no-stack)"
+        if stack or aws
+        else "emulator, aws: not measured (--no-stack --no-aws)"
     )
     return LoadReport(delays=list(delays), concurrency=concurrency, note=note, results=results)
