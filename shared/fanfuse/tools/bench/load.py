@@ -237,10 +237,11 @@ def load_stack(
         from fanfuse.store.dynamodb import DynamoStore
         from fanfuse.tools.devstack.aws import AwsStack
 
-        with AwsStack(list(platforms), extra_env=env, log_dir=logs) as aws:
+        aws = AwsStack(list(platforms), extra_env=env, log_dir=logs)
+        with aws as addresses:
             settings = aws.settings
             DynamoStore(dynamodb_client(settings), settings.dynamodb_table).put_key(record)
-            return run(aws.addresses.functions["start_search"], "aws")
+            return run(addresses.functions["start_search"], "aws")
 
     from fanfuse.store.firestore import FirestoreStore
     from fanfuse.tools.devstack.stack import LocalStack
