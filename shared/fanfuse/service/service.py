@@ -292,11 +292,14 @@ class SearchService:
         written = self.store.transact(
             task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
         )
-        self._circuit.observe_latency(name, outcome)
+        try:  # the search's end before the health sample: the answer waits for it, not that
+            counted = written.task if written is not None else None
+            if counted is not None and counted.counters.done == len(counted.platforms):
+                self._fan_in_complete(counted)
+        finally:
+            self._circuit.observe_latency(name, outcome)
         if written is None or written.task is None:
             return "discarded"
-        if written.task.counters.done == len(written.task.platforms):
-            self._fan_in_complete(written.task)
         return outcome.state.value
 
     async def _guarded(
