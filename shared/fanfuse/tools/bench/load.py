@@ -7,13 +7,19 @@ own overhead under load: its store, its queue, its workers, its polling.
 
 - `embedded`: one embedded runtime (SQLite, in-process queue), polled in process. Its rate is
   bounded by each platform's limit of calls in flight (`max_concurrency`, 4 by default: the
-  providers' protection, kept as it is), so by 4 searches/s with the slowest stub at 1 s: 200 x 16
-  gave 3.3-3.8/s (p50 4.0-4.4 s), and 5.7/s (p50 2.3 s) with the stubs' limit raised to 16;
+  providers' protection), so by 4 searches/s with the slowest stub at 1 s, and by the machine's
+  CPU below that;
 - `emulator`: the local cloud stack, driven over HTTP (one connection pool, as an app keeps it,
   which closes idle connections before the functions' server does: client.KEEPALIVE_EXPIRY).
-  Its rate is bounded by the Cloud Tasks emulator, which runs one task at a time per queue: about
-  one search a second with the slowest stub at 1 s (200 x 16 gave 0.81-0.85/s).
-  The stack's own `local` key has the deployment's default quotas (a few starts a minute, a few
+  Its queues dispatch as Cloud Tasks does, up to 20 tasks in flight per queue
+  (`devstack/tasks_dispatch.py`; the emulator's own dispatcher ran one at a time per queue and
+  held it to about 0.9 searches/s), so what bounds it is the machine: one functions-framework
+  process per function (8 threads on 2 cores), the Firestore emulator's JVM, and the clients'
+  status polls, every 50 ms each;
+- `aws`: the local AWS stack (moto's DynamoDB and SQS in one process, the Lambda handlers' local
+  process, 5 invocations at a time per queue as infra/aws's mappings allow), driven the same
+  way. moto bounds it: one Python process whose in-memory DynamoDB grows with every search.
+  The stacks' own `local` key has the deployment's default quotas (a few starts a minute, a few
   searches in flight), which would measure the quota, not the runtime; the bench stores a key of
   its own with limits far above N and C, and says so in its report.
 
@@ -238,10 +244,10 @@ def load_stack(
         from fanfuse.tools.devstack.aws import AwsStack
 
         aws = AwsStack(list(platforms), extra_env=env, log_dir=logs)
-        with aws as addresses:
+        with aws as endpoints:
             settings = aws.settings
             DynamoStore(dynamodb_client(settings), settings.dynamodb_table).put_key(record)
-            return run(addresses.functions["start_search"], "aws")
+            return run(endpoints.functions["start_search"], "aws")
 
     from fanfuse.store.firestore import FirestoreStore
     from fanfuse.tools.devstack.stack import LocalStack

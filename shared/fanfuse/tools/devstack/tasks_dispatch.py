@@ -88,7 +88,8 @@ def locked_state(state_class: type[Any]) -> type[Any]:
             would race the dispatch threads for the task, so the API refuses it cleanly."""
             from google.api_core.exceptions import MethodNotImplemented
 
-            raise MethodNotImplemented("RunTask: not with the local concurrent dispatcher")
+            refusal = "RunTask: not with the local concurrent dispatcher"
+            raise MethodNotImplemented(refusal)  # type: ignore[no-untyped-call]
 
     return LockedQueueState
 
