@@ -91,12 +91,9 @@ class SearchService:
         (runtimes/); None: the content stages' defaults, and no LLM reranker. Nothing here reads
         the environment.
 
-        `finalize_at_fan_in`: the last platform's worker finalizes the search itself when the
-        mode does not rerank (`_fan_in_complete`), instead of leaving it to the aggregate
-        delivery. The cloud runtimes set it (runtimes/cloud.py, for GCP and AWS alike): there
-        the aggregate task is a second trip through the queue and a function before the answer
-        is final. The embedded runtime's queue is an asyncio task in the same process, whose hop
-        costs next to nothing, and keeps the finalization in the aggregate delivery."""
+        `finalize_at_fan_in`: the last worker finalizes (`_fan_in_complete`). The cloud runtimes
+        set it, where the aggregate task is a second trip through a queue and a function; the
+        embedded runtime's aggregate hop is an asyncio task in the same process: it keeps it."""
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
         self._finalize_at_fan_in = finalize_at_fan_in
         self.clock = clock
@@ -315,18 +312,14 @@ class SearchService:
         return outcome
 
     def _fan_in_complete(self, task: Task) -> None:
-        """Every platform has ended: finalize here when this runtime does so at fan-in and
-        nothing slow is left to do (`lifecycle.finalized_at_fan_in`), then enqueue the fan-in's
-        aggregate task as always.
+        """Every platform has ended: finalize here if this runtime does and nothing slow is
+        left (`lifecycle.finalized_at_fan_in`), then enqueue the fan-in's aggregate task.
 
-        The finalization is the aggregator's own transaction (`lifecycle.finalize`, which lands
-        only from a non-terminal status), so a concurrent deadline task, a redelivery or the
-        aggregate delivery still finalize the search exactly once; it runs before the enqueue,
-        so the aggregate delivery finds the search final (one read, no transaction) instead of
-        contending with it for the task document. The aggregate task stays for everything else:
-        a mode that reranks, and a finalization that could not commit here (the store failing:
-        logged, and the aggregator finalizes instead of the deadline).
-        """
+        The aggregator's own transaction (`lifecycle.finalize`, only from a non-terminal
+        status): with a deadline task, a redelivery or the aggregate delivery, still exactly one
+        finalization. Before the enqueue, so that delivery finds the search final (a read) and
+        does not contend for the task document. The aggregate task stays the path of a mode that
+        reranks and of a finalization that could not commit here (logged)."""
         if self._finalize_at_fan_in and lifecycle.finalized_at_fan_in(task):
             try:
                 self.store.transact(
