@@ -387,3 +387,18 @@ def test_every_setting_given_to_a_function_is_one_fanfuse_reads() -> None:
     assert given - known == set()
     # The local stack's task secret: when set it is the only check, so a deployment never has it.
     assert "TASKS_HMAC_SECRET" not in json.dumps(TF)
+
+
+def test_the_local_dispatcher_has_as_many_tasks_in_flight_per_queue_as_cloud_tasks() -> None:
+    """The local stack's Cloud Tasks dispatch (devstack/tasks_dispatch.py) runs as many tasks
+    at once per queue as Terraform lets Cloud Tasks: the aggregate queue's limit, and the
+    default deployment's platform queue's (docs), which are the one number it uses."""
+    from fanfuse.tools.devstack.tasks_dispatch import MAX_CONCURRENT_DISPATCHES
+
+    queues = resources("google_cloud_tasks_queue")
+    aggregate = one(queues["aggregate"]["rate_limits"])
+    assert aggregate["max_concurrent_dispatches"] == MAX_CONCURRENT_DISPATCHES
+    platform = one(queues["platform"]["rate_limits"])
+    assert platform["max_concurrent_dispatches"] == "${each.value.concurrency}"
+    defaults = variable_default("platforms")
+    assert {p["concurrency"] for p in defaults.values()} == {MAX_CONCURRENT_DISPATCHES}

@@ -94,3 +94,17 @@ def test_the_http_routes_require_iam_unless_the_api_is_public_and_trust_follows(
     assert variable("id_token_principals")["default"] == []
     assert variable("firebase_allow_anonymous")["default"] is False
     assert variable("firebase_project")["default"] is None
+
+
+def test_the_local_dispatcher_invokes_as_many_at_once_per_queue_as_the_mappings() -> None:
+    """`fanfuse dev --cloud aws` (fronts/aws_lambda/local.py) polls each platform queue with the
+    platform mappings' maximum concurrency; the aggregate mapping sets none, so Lambda starts
+    it at five concurrent invocations, under the aggregator's reserved concurrency."""
+    from fanfuse.fronts.aws_lambda.local import AGGREGATE_POLLERS, PLATFORM_POLLERS
+
+    mappings = resources("aws_lambda_event_source_mapping")
+    scaling = mappings["platforms"]["scaling_config"]
+    assert scaling == [{"maximum_concurrency": "${var.platform_concurrency}"}]
+    assert variable("platform_concurrency")["default"] == PLATFORM_POLLERS
+    assert "scaling_config" not in mappings["aggregate"]
+    assert AGGREGATE_POLLERS == 5 <= variable("reserved_concurrency")["default"]

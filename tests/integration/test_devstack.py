@@ -299,6 +299,63 @@ def test_cloud_tasks_emulator_bounds_retries_of_a_failing_target(tmp_path: Path)
         assert log.read_text().count("Requesting POST") == 2
 
 
+class Slow(BaseHTTPRequestHandler):
+    """Answers each POST after HOLD_S, counting how many it holds at once."""
+
+    HOLD_S = 1.0
+
+    def do_POST(self) -> None:
+        server: Any = self.server
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with server.lock:
+            server.now += 1
+            server.peak = max(server.peak, server.now)
+        time.sleep(self.HOLD_S)
+        with server.lock:
+            server.now -= 1
+            server.done += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+def test_cloud_tasks_emulator_dispatches_several_tasks_of_a_queue_at_once_up_to_its_limit(
+    tmp_path: Path,
+) -> None:
+    """Cloud Tasks has up to the queue's max_concurrent_dispatches in flight (infra/queues.tf);
+    the emulator's own dispatcher had one. Nine tasks of one queue, held a second each by the
+    target, with a limit of three: three at once, never more, all delivered once."""
+    server: Any = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.lock, server.now, server.peak, server.done = threading.Lock(), 0, 0, 0
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/run_platform"
+    emulator = CloudTasksEmulator(
+        queues=["fanfuse-docs"], max_concurrent_dispatches=3, poll_interval=0.02, log_dir=tmp_path
+    )
+    try:
+        with emulator:
+            assert "3 in flight per queue" in emulator.process.log_path.read_text()
+            queue = emulator.queue_path("fanfuse-docs")
+            for i in range(9):
+                task = tasks_v2.Task(
+                    name=f"{queue}/tasks/t{i}",
+                    http_request=tasks_v2.HttpRequest(url=url, body=b"{}"),
+                )
+                emulator.client().create_task(parent=queue, task=task, timeout=5)
+            wait_until(lambda: server.done == 9, 30, "nine deliveries")
+            time.sleep(0.3)  # a duplicate delivery would show up here
+            assert server.done == 9
+            assert server.peak == 3
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
 # ---------------------------------------------------------------------------------------------
 # Functions
 

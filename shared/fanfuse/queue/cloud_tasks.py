@@ -1,9 +1,9 @@
 """The cloud TaskQueue: Cloud Tasks HTTP tasks POSTing JSON to the run_platform/aggregate targets.
 
-- One queue per platform (`{queue_prefix}-{platform, _ as -}`: its rate limit is the provider's
-  quota, and the emulator dispatches one task at a time per queue, so this keeps fan-out
-  parallel there too) and one for aggregation (`{queue_prefix}-aggregate`), which also holds the
-  delayed deadline task. The names come from the port (`queue_id`), which `fanfuse dev` uses too.
+- One queue per platform (`{queue_prefix}-{platform, _ as -}`: its rate limit and concurrency
+  are the provider's quota) and one for aggregation (`{queue_prefix}-aggregate`), which also
+  holds the delayed deadline task. The names come from the port (`queue_id`), which
+  `fanfuse dev` uses too.
 - Named tasks (`{task_id}--{platform}`, `{task_id}--aggregate`, `{task_id}--deadline`) make
   Cloud Tasks refuse duplicates; ALREADY_EXISTS therefore means "already enqueued": success.
   Because creation is idempotent under a name, transient errors are retried here too.

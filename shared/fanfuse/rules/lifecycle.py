@@ -211,6 +211,20 @@ def finalization_due(
     return not running or force or now >= task.deadline_at
 
 
+def finalized_at_fan_in(task: Task) -> bool:
+    """Whether the last platform's worker may finalize its search right after its fan-in.
+
+    Fusing what the platforms stored is quick and needs nothing outside the store, so the last
+    worker can run the `finalize` transaction in its own delivery, right after its fan-in
+    committed, instead of leaving it to another delivery of the aggregate task: one queue hop
+    less between the slowest platform's answer and the final one. A mode that reranks calls a
+    reranker (an LLM, a model) first, which must not lengthen a platform delivery nor run in a
+    transaction: its finalization stays with the aggregate task. Either way the deadline task
+    is the backstop, and `finalize` lands once, whoever calls it.
+    """
+    return not task.request.reranks
+
+
 def finalize(
     now: datetime, *, force: bool, reranked: Mapping[int, RerankOrder] | None = None
 ) -> Mutator:

@@ -70,6 +70,7 @@ def build_service() -> SearchService:
         config,
         content=ContentSettings(),
         rerank=LlmRerankSettings(),
+        finalize_at_fan_in=True,  # one queue hop less (SearchService, lifecycle)
     )
 
 

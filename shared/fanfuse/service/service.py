@@ -8,35 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from pydantic import ValidationError
-
 from fanfuse.fusion import fusers
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.rules import aggregate, health, lifecycle, progress, spend
+from fanfuse.rules import aggregate, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
 from fanfuse.rules.mutations import Writes
 from fanfuse.service import admission, circuit, events
 from fanfuse.service.budgets import Budgets
+from fanfuse.service.catalog import Catalog
 from fanfuse.service.execute import Executor
 from fanfuse.service.heartbeat import Heartbeat
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.support import logs
 from fanfuse.wire.errors import (
-    InvalidRequest,
     QueueUnavailable,
     StartTooSlow,
     TaskExpired,
     TaskNotFound,
-    problems_of,
 )
 from fanfuse.wire.models import (
     Accepted,
@@ -44,7 +40,6 @@ from fanfuse.wire.models import (
     PlatformInfo,
     PlatformRun,
     PlatformState,
-    Problem,
     SearchRequest,
     Task,
     TaskStatus,
@@ -68,13 +63,6 @@ task document together, which the Firestore emulator resolves only by its 2 s lo
 (production Firestore by aborting one and retrying)."""
 
 
-AVAILABILITY_TTL_S = 10.0
-"""How long validation reuses which platforms are available here. Finding out builds every
-platform's settings from the environment (about 10 ms for twenty platforms, more than checking
-a 64 KiB body), and it changes only when the deployment does; without the reuse every start,
-invalid ones included, would pay it."""
-
-
 class SearchService:
     def __init__(
         self,
@@ -87,11 +75,17 @@ class SearchService:
         content: ContentSettings | None = None,
         rerank: LlmRerankSettings | None = None,
         clock: Callable[[], datetime] = utcnow,
+        finalize_at_fan_in: bool = False,
     ) -> None:
         """`content` and `rerank`: the settings the composition root read from the environment
         (runtimes/); None: the content stages' defaults, and no LLM reranker. Nothing here reads
-        the environment."""
+        the environment.
+
+        `finalize_at_fan_in`: the last worker finalizes (`_fan_in_complete`). The cloud runtimes
+        set it, where the aggregate task is a second trip through a queue and a function; the
+        embedded runtime's aggregate hop is an asyncio task in the same process: it keeps it."""
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
+        self._finalize_at_fan_in = finalize_at_fan_in
         self.clock = clock
         if content is None:
             from fanfuse.content.settings import ContentSettings
@@ -104,52 +98,18 @@ class SearchService:
         )
         self._circuit = circuit.Circuit(store, clock)
         self.events = events.Events()  # what the metrics count (service/events.py)
-        self._reasons: tuple[float, dict[str, str | None]] | None = None
+        self.catalog = Catalog(store, registry, settings)
 
     # -- start -------------------------------------------------------------------------------
 
     def validate(self, payload: Any) -> SearchRequest:
-        if isinstance(payload, SearchRequest):
-            payload = payload.model_dump(exclude_none=True)
-        if not isinstance(payload, Mapping):
-            raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
-        reasons = self._availability()
-        context = {
-            "available": [n for n, r in reasons.items() if r is None],
-            "unavailable": {n: r for n, r in reasons.items() if r is not None},
-            "deadline_seconds": self.settings.deadline_seconds,
-            "max_queries": self.settings.max_queries,
-            "max_platforms": self.settings.max_platforms,
-            "by_latency": self.by_latency,  # called only for a mode that picks the quickest
-        }
-        try:
-            return SearchRequest.model_validate(dict(payload), context=context)
-        except ValidationError as exc:
-            raise InvalidRequest(problems_of(exc)) from None
-
-    def _availability(self) -> dict[str, str | None]:
-        """Each platform's reason to be unavailable here (None: available), read at most once
-        per AVAILABILITY_TTL_S (one tuple swapped whole: safe from serve's checking thread)."""
-        now = time.monotonic()
-        cached = self._reasons
-        if cached is not None and now - cached[0] < AVAILABILITY_TTL_S:
-            return cached[1]
-        reasons = {n: self.registry.unavailable_reason(n) for n in self.registry.names()}
-        self._reasons = (now, reasons)
-        return reasons
+        return self.catalog.validate(payload)
 
     def available(self) -> list[str]:
-        """The platforms a request may name here now (as `validate` reads them)."""
-        return [name for name, reason in self._availability().items() if reason is None]
+        return self.catalog.available()
 
     def platforms(self) -> list[PlatformInfo]:
-        """Every platform with its health in this deployment's store (breaker.py, health.py)."""
-        return self.registry.describe(self.store.get_health())
-
-    def by_latency(self, names: Sequence[str]) -> list[str]:
-        """`names` quickest first, by this deployment's measurements (see health.py)."""
-        priors = {n: self.registry.get(n).typical_latency_s for n in names}
-        return health.by_latency(names, self.store.get_health(), priors)
+        return self.catalog.platforms()
 
     def admit(self, caller: Caller | None) -> admission.Ticket:
         """Let `caller` start a search now, spending its token, or RateLimited (429): what a
@@ -301,12 +261,15 @@ class SearchService:
         written = self.store.transact(
             task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
         )
-        self._circuit.observe_latency(name, outcome)
-        self.events.runs_ended(written.runs if written is not None else [])
+        try:  # the search's end before the health sample: the answer waits for it, not that
+            counted = written.task if written is not None else None
+            if counted is not None and counted.counters.done == len(counted.platforms):
+                self._fan_in_complete(counted)
+        finally:
+            self._circuit.observe_latency(name, outcome)
+            self.events.runs_ended(written.runs if written is not None else [])
         if written is None or written.task is None:
             return "discarded"
-        if written.task.counters.done == len(written.task.platforms):
-            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
         return outcome.state.value
 
     async def _guarded(
@@ -321,17 +284,35 @@ class SearchService:
         self._circuit.record(run.name, outcome, gate)
         return outcome
 
+    def _fan_in_complete(self, task: Task) -> None:
+        """Every platform has ended: finalize here if this runtime does and nothing slow is
+        left (`lifecycle.finalized_at_fan_in`), then enqueue the fan-in's aggregate task.
+
+        The aggregator's own transaction (`lifecycle.finalize`, only from a non-terminal
+        status): with a deadline task, a redelivery or the aggregate delivery, still exactly one
+        finalization. Before the enqueue, so that delivery finds the search final (a read) and
+        does not contend for the task document. The aggregate task stays the path of a mode that
+        reranks and of a finalization that could not commit here (logged)."""
+        if self._finalize_at_fan_in and lifecycle.finalized_at_fan_in(task):
+            try:
+                self.store.transact(
+                    task.task_id, None, lifecycle.finalize(self.clock(), force=False)
+                )
+            except Exception:
+                log.warning("finalizing at fan-in failed; the aggregate task will", exc_info=True)
+        self.queue.enqueue_aggregate(AggregateMessage(task_id=task.task_id))
+
     def _resume_fan_in(self, task_id: str) -> None:
-        """A redelivery after the fan-in committed but its aggregate enqueue failed: enqueue it
-        again (the task name makes a second enqueue harmless) instead of waiting for the deadline.
-        """
+        """A redelivery after the fan-in committed but its finalization (or aggregate enqueue)
+        failed: do it again (finalize lands once; the task name makes a second enqueue
+        harmless) instead of waiting for the deadline."""
         task = self.store.get_task(task_id)
         if (
             task is not None
             and not task.status.terminal
             and all(r.state.terminal for r in self.store.get_runs(task_id))
         ):
-            self.queue.enqueue_aggregate(AggregateMessage(task_id=task_id))
+            self._fan_in_complete(task)
 
     def resume_unfinished(self) -> int:
         """What this resident process left unfinished before a restart (`store.recoverable`:

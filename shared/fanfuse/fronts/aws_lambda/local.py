@@ -9,8 +9,9 @@ started and stopped by `devstack.aws`) runs, with the stack's settings in its en
 - a dispatcher that long-polls every queue (each deployed platform's and the aggregate one), as
   an event source mapping does, and invokes `front.worker` / `front.aggregator` with one record
   per invocation (the mapping's batch size in infra/aws, so one slow platform run never holds
-  another search's message), `POLLERS` invocations at a time per queue; it deletes what the
-  handler did not report in `batchItemFailures` and leaves the rest for SQS to deliver again.
+  another search's message), as many invocations at a time per queue as the mapping allows
+  (`POLLERS`); it deletes what the handler did not report in `batchItemFailures` and leaves the
+  rest for SQS to deliver again.
 
 Every poll is bounded (WaitTimeSeconds) and the pollers stop with the process.
 """
@@ -43,8 +44,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POLLERS = 4
-"""Concurrent invocations per queue (a mapping's scaling, in small)."""
+PLATFORM_POLLERS = 5
+"""Concurrent worker invocations per platform queue: the platform mappings' maximum_concurrency
+in infra/aws (variable platform_concurrency's default; tests/infra/test_terraform_aws.py checks
+they agree)."""
+AGGREGATE_POLLERS = 5
+"""Concurrent aggregator invocations: the aggregate mapping sets no maximum, so Lambda scales it
+itself, from "five batches at a time with five concurrent invocations" (AWS Lambda, "Configuring
+scaling behavior for SQS event source mappings") up to the function's reserved concurrency. Five
+is where it starts, and the aggregate queue's deliveries are quick: a search's fan-in finds it
+final (the worker finalized it), a deadline finds it final or times out its stragglers."""
 WAIT_SECONDS = 1
 """Long-poll wait: short, so the pollers notice a stop within about a second."""
 
@@ -145,17 +154,18 @@ class Dispatcher:
         stack's stand-in for pausing a queue: tests deliver such a platform themselves)."""
         return self.paused is not None and (self.paused / name).exists()
 
-    def queues(self) -> Iterator[tuple[str, front.LambdaHandler]]:
+    def queues(self) -> Iterator[tuple[str, front.LambdaHandler, int]]:
+        """Each queue, its handler, and how many invocations it runs at once."""
         for name in self.platforms:
-            yield name, front.worker
-        yield AGGREGATE_QUEUE, front.aggregator
+            yield name, front.worker, PLATFORM_POLLERS
+        yield AGGREGATE_QUEUE, front.aggregator, AGGREGATE_POLLERS
 
     def start(self) -> None:
         sqs = SqsQueue(self.settings, self.client)
-        for name, handler in self.queues():
+        for name, handler, pollers in self.queues():
             url = sqs.queue_url(name)
             arn = queue_arn(self.client, url)
-            for i in range(POLLERS):
+            for i in range(pollers):
                 thread = threading.Thread(
                     target=self.poll, args=(name, url, arn, handler), name=f"poll-{name}-{i}"
                 )

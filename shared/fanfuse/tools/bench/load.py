@@ -7,13 +7,19 @@ own overhead under load: its store, its queue, its workers, its polling.
 
 - `embedded`: one embedded runtime (SQLite, in-process queue), polled in process. Its rate is
   bounded by each platform's limit of calls in flight (`max_concurrency`, 4 by default: the
-  providers' protection, kept as it is), so by 4 searches/s with the slowest stub at 1 s: 200 x 16
-  gave 3.3-3.8/s (p50 4.0-4.4 s), and 5.7/s (p50 2.3 s) with the stubs' limit raised to 16;
+  providers' protection), so by 4 searches/s with the slowest stub at 1 s, and by the machine's
+  CPU below that;
 - `emulator`: the local cloud stack, driven over HTTP (one connection pool, as an app keeps it,
   which closes idle connections before the functions' server does: client.KEEPALIVE_EXPIRY).
-  Its rate is bounded by the Cloud Tasks emulator, which runs one task at a time per queue: about
-  one search a second with the slowest stub at 1 s (200 x 16 gave 0.81-0.85/s).
-  The stack's own `local` key has the deployment's default quotas (a few starts a minute, a few
+  Its queues dispatch as Cloud Tasks does, up to 20 tasks in flight per queue
+  (`devstack/tasks_dispatch.py`; the emulator's own dispatcher ran one at a time per queue and
+  held it to about 0.9 searches/s), so what bounds it is the machine: one functions-framework
+  process per function (8 threads on 2 cores), the Firestore emulator's JVM, and the clients'
+  status polls, every 50 ms each;
+- `aws`: the local AWS stack (moto's DynamoDB and SQS in one process, the Lambda handlers' local
+  process, 5 invocations at a time per queue as infra/aws's mappings allow), driven the same
+  way. moto bounds it: one Python process whose in-memory DynamoDB grows with every search.
+  The stacks' own `local` key has the deployment's default quotas (a few starts a minute, a few
   searches in flight), which would measure the quota, not the runtime; the bench stores a key of
   its own with limits far above N and C, and says so in its report.
 
@@ -191,6 +197,7 @@ async def load_http(
     concurrency: int,
     limit: float,
     payload: dict[str, object],
+    runtime: str = "emulator",
 ) -> LoadResult:
     from fanfuse.http.client import HttpSearchClient, api_http
 
@@ -203,7 +210,7 @@ async def load_http(
             view = await asyncio.wait_for(client.wait(accepted), timeout=limit)
             return Outcome(status=view.status.value, latency=time.perf_counter() - began)
 
-        return await drive("emulator", searches, concurrency, one)
+        return await drive(runtime, searches, concurrency, one)
 
 
 def load_stack(
@@ -212,27 +219,47 @@ def load_stack(
     concurrency: int,
     timeout: float,
     workdir: Path,
+    cloud: str = "gcp",
 ) -> LoadResult:
-    """The same load over HTTP against the local stack, as the bench's own key."""
+    """The same load over HTTP against a local cloud stack, as the bench's own key: the GCP one
+    (`emulator`) or the AWS one (`aws`: moto, the Lambda handlers' local process)."""
     from fanfuse.auth import keys
-    from fanfuse.store.firestore import FirestoreStore
-    from fanfuse.tools.devstack.stack import LocalStack
     from fanfuse.wire.models import utcnow
 
     env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
-    stack = LocalStack(list(platforms), extra_env=env, log_dir=workdir / "logs")
-    with stack as addresses:
-        plaintext, record = keys.new_key(
-            "bench", "bench load", BENCH_KEY_RATE, BENCH_KEY_IN_FLIGHT, utcnow()
+    logs = workdir / "logs" / cloud
+    plaintext, record = keys.new_key(
+        "bench", "bench load", BENCH_KEY_RATE, BENCH_KEY_IN_FLIGHT, utcnow()
+    )
+    payload = bench_payload(list(platforms))
+
+    def run(url: str, runtime: str) -> LoadResult:
+        return asyncio.run(
+            load_http(url, plaintext, searches, concurrency, timeout, payload, runtime)
         )
-        store = FirestoreStore(stack.firestore.client(), collection=stack.collection)
+
+    if cloud == "aws":
+        from fanfuse.net.aws_clients import dynamodb_client
+        from fanfuse.store.dynamodb import DynamoStore
+        from fanfuse.tools.devstack.aws import AwsStack
+
+        aws = AwsStack(list(platforms), extra_env=env, log_dir=logs)
+        with aws as endpoints:
+            settings = aws.settings
+            DynamoStore(dynamodb_client(settings), settings.dynamodb_table).put_key(record)
+            return run(endpoints.functions["start_search"], "aws")
+
+    from fanfuse.store.firestore import FirestoreStore
+    from fanfuse.tools.devstack.stack import LocalStack
+
+    stack = LocalStack(list(platforms), extra_env=env, log_dir=logs)
+    with stack as addresses:
+        firestore = FirestoreStore(stack.firestore.client(), collection=stack.collection)
         try:
-            store.put_key(record)
+            firestore.put_key(record)
         finally:
-            store.close()
-        payload = bench_payload(list(platforms))
-        url = addresses.functions["start_search"]
-        return asyncio.run(load_http(url, plaintext, searches, concurrency, timeout, payload))
+            firestore.close()
+        return run(addresses.functions["start_search"], "emulator")
 
 
 def run_load(
@@ -242,8 +269,9 @@ def run_load(
     timeout: float = DEFAULT_TIMEOUT,
     *,
     stack: bool = True,
+    aws: bool = True,
 ) -> LoadReport:
-    """Both runtimes against one stub server; see the module docstring."""
+    """Every runtime asked for, against one stub server; see the module docstring."""
     with (
         StubSearxServer() as stub,
         tempfile.TemporaryDirectory(prefix="fanfuse-bench-") as tmp,
@@ -255,12 +283,15 @@ def run_load(
                 load_embedded(platforms, searches, concurrency, timeout, workdir / "load.db")
             )
         ]
-        if stack:
-            results.append(load_stack(platforms, searches, concurrency, timeout, workdir))
+        for cloud, wanted in (("gcp", stack), ("aws", aws)):
+            if wanted:
+                results.append(
+                    load_stack(platforms, searches, concurrency, timeout, workdir, cloud)
+                )
     note = (
-        f"emulator: as a key of the bench's own ({BENCH_KEY_RATE} starts/min, "
+        f"emulator, aws: as a key of the bench's own ({BENCH_KEY_RATE} starts/min, "
         f"{BENCH_KEY_IN_FLIGHT} in flight), not the stack's default-quota key"
-        if stack
-        else "emulator: not measured (--no-stack)"
+        if stack or aws
+        else "emulator, aws: not measured (--no-stack --no-aws)"
     )
     return LoadReport(delays=list(delays), concurrency=concurrency, note=note, results=results)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from fanfuse.tools.devstack import watchdog
 from fanfuse.tools.devstack.cloud_tasks import serve_tasks_emulator
+from fanfuse.tools.devstack.tasks_dispatch import MAX_CONCURRENT_DISPATCHES
 
 
 def main(argv: Sequence[str]) -> int:
@@ -23,6 +24,7 @@ def main(argv: Sequence[str]) -> int:
     tasks.add_argument("--port", type=int, required=True)
     tasks.add_argument("--max-retries", type=int, default=5)
     tasks.add_argument("--poll-interval", type=float, default=0.1)
+    tasks.add_argument("--max-concurrent-dispatches", type=int, default=MAX_CONCURRENT_DISPATCHES)
     guard = sub.add_parser("watchdog", help="stop the sessions listed on stdin at its EOF")
     guard.add_argument("--grace", type=float, default=watchdog.DEFAULT_GRACE)
     args = parser.parse_args(argv)
@@ -31,7 +33,9 @@ def main(argv: Sequence[str]) -> int:
         if left:
             print(f"watchdog: processes {left} survived SIGKILL", flush=True)
         return 1 if left else 0
-    serve_tasks_emulator(args.port, args.max_retries, args.poll_interval)
+    serve_tasks_emulator(
+        args.port, args.max_retries, args.poll_interval, args.max_concurrent_dispatches
+    )
     return 0
 
 

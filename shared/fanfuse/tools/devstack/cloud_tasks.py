@@ -28,6 +28,7 @@ from fanfuse.tools.devstack.processes import (
     tcp_open,
     wait_until,
 )
+from fanfuse.tools.devstack.tasks_dispatch import MAX_CONCURRENT_DISPATCHES
 
 if TYPE_CHECKING:
     from google.cloud.tasks_v2 import CloudTasksClient
@@ -48,12 +49,14 @@ def tasks_client(host: str) -> CloudTasksClient:
 class CloudTasksEmulator(Component):
     """gcloud-tasks-emulator bound to 127.0.0.1, with its queues created through the real client.
 
-    It dispatches one task at a time per queue, and ignores rate limits, task-name dedup and OIDC
-    tokens; the launcher adds Cloud Tasks' retry backoff and Retry-After (tasks_retry.py).
+    Its own dispatcher delivers one task at a time per queue; the launcher replaces it with
+    Cloud Tasks' dispatch (tasks_dispatch.py): up to `max_concurrent_dispatches` tasks in flight
+    per queue (infra/queues.tf's), with Cloud Tasks' retry backoff and Retry-After. It still
+    ignores rate limits, task-name dedup and OIDC tokens.
     `max_retries` bounds redelivery of a task whose target answers 4xx/5xx (the emulator's own
     default is forever): N means N + 1 attempts.
-    `poll_interval` is how often each queue looks for due tasks (the emulator's 0.1 s adds up to
-    that much latency per hop; lower it for latency measurements).
+    `poll_interval` is how often a scheduled task (delayed, or a retry's backoff) is looked at
+    again; a new task is dispatched at once.
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class CloudTasksEmulator(Component):
         *,
         max_retries: int = 5,
         poll_interval: float = 0.1,
+        max_concurrent_dispatches: int = MAX_CONCURRENT_DISPATCHES,
         log_dir: Path | None = None,
         startup_timeout: float = 30.0,
     ) -> None:
@@ -87,6 +91,7 @@ class CloudTasksEmulator(Component):
                 f"--port={self.port}",
                 f"--max-retries={max_retries}",
                 f"--poll-interval={poll_interval}",
+                f"--max-concurrent-dispatches={max_concurrent_dispatches}",
             ],
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             log_path=log_dir / "cloud-tasks.log",
@@ -151,12 +156,19 @@ class CloudTasksEmulator(Component):
         super().stop()
 
 
-def serve_tasks_emulator(port: int, max_retries: int, poll_interval: float = 0.1) -> None:
+def serve_tasks_emulator(
+    port: int,
+    max_retries: int,
+    poll_interval: float = 0.1,
+    max_concurrent_dispatches: int = MAX_CONCURRENT_DISPATCHES,
+) -> None:
     """Run gcloud-tasks-emulator with its gRPC API on 127.0.0.1:port only (blocks).
 
     Assembled from the package's server parts instead of `create_server`, whose API thread
     binds `[::]` (every interface) and swallows a failed bind in a thread: here the bind happens
-    in the main thread and a taken port fails the process at once.
+    in the main thread and a taken port fails the process at once. Its queue state and gRPC API
+    are the package's; its dispatcher is Cloud Tasks' (tasks_dispatch.py), not the package's
+    one-at-a-time Processor.
     """
     import logging
     from concurrent import futures
@@ -164,32 +176,37 @@ def serve_tasks_emulator(port: int, max_retries: int, poll_interval: float = 0.1
     import gcloud_tasks_emulator.server as emulator_server
     import grpc
     from gcloud_tasks_emulator.cloudtasks_pb2_grpc import add_CloudTasksServicer_to_server
-    from gcloud_tasks_emulator.server import Greeter, Processor, QueueState
+    from gcloud_tasks_emulator.server import Greeter, QueueState
 
-    from fanfuse.tools.devstack.tasks_retry import RetryTiming
+    from fanfuse.tools.devstack.tasks_dispatch import Dispatcher, locked_state
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    # Die at once on SIGINT/SIGTERM: the dispatcher threads are not daemons and one may be
-    # blocked in an HTTP call with no timeout, so a graceful shutdown could hang.
+    # Die at once on SIGINT/SIGTERM: a delivery may be blocked in an HTTP call with no timeout
+    # and the gRPC server's threads are not daemons, so a graceful shutdown could hang.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
-    emulator_server._LOOP_SLEEP_TIME = poll_interval  # read by the queue loops on each turn
-    state = QueueState("localhost", 80, max_retries)  # target host/port: App Engine tasks only
-    RetryTiming().install(emulator_server, state)  # Cloud Tasks' backoff and Retry-After
+    # target host/port: App Engine tasks only; retries: counted by the dispatcher
+    state = locked_state(QueueState)("localhost", 80, max_retries)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     add_CloudTasksServicer_to_server(Greeter(state), server)
     server.add_insecure_port(f"{LOOPBACK}:{port}")  # raises if the port is taken
     # Logged before the port accepts connections, so it is in the log once the emulator is ready.
     logging.getLogger("fanfuse.tools.devstack").info(
-        "Cloud Tasks emulator on %s:%s (poll every %s s, %s retries)",
+        "Cloud Tasks emulator on %s:%s (poll every %s s, %s retries); %s in flight per queue",
         LOOPBACK,
         port,
         poll_interval,
         max_retries,
+        max_concurrent_dispatches,
     )
-    processor = Processor(state)
-    processor.daemon = True
-    processor.start()
+    dispatcher = Dispatcher(
+        state,
+        emulator_server._make_task_request,  # its HTTP delivery, X-CloudTasks-* headers
+        limit=max_concurrent_dispatches,
+        poll_interval=poll_interval,
+        max_retries=max_retries,
+    )
+    dispatcher.start()
     server.start()
     server.wait_for_termination()
