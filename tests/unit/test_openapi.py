@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from fanfuse.fronts import functions
 from fanfuse.http.api import PUBLIC_TARGETS, check_task_id
 from fanfuse.http.deployment import Deployment, any_case
-from fanfuse.http.openapi import NOT_BLANK, document, render
+from fanfuse.http.openapi import document, render
+from fanfuse.http.patterns import NOT_BLANK
 from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.inbound import TEXT_PATTERN
 from fanfuse.wire.models import SearchRequest

@@ -22,10 +22,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from fanfuse.http.patterns import BLANKS
 from fanfuse.wire.request import MAX_PLATFORM_NAMES, MAX_QUERIES
 
-BLANKS = r"[\t\n \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*"
-"""What `str.strip` takes off a request string that holds no forbidden character."""
 ALL = "all"
 
 

@@ -34,10 +34,10 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from fanfuse import __version__
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.http.api import TASK_ID, CancelRequest
-from fanfuse.http.deployment import BLANKS, Deployment, for_deployment
-from fanfuse.wire.inbound import TEXT_PATTERN, text_schema
+from fanfuse.http.deployment import Deployment, for_deployment
+from fanfuse.http.patterns import COUNTRY, HOST, HOSTS, NOT_BLANK, items, strings
+from fanfuse.wire.inbound import text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
-from fanfuse.wire.options import COUNTRIES
 from fanfuse.wire.stats import WINDOW_PATTERN, Stats
 
 REF = "#/components/schemas/{model}"
@@ -56,23 +56,6 @@ INPUT_STRINGS = {
     "include_domains": "comma-separated host names",
     "exclude_domains": "comma-separated host names",
 }
-_FORBIDDEN = TEXT_PATTERN.removeprefix("^[^").removesuffix("]*$")
-NOT_BLANK = f"^[^{_FORBIDDEN}]*[^\\s{_FORBIDDEN}][^{_FORBIDDEN}]*$"
-"""A request string with a character besides blanks, and no forbidden one: a query (every form
-of it) is stripped and refused when empty, so a blank one is not valid input."""
-COUNTRY = (
-    f"^{BLANKS}(?:"
-    + "|".join(f"[{c[0]}{c[0].lower()}][{c[1]}{c[1].lower()}]" for c in sorted(COUNTRIES))
-    + f"){BLANKS}$"
-)
-"""An ISO 3166-1 alpha-2 code as `_country` takes it: any case, blanks around."""
-_LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOST = rf"{_LABEL}(?:\.{_LABEL})*\.?"
-HOST = f"^{BLANKS}{_HOST}{BLANKS}$"
-"""A host name in its ASCII form (an international one as punycode): one `_domains` takes.
-It takes a Unicode name too; the schema names the form every client can send."""
-HOSTS = f"^{BLANKS}(?:{_HOST})?{BLANKS}(?:,{BLANKS}(?:{_HOST})?{BLANKS})*$"
-"""Host names separated by commas, as the string form of a domain list (blank entries dropped)."""
 SERVE_ONLY = {"x-fanfuse-only": "serve"}
 RETRY_AFTER = {
     "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
@@ -143,15 +126,6 @@ def task_id_schema() -> dict[str, Any]:
     return {"type": "string", "minLength": 1, "maxLength": 128, "pattern": TASK_ID.pattern}
 
 
-def strings(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every string schema in `schema`, through `items` and `anyOf`."""
-    found = [schema] if schema.get("type") == "string" else []
-    for child in [schema.get("items"), *schema.get("anyOf", [])]:
-        if isinstance(child, dict):
-            found += strings(child)
-    return found
-
-
 def events_schema() -> dict[str, Any]:
     """One event of the stream, as the stream's schema (each event is checked against it, as
     OpenAPI 3.2's `itemSchema` says and schemathesis reads a `text/event-stream` schema): its
@@ -201,15 +175,6 @@ def links() -> dict[str, Any]:
         "events": {"operationId": "search_events", "parameters": {"path.task_id": task_id}},
         "cancel": {"operationId": "cancel_search", "requestBody": {"task_id": task_id}},
     }
-
-
-def items(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    """The item schemas of every array in `schema`, through `anyOf`."""
-    found = [schema["items"]] if isinstance(schema.get("items"), dict) else []
-    for child in schema.get("anyOf", []):
-        if isinstance(child, dict):
-            found += items(child)
-    return found
 
 
 def components(deployment: Deployment | None = None) -> dict[str, Any]:

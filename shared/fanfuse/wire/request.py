@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -25,17 +24,14 @@ from pydantic import (
     model_validator,
 )
 
+from fanfuse.wire.fields import Domains, country, one_or_list, shown
 from fanfuse.wire.inbound import Inbound, character_problem
 from fanfuse.wire.modes import DEFAULT_MODE, MODES, Mode
 from fanfuse.wire.options import (
-    COUNTRIES,
-    MAX_DOMAINS,
     CacheMode,
     SafeSearch,
     SearchOptions,
     TimeRange,
-    domain_problem,
-    normalize_domain,
 )
 
 MAX_QUERIES = 5
@@ -47,13 +43,9 @@ deployment has (about 20), and a bound on the work a body can ask of the validat
 MAX_NAME_CHARS = 40
 """A platform name's length at most (`_NAME`): a longer one is refused before it is looked up
 or quoted back in a 400."""
-MAX_HOST_CHARS = 253
-"""A host name's length at most (RFC 1035): checked before the name is IDNA-encoded."""
 MAX_COST_USD = 1000.0
 """The largest per-request cap a request may set: far over any one search's cost (the dearest
 plan is a few dollars), so a larger figure is a typo, not a budget."""
-MAX_SHOWN_CHARS = 60
-"""How much of a refused value a 400 quotes back: enough to recognise it, never the body."""
 
 
 class FusionMethod(StrEnum):
@@ -65,13 +57,6 @@ class FusionMethod(StrEnum):
 
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-
-
-def shown(value: str) -> str:
-    """`value` quoted for a problem, cut to MAX_SHOWN_CHARS (a 400 never echoes a whole body)."""
-    if len(value) <= MAX_SHOWN_CHARS:
-        return repr(value)
-    return f"{value[:MAX_SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
 def text_problem(text: str) -> str | None:
@@ -115,71 +100,6 @@ def split_platforms(value: Any) -> list[str]:
         if name:
             names[name] = None
     return list(names)
-
-
-def one_or_list(
-    max_items: int | None = None, *, min_items: int = 1, nullable: bool = False, **item: Any
-) -> Callable[[dict[str, Any]], None]:
-    """The JSON schema of a list field whose before-validator also takes one string (and
-    `null`, when `nullable`: the validator reads it as an empty list).
-
-    pydantic sees only `list[str]`; this rewrites the field's schema to what the validator
-    takes (`"a"` or `["a", "b"]`), with the list's limits, so the request's JSON schema (the MCP
-    tools' input schema, the OpenAPI document) says what the API accepts.
-    """
-
-    def rewrite(schema: dict[str, Any]) -> None:
-        string = {"type": "string", **item}
-        array: dict[str, Any] = {"type": "array", "items": string}
-        if min_items:
-            array["minItems"] = min_items
-        if max_items is not None:
-            array["maxItems"] = max_items
-        schema.pop("type", None)
-        schema.pop("items", None)
-        schema["anyOf"] = [string, array, *([{"type": "null"}] if nullable else [])]
-
-    return rewrite
-
-
-def _domains(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [v for v in value.split(",") if v.strip()]
-    if not isinstance(value, list):
-        raise ValueError("must be a list of host names")
-    if len(value) > MAX_DOMAINS:
-        raise ValueError(f"at most {MAX_DOMAINS} domains, got {len(value)}")
-    domains: list[str] = []
-    for item in value:
-        if not isinstance(item, str):
-            raise ValueError("domains must be strings")
-        if len(item.strip().rstrip(".")) > MAX_HOST_CHARS:  # before IDNA encodes it
-            raise ValueError(f"{shown(item.strip())} is not a host name")
-        host = normalize_domain(item)
-        problem = domain_problem(host)
-        if problem:
-            raise ValueError(problem)
-        if host not in domains:  # at most MAX_DOMAINS of them
-            domains.append(host)
-    return domains
-
-
-Domains = Annotated[
-    list[str],
-    BeforeValidator(_domains),
-    Field(json_schema_extra=one_or_list(MAX_DOMAINS, min_items=0, nullable=True)),
-]
-
-
-def _country(value: str) -> str:
-    code = value.strip().upper()
-    if code not in COUNTRIES:
-        raise ValueError(
-            f"{shown(value)} is not an ISO 3166-1 alpha-2 country code (e.g. US, DE, CN)"
-        )
-    return code
 
 
 def _weights_shape(value: Any) -> Any:
@@ -258,7 +178,7 @@ class SearchRequest(Inbound):
     )
     exclude_domains: Domains = Field(default_factory=list)
     time_range: TimeRange | None = None
-    country: Annotated[str, AfterValidator(_country)] | None = Field(
+    country: Annotated[str, AfterValidator(country)] | None = Field(
         default=None, description="ISO 3166-1 alpha-2"
     )
     safesearch: SafeSearch | None = None
