@@ -23,7 +23,7 @@ COUNTRY = (
     + "|".join(f"[{c[0]}{c[0].lower()}][{c[1]}{c[1].lower()}]" for c in sorted(COUNTRIES))
     + f"){BLANKS}$"
 )
-"""An ISO 3166-1 alpha-2 code as `_country` takes it: any case, blanks around."""
+"""An ISO 3166-1 alpha-2 code as `wire.fields.country_code` takes it: any case, blanks around."""
 _LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOST = rf"{_LABEL}(?:\.{_LABEL})*\.?"
 HOST = f"^{BLANKS}{_HOST}{BLANKS}$"

@@ -83,7 +83,7 @@ Domains = Annotated[
 ]
 
 
-def country(value: str) -> str:
+def country_code(value: str) -> str:
     code = value.strip().upper()
     if code not in COUNTRIES:
         raise ValueError(

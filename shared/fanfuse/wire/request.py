@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from fanfuse.wire.fields import Domains, country, one_or_list, shown
+from fanfuse.wire.fields import Domains, country_code, one_or_list, shown
 from fanfuse.wire.inbound import Inbound, character_problem
 from fanfuse.wire.modes import DEFAULT_MODE, MODES, Mode
 from fanfuse.wire.options import (
@@ -178,7 +178,7 @@ class SearchRequest(Inbound):
     )
     exclude_domains: Domains = Field(default_factory=list)
     time_range: TimeRange | None = None
-    country: Annotated[str, AfterValidator(country)] | None = Field(
+    country: Annotated[str, AfterValidator(country_code)] | None = Field(
         default=None, description="ISO 3166-1 alpha-2"
     )
     safesearch: SafeSearch | None = None
