@@ -41,7 +41,10 @@ from fanfuse.wire.errors import Forbidden, Unauthorized, Unavailable
 CLOCK_SKEW = 30
 """Seconds a token may be early (`iat`, `auth_time`) or late (`exp`): clocks differ a little."""
 ALGORITHM = "RS256"
-"""What Google and Firebase sign with; anything else (`none` above all) is refused."""
+"""What Google and Firebase sign with; anything else (`none` above all) is refused, but for the
+Firebase emulators' tokens where a `demo-` project accepts them (`emulator_claims`)."""
+EMULATOR_ALGORITHM = "none"
+"""What the Firebase emulators' tokens carry: accepted only from an `Issuer.unsigned` issuer."""
 GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 FIREBASE_ISSUER = "https://securetoken.google.com/"
 MAX_TOKEN_CHARS = 16_384
@@ -67,6 +70,9 @@ class Issuer:
     """Firebase: the token records when the user signed in (`auth_time`), never in the future."""
     namespace: str = "google"
     """The prefix of the callers it names (`google:<sub>`, `firebase:<uid>`, models.Caller)."""
+    unsigned: bool = False
+    """Also accept the Firebase emulators' unsigned tokens (`settings.firebase_emulator_tokens`,
+    legal only for a `demo-` project): every claim is checked, there is no signature to."""
 
 
 def firebase(settings: Settings) -> Issuer | None:
@@ -80,6 +86,7 @@ def firebase(settings: Settings) -> Issuer | None:
         certs_url=settings.firebase_certs_url,
         signs_in=True,
         namespace="firebase",
+        unsigned=settings.firebase_emulator_tokens,
     )
 
 
@@ -212,6 +219,8 @@ def verified(token: str, issuer: Issuer, certs: CertCache) -> dict[str, Any]:
 
     header, unchecked = unverified(token, issuer.kind)
     refused = f"{issuer.kind} refused"
+    if issuer.unsigned and header.get("alg") == EMULATOR_ALGORITHM:
+        return emulator_claims(token, unchecked, issuer)
     if header.get("alg") != ALGORITHM:
         raise Unauthorized(f"{refused}: it is not signed with {ALGORITHM}")
     kid = header.get("kid")
@@ -236,6 +245,20 @@ def verified(token: str, issuer: Issuer, certs: CertCache) -> dict[str, Any]:
     if problem:
         raise Unauthorized(f"{refused}: {problem}")
     return claims
+
+
+def emulator_claims(token: str, claims: Mapping[str, Any], issuer: Issuer) -> dict[str, Any]:
+    """The claims of a Firebase emulator's unsigned token (`Issuer.unsigned`): no signature at
+    all (an empty third part, as the Auth emulator and `mockUserToken` make them), and every
+    claim a signed token must have (times, audience, issuer, subject, `auth_time`)."""
+    refused = f"{issuer.kind} refused"
+    if token.rpartition(".")[2]:
+        raise Unauthorized(f"{refused}: an unsigned token carries no signature")
+    now = time.time()
+    problem = time_problem(claims, now) or claim_problem(claims, issuer, now)
+    if problem:
+        raise Unauthorized(f"{refused}: {problem}")
+    return dict(claims)
 
 
 def caller_claims(token: str, settings: Settings, *, certs: CertCache = CERTS) -> dict[str, Any]:

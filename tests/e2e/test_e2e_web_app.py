@@ -1,0 +1,197 @@
+"""The example app (examples/web-app) in a real browser against the emulator stack.
+
+Headless Chromium (tests/browser.py) loads the app from a static server on 127.0.0.1. The app
+signs in as the Firestore emulator's mock user (an unsigned Firebase ID token), starts a search
+through a start_search function that accepts such tokens for the stack's `demo-` project
+(FANFUSE_FIREBASE_EMULATOR_TOKENS) and answers CORS for the app's origin, then watches the task
+document and its platform documents with the Firebase JS SDK's `onSnapshot`, through
+infra/firestore.rules loaded into the stack's Firestore emulator. No request of the page leaves
+127.0.0.1: the SDK's browser builds come from examples/web-app/node_modules (`npm ci` there;
+scripts/test runs it), and the browser is fenced to loopback.
+
+The search runs `docs` (answers at once), `web_fail` (HTTP 500) and `web_gate` (held until the
+test releases it), so the page shows one platform done, one failed and one still running before
+it shows the final list. A second user, signed in, asking for the first user's search is refused
+by the rules, and the page says so.
+
+Screenshots of the app during and after the search go to a temp folder, or to
+`$FANFUSE_SCREENSHOTS` when set; docs/images/web-app-*.png are regenerated with
+    FANFUSE_SCREENSHOTS=docs/images python -m pytest tests/e2e/test_e2e_web_app.py -k watches
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.processes import LOOPBACK
+from tests.browser import Browser, BrowserFactory
+from tests.browser import browser as browser
+from tests.e2e.cloud import TERMINAL, Cloud
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "examples" / "web-app"
+RULES = ROOT / "infra" / "firestore.rules"
+SDK = APP / "node_modules" / "firebase" / "firebase-firestore.js"
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def app_origin() -> Iterator[str]:
+    """examples/web-app served as static files on 127.0.0.1 (what `python -m http.server` does)."""
+    assert SDK.is_file(), f"{SDK} is missing: run `npm ci` in {APP} (scripts/test does)"
+    handler = functools.partial(_Quiet, directory=str(APP))
+    server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{LOOPBACK}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def app_start_url(
+    cloud: Cloud, app_origin: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A start_search of the stack as `fanfuse dev` runs it for the app (README): Firebase
+    emulator tokens of the stack's project accepted, CORS for the app's origin. The stack's
+    Firestore emulator gets the real rules (server clients bypass them: no other test sees a
+    difference)."""
+    cloud.stack.firestore.load_rules(RULES.read_text())
+    env = {
+        **cloud.addresses.env(),
+        **cloud.env,
+        "FANFUSE_FIREBASE_PROJECT": cloud.addresses.project,
+        "FANFUSE_FIREBASE_EMULATOR_TOKENS": "true",
+        "FANFUSE_CORS_ORIGINS": json.dumps([app_origin]),
+    }
+    process = FunctionProcess(
+        "start_search", env=env, log_dir=tmp_path_factory.mktemp("web-app-start")
+    ).start()
+    try:
+        yield process.url
+    finally:
+        process.stop()
+
+
+def shots_dir(tmp_path: Path) -> Path:
+    return Path(os.environ.get("FANFUSE_SCREENSHOTS") or tmp_path)
+
+
+def open_app(b: Browser, origin: str, cloud: Cloud, start_url: str) -> None:
+    query = urlencode(
+        {
+            "project": cloud.addresses.project,
+            "firestore": cloud.addresses.firestore,
+            "api": start_url,
+        }
+    )
+    b.driver.get(f"{origin}/index.html?{query}")
+    b.wait().until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+
+
+def sign_in(b: Browser, uid: str) -> None:
+    field = b.driver.find_element(By.ID, "uid")
+    field.clear()
+    field.send_keys(uid)
+    b.driver.find_element(By.ID, "signin-button").click()
+    b.wait().until(lambda d: text(d, "who") == f"Signed in as {uid}.")
+
+
+def text(driver: WebDriver, element_id: str) -> str:
+    return str(driver.find_element(By.ID, element_id).text)
+
+
+def platform_states(driver: WebDriver) -> dict[str, str]:
+    rows = driver.find_elements(By.CSS_SELECTOR, "#platform-list li")
+    return {str(r.get_attribute("data-platform")): str(r.get_attribute("data-state")) for r in rows}
+
+
+def test_the_app_watches_its_search_live_and_another_user_is_denied_it(
+    e2e: Cloud, app_origin: str, app_start_url: str, browser: BrowserFactory, tmp_path: Path
+) -> None:
+    alice = browser()
+    open_app(alice, app_origin, e2e, app_start_url)
+    sign_in(alice, "alice")
+    query = alice.driver.find_element(By.ID, "query")
+    query.clear()
+    query.send_keys("electrons")
+    names = alice.driver.find_element(By.ID, "platforms")
+    names.clear()
+    names.send_keys("docs,web_fail,web_gate")
+    alice.driver.find_element(By.ID, "search-button").click()
+
+    # Live: docs done and web_fail failed while web_gate is still held at its provider.
+    alice.wait(60).until(
+        lambda d: (
+            platform_states(d) == {"docs": "succeeded", "web_fail": "failed", "web_gate": "running"}
+        )
+    )
+    task_id = text(alice.driver, "task")
+    assert e2e.task_doc(task_id)["owner"] == "firebase:alice"
+    assert text(alice.driver, "status") not in TERMINAL
+    assert alice.driver.find_elements(By.CSS_SELECTOR, "#results li") == []
+    failed = alice.driver.find_element(
+        By.CSS_SELECTOR, '#platform-list li[data-platform="web_fail"]'
+    )
+    assert "500" in failed.find_element(By.CLASS_NAME, "error").text
+    overall = float(alice.driver.find_element(By.ID, "overall-bar").get_attribute("value") or 0)
+    assert 0 < overall < 100
+    alice.screenshot(shots_dir(tmp_path) / "web-app-running.png", full_page=True)
+
+    # The held platform answers: its document changes under the page, then the task finalizes.
+    e2e.stub.release("web_gate")
+    alice.wait(60).until(lambda d: text(d, "status") == "partial")
+    assert platform_states(alice.driver)["web_gate"] == "succeeded"
+    assert text(alice.driver, "overall") == "100%"
+    stored = e2e.task_doc(task_id)
+    items = alice.driver.find_elements(By.CSS_SELECTOR, "#results li")
+    assert len(items) == len(stored["results"]) > 0
+    for item, result in zip(items, stored["results"], strict=True):
+        assert item.find_element(By.CLASS_NAME, "title").text == result["title"]
+        provenance = " · ".join(f"{name} #{rank}" for name, rank in result["ranks"].items())
+        assert item.find_element(By.CLASS_NAME, "from").text == f"from {provenance}"
+    assert {r["platform"] for r in stored["results"]} <= {"docs", "web_gate"}
+    assert "web_fail failed" in text(alice.driver, "errors")
+    assert text(alice.driver, "summary") == stored["summary"]["message"]
+    alice.screenshot(shots_dir(tmp_path) / "web-app-final.png", full_page=True)
+
+    # Another signed-in user asks for alice's search: the rules refuse both listeners.
+    bob = browser()
+    open_app(bob, app_origin, e2e, app_start_url)
+    sign_in(bob, "bob")
+    bob.driver.find_element(By.ID, "task-id").send_keys(task_id)
+    bob.driver.find_element(By.ID, "watch-button").click()
+    bob.wait(30).until(lambda d: text(d, "status") == "denied")
+    bob.wait(30).until(lambda d: len(text(d, "problem").splitlines()) == 2)
+    assert sorted(text(bob.driver, "problem").splitlines()) == [
+        f"Denied: bob may not read the {what} of search {task_id} (permission-denied)."
+        for what in ("platform documents", "task document")
+    ]
+    assert bob.driver.find_elements(By.CSS_SELECTOR, "#results li") == []
+    assert bob.driver.find_elements(By.CSS_SELECTOR, "#platform-list li") == []
+    bob.screenshot(shots_dir(tmp_path) / "web-app-denied.png", full_page=True)
+
+    # And alice, watching it again by id, still reads it.
+    alice.driver.find_element(By.ID, "task-id").send_keys(task_id)
+    alice.driver.find_element(By.ID, "watch-button").click()
+    alice.wait(30).until(lambda d: text(d, "status") == "partial")
+    assert text(alice.driver, "problem") == ""
