@@ -21,15 +21,14 @@ Screenshots of the app during and after the search go to a temp folder, or to
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import json
 import os
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -37,6 +36,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from fanfuse.tools.devstack.functions import FunctionProcess
 from fanfuse.tools.devstack.processes import LOOPBACK
+from fanfuse.tools.devstack.stack import browser_app_env, browser_app_url
 from tests.browser import Browser, BrowserFactory
 from tests.browser import browser as browser
 from tests.e2e.cloud import TERMINAL, Cloud
@@ -71,18 +71,13 @@ def app_origin() -> Iterator[str]:
 def app_start_url(
     cloud: Cloud, app_origin: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """A start_search of the stack as `fanfuse dev` runs it for the app (README): Firebase
-    emulator tokens of the stack's project accepted, CORS for the app's origin. The stack's
-    Firestore emulator gets the real rules (server clients bypass them: no other test sees a
-    difference)."""
+    """A start_search of the stack as `fanfuse dev --app-origin` runs it (browser_app_env):
+    Firebase emulator tokens of the stack's project accepted, CORS for the app's origin. The
+    stack's Firestore emulator gets the real rules (server clients bypass them: no other test
+    sees a difference)."""
     cloud.stack.firestore.load_rules(RULES.read_text())
-    env = {
-        **cloud.addresses.env(),
-        **cloud.env,
-        "FANFUSE_FIREBASE_PROJECT": cloud.addresses.project,
-        "FANFUSE_FIREBASE_EMULATOR_TOKENS": "true",
-        "FANFUSE_CORS_ORIGINS": json.dumps([app_origin]),
-    }
+    app_env = browser_app_env(cloud.addresses.project, [app_origin])
+    env = {**cloud.addresses.env(), **cloud.env, **app_env}
     process = FunctionProcess(
         "start_search", env=env, log_dir=tmp_path_factory.mktemp("web-app-start")
     ).start()
@@ -97,14 +92,11 @@ def shots_dir(tmp_path: Path) -> Path:
 
 
 def open_app(b: Browser, origin: str, cloud: Cloud, start_url: str) -> None:
-    query = urlencode(
-        {
-            "project": cloud.addresses.project,
-            "firestore": cloud.addresses.firestore,
-            "api": start_url,
-        }
+    """The app's page as `fanfuse dev --app-origin` prints it, but with this start_search."""
+    addresses = dataclasses.replace(
+        cloud.addresses, functions={**cloud.addresses.functions, "start_search": start_url}
     )
-    b.driver.get(f"{origin}/index.html?{query}")
+    b.driver.get(browser_app_url(origin, addresses))
     b.wait().until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
 
 

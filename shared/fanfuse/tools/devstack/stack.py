@@ -221,3 +221,29 @@ class LocalStack(StackLifetime[StackAddresses]):
         """Delete every document (a clean slate for a test), then put the local key back."""
         self.firestore.reset()
         self._put_local_key()
+
+
+def browser_app_env(project: str, origins: Sequence[str]) -> dict[str, str]:
+    """What the functions are given for browser apps on `origins` whose users sign in with the
+    Firebase emulators (examples/web-app): CORS for those origins, and the emulators' unsigned
+    Firebase ID tokens for the stack's project, which must be a `demo-` one (Settings refuses
+    the tokens for any other). `fanfuse dev --app-origin` passes it as `extra_env`."""
+    return {
+        "FANFUSE_FIREBASE_PROJECT": project,
+        "FANFUSE_FIREBASE_EMULATOR_TOKENS": "true",
+        "FANFUSE_CORS_ORIGINS": json.dumps(list(origins)),
+    }
+
+
+def browser_app_url(origin: str, addresses: StackAddresses) -> str:
+    """The example app's page on `origin`, pointed at this stack (its query string)."""
+    from urllib.parse import urlencode
+
+    query = urlencode(
+        {
+            "project": addresses.project,
+            "firestore": addresses.firestore,
+            "api": addresses.functions["start_search"],
+        }
+    )
+    return f"{origin}/?{query}"
