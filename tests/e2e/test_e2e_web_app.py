@@ -76,7 +76,8 @@ def app_start_url(
     stack's Firestore emulator gets the real rules (server clients bypass them: no other test
     sees a difference)."""
     cloud.stack.firestore.load_rules(RULES.read_text())
-    app_env = browser_app_env(cloud.addresses.project, [app_origin])
+    app_env = browser_app_env([app_origin], cloud.addresses.project)
+    assert app_env is not None
     env = {**cloud.addresses.env(), **cloud.env, **app_env}
     process = FunctionProcess(
         "start_search", env=env, log_dir=tmp_path_factory.mktemp("web-app-start")

@@ -43,7 +43,12 @@ from fanfuse.tools.devstack.processes import (
     tcp_open,
     wait_until,
 )
-from fanfuse.tools.devstack.stack import LocalStack, queue_id
+from fanfuse.tools.devstack.stack import (
+    LocalStack,
+    browser_app_env,
+    browser_app_problem,
+    queue_id,
+)
 from tests.infra.test_firestore_rules import token
 
 FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"
@@ -625,6 +630,24 @@ def check_browser_app(banner: dict[str, str]) -> None:
     status, stored = http_request("GET", doc, None, {"Authorization": f"Bearer {alice}"})
     assert status == 200 and b"firebase:alice" in stored
     assert http_request("GET", doc, None, {"Authorization": f"Bearer {bob}"})[0] == 403
+
+
+def test_browser_app_flags_are_checked_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert browser_app_problem("gcp", [APP_ORIGIN, "https://app.example.com:8443"], RULES) is None
+    for origin in ("http://127.0.0.1:8000/", "127.0.0.1:8000", "http://*.example.com", "null"):
+        assert "an origin is scheme://host[:port]" in str(
+            browser_app_problem("gcp", [origin], None)
+        )
+    assert "--cloud gcp" in str(browser_app_problem("aws", [APP_ORIGIN], None))
+    assert "--cloud gcp" in str(browser_app_problem("aws", [], RULES))
+    assert browser_app_env([]) is None  # no origin: the functions get nothing more
+    for name, value in (browser_app_env([APP_ORIGIN]) or {}).items():
+        monkeypatch.setenv(name, value)  # as each function reads them
+    settings = Settings()
+    assert settings.cors_origins == [APP_ORIGIN] and settings.firebase_emulator_tokens
+    assert settings.firebase_project == DEFAULT_PROJECT
 
 
 STACK_SCRIPT = """

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -259,19 +258,11 @@ def dev(
     ] = "gcp",
     app_origin: Annotated[
         list[str] | None,
-        typer.Option(
-            help="gcp: a browser app on this origin (http://127.0.0.1:8000) may call the "
-            "functions as a user of the Firebase emulators (CORS, the emulators' unsigned ID "
-            "tokens for the demo- project): examples/web-app/README.md",
-        ),
+        typer.Option(help="gcp: a browser app's origin (examples/web-app/README.md)"),
     ] = None,
     rules: Annotated[
         Path | None,
-        typer.Option(
-            exists=True,
-            dir_okay=False,
-            help="gcp: Firestore security rules to load (infra/firestore.rules)",
-        ),
+        typer.Option(exists=True, dir_okay=False, help="gcp: Firestore rules to load"),
     ] = None,
 ) -> None:
     """Start the local cloud stack (emulators + functions on 127.0.0.1) until Ctrl-C or SIGTERM."""
@@ -279,17 +270,14 @@ def dev(
 
     from fanfuse.platforms import Registry
     from fanfuse.settings import Settings
+    from fanfuse.tools.devstack import stack as devstack
     from fanfuse.tools.devstack.aws import AwsStack
-    from fanfuse.tools.devstack.processes import DEFAULT_PROJECT
-    from fanfuse.tools.devstack.stack import LocalStack, browser_app_env, browser_app_url
+    from fanfuse.tools.devstack.stack import LocalStack
     from fanfuse.wire.request import split_platforms
 
     origins = app_origin or []
-    if cloud != "gcp" and (origins or rules):
-        raise fail("--app-origin and --rules are for --cloud gcp (the Firestore emulator)", 2)
-    for origin in origins:
-        if not re.fullmatch(r"https?://[^/\s*]+", origin):
-            raise fail(f"--app-origin {origin!r}: an origin is scheme://host[:port], no path", 2)
+    if problem := devstack.browser_app_problem(cloud, origins, rules):
+        raise fail(problem, 2)
     names = split_platforms(platform)
     if names == ["all"]:
         names = Registry.from_settings(Settings()).available()
@@ -298,7 +286,7 @@ def dev(
         stack = AwsStack(names, http_port=start_search_port)
     elif cloud == "gcp":
         ports = {"start_search": start_search_port} if start_search_port else None
-        app_env = browser_app_env(DEFAULT_PROJECT, origins) if origins else None
+        app_env = devstack.browser_app_env(origins)
         stack = LocalStack(
             names, firestore_port=firestore_port, function_ports=ports, extra_env=app_env
         )
@@ -309,15 +297,8 @@ def dev(
             for component, address in stack.describe():
                 out.print(f"{component:<14} {address}", highlight=False)
             if isinstance(stack, LocalStack):
-                if rules is not None:
-                    try:
-                        stack.firestore.load_rules(rules.read_text())
-                    except ValueError as exc:  # the emulator refused them: it says why
-                        raise fail(str(exc), 1) from None
-                    out.print(f"{'rules':<14} {rules}", highlight=False)
-                for origin in origins:
-                    url = browser_app_url(origin, stack.addresses)
-                    out.print(f"{'web_app':<14} {url}", highlight=False)
+                for component, address in devstack.prepare_browser_app(stack, origins, rules):
+                    out.print(f"{component:<14} {address}", highlight=False)
             out.print(
                 f"ready: fanfuse search --endpoint {stack.addresses.functions['start_search']}"
                 ' --api-key <api_key above> "your query"   (Ctrl-C stops everything)',
