@@ -11,8 +11,9 @@ scripts/test runs it), and the browser is fenced to loopback.
 
 The search runs `docs` (answers at once), `web_fail` (HTTP 500) and `web_gate` (held until the
 test releases it), so the page shows one platform done, one failed and one still running before
-it shows the final list. A second user, signed in, asking for the first user's search is refused
-by the rules, and the page says so.
+it shows the final list. The query holds HTML, which the stub platforms repeat in their result
+titles, as a hostile provider might: the page shows it as text. A second user, signed in,
+asking for the first user's search is refused by the rules, and the page says so.
 
 Screenshots of the app during and after the search go to a temp folder, or to
 `$FANFUSE_SCREENSHOTS` when set; docs/images/web-app-*.png are regenerated with
@@ -45,6 +46,10 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "web-app"
 RULES = ROOT / "infra" / "firestore.rules"
 SDK = APP / "node_modules" / "firebase" / "firebase-firestore.js"
+
+
+QUERY = "electrons <img src=x onerror=\"document.title='pwned'\">"
+TITLE = "fanfuse example app: a search watched on Firestore"
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -113,9 +118,21 @@ def text(driver: WebDriver, element_id: str) -> str:
     return str(driver.find_element(By.ID, element_id).text)
 
 
+PLATFORM_ROWS = """
+return [...document.querySelectorAll('#platform-list li')].map(
+    (li) => [li.dataset.platform, li.dataset.state, li.querySelector('.error')?.textContent ?? ''])
+"""
+
+
+def platform_rows(driver: WebDriver) -> dict[str, tuple[str, str]]:
+    """{platform: (state, error)} as the page shows them, read in one script: the list is
+    rebuilt on every snapshot, so rows found one call earlier may be gone the next."""
+    rows = driver.execute_script(PLATFORM_ROWS)
+    return {str(name): (str(state), str(error)) for name, state, error in rows}
+
+
 def platform_states(driver: WebDriver) -> dict[str, str]:
-    rows = driver.find_elements(By.CSS_SELECTOR, "#platform-list li")
-    return {str(r.get_attribute("data-platform")): str(r.get_attribute("data-state")) for r in rows}
+    return {name: state for name, (state, _) in platform_rows(driver).items()}
 
 
 def test_the_app_watches_its_search_live_and_another_user_is_denied_it(
@@ -126,7 +143,7 @@ def test_the_app_watches_its_search_live_and_another_user_is_denied_it(
     sign_in(alice, "alice")
     query = alice.driver.find_element(By.ID, "query")
     query.clear()
-    query.send_keys("electrons")
+    query.send_keys(QUERY)
     names = alice.driver.find_element(By.ID, "platforms")
     names.clear()
     names.send_keys("docs,web_fail,web_gate")
@@ -142,10 +159,7 @@ def test_the_app_watches_its_search_live_and_another_user_is_denied_it(
     assert e2e.task_doc(task_id)["owner"] == "firebase:alice"
     assert text(alice.driver, "status") not in TERMINAL
     assert alice.driver.find_elements(By.CSS_SELECTOR, "#results li") == []
-    failed = alice.driver.find_element(
-        By.CSS_SELECTOR, '#platform-list li[data-platform="web_fail"]'
-    )
-    assert "500" in failed.find_element(By.CLASS_NAME, "error").text
+    assert "HTTP 500" in platform_rows(alice.driver)["web_fail"][1]
     overall = float(alice.driver.find_element(By.ID, "overall-bar").get_attribute("value") or 0)
     assert 0 < overall < 100
     alice.screenshot(shots_dir(tmp_path) / "web-app-running.png", full_page=True)
@@ -163,6 +177,10 @@ def test_the_app_watches_its_search_live_and_another_user_is_denied_it(
         provenance = " · ".join(f"{name} #{rank}" for name, rank in result["ranks"].items())
         assert item.find_element(By.CLASS_NAME, "from").text == f"from {provenance}"
     assert {r["platform"] for r in stored["results"]} <= {"docs", "web_gate"}
+    # The stub's titles repeat the query, HTML included: shown as text, never as markup.
+    assert any("<img src=x onerror=" in r["title"] for r in stored["results"])
+    assert alice.driver.find_elements(By.CSS_SELECTOR, "#results img") == []
+    assert alice.driver.title == TITLE
     assert "web_fail failed" in text(alice.driver, "errors")
     assert text(alice.driver, "summary") == stored["summary"]["message"]
     alice.screenshot(shots_dir(tmp_path) / "web-app-final.png", full_page=True)
