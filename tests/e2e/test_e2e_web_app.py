@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from fanfuse.tools.devstack.functions import FunctionProcess
-from fanfuse.tools.devstack.processes import LOOPBACK
+from fanfuse.tools.devstack.processes import LOOPBACK, free_port
 from fanfuse.tools.devstack.stack import browser_app_env, browser_app_url
 from tests.browser import Browser, BrowserFactory
 from tests.browser import browser as browser
@@ -76,21 +77,33 @@ def app_origin() -> Iterator[str]:
 def app_start_url(
     cloud: Cloud, app_origin: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    """A start_search of the stack as `fanfuse dev --app-origin` runs it (browser_app_env):
-    Firebase emulator tokens of the stack's project accepted, CORS for the app's origin. The
+    """A start_search and a cancel_search of the stack as `fanfuse dev --app-origin` runs
+    them (browser_app_env): Firebase emulator tokens of the stack's project accepted, CORS for
+    the app's origin; the searches it starts name that cancel_search as their `cancel_url`. The
     stack's Firestore emulator gets the real rules (server clients bypass them: no other test
     sees a difference)."""
     cloud.stack.firestore.load_rules(RULES.read_text())
     app_env = browser_app_env([app_origin], cloud.addresses.project)
     assert app_env is not None
-    env = {**cloud.addresses.env(), **cloud.env, **app_env}
-    process = FunctionProcess(
-        "start_search", env=env, log_dir=tmp_path_factory.mktemp("web-app-start")
-    ).start()
+    ports = {"start_search": free_port(), "cancel_search": free_port()}
+    urls = {**cloud.addresses.functions, **{t: f"http://{LOOPBACK}:{n}" for t, n in ports.items()}}
+    env = {
+        **cloud.addresses.env(),
+        **cloud.env,
+        **app_env,
+        "FANFUSE_FUNCTION_URLS": json.dumps(urls),
+    }
+    logs = tmp_path_factory.mktemp("web-app-functions")
+    processes = [FunctionProcess(t, n, env, log_dir=logs) for t, n in ports.items()]
     try:
-        yield process.url
+        for process in processes:
+            process.launch()
+        for process in processes:
+            process.wait_ready()
+        yield urls["start_search"]
     finally:
-        process.stop()
+        for process in processes:
+            process.stop()
 
 
 def shots_dir(tmp_path: Path) -> Path:
@@ -206,3 +219,18 @@ def test_the_app_watches_its_search_live_and_another_user_is_denied_it(
     alice.driver.find_element(By.ID, "watch-button").click()
     alice.wait(30).until(lambda d: text(d, "status") == "partial")
     assert text(alice.driver, "problem") == ""
+
+    # A search she cancels while web_gate is held again: the documents say so, the page too.
+    e2e.stub.reset()  # gates closed again
+    query.clear()
+    query.send_keys("plasma")  # not the first query: its answers are in the search cache
+    names.clear()
+    names.send_keys("docs,web_gate")
+    alice.driver.find_element(By.ID, "search-button").click()
+    alice.wait(60).until(lambda d: platform_states(d).get("web_gate") == "running")
+    held = text(alice.driver, "task")
+    assert held != task_id
+    alice.driver.find_element(By.ID, "cancel").click()
+    alice.wait(30).until(lambda d: text(d, "status") == "cancelled")
+    assert e2e.task_doc(held)["status"] == "cancelled"
+    assert alice.driver.find_element(By.ID, "cancel").is_displayed() is False
