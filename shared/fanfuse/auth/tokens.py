@@ -17,6 +17,11 @@ publishes (`auth.certs` fetches and caches them):
 - Cloud Tasks' OIDC tokens: Google-signed, `aud` the task target's URL, `email` the tasks
   service account (`task_claims`, used by `auth.tasks`).
 
+Locally, the Firebase emulators (the Auth emulator, the Firestore emulator's `mockUserToken`) hand
+apps *unsigned* Firebase ID tokens (`alg: none`); `settings.firebase_emulator_tokens`, which
+settings allow only for a `demo-` project, accepts those as Firebase's Admin SDKs do beside the
+Auth emulator, with every claim checked (`emulator_claims`; examples/web-app runs on them).
+
 google-auth's `jwt.decode` checks the signature with the published key and the time claims
 (with CLOCK_SKEW); the claims it does not know (issuer, subject, `auth_time`, the task token's
 account) are checked here by `claim_problem`. Every refusal says what failed and never repeats
@@ -72,7 +77,7 @@ class Issuer:
     """The prefix of the callers it names (`google:<sub>`, `firebase:<uid>`, models.Caller)."""
     unsigned: bool = False
     """Also accept the Firebase emulators' unsigned tokens (`settings.firebase_emulator_tokens`,
-    legal only for a `demo-` project): every claim is checked, there is no signature to."""
+    legal only for a `demo-` project): every claim is checked; they have no signature to check."""
 
 
 def firebase(settings: Settings) -> Issuer | None:

@@ -176,7 +176,9 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
     """A public target answering `methods`: its errors become their own 4xx JSON body (or 5xx
     for an infrastructure error the service names, like QueueUnavailable), anything else 503.
 
-    The target's name (what the 405 message and the log say) is the function's name.
+    The target's name (what the 405 message and the log say) is the function's name. A request
+    from a browser origin in `settings.cors_origins` gets CORS headers (`cors_headers`), and its
+    preflight (OPTIONS) a 204 before any credential is read; any other origin gets neither.
     """
 
     def wrap(answer: Handler) -> Handler:
