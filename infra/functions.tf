@@ -55,6 +55,8 @@ locals {
     FANFUSE_ID_TOKEN_PRINCIPALS        = jsonencode(var.id_token_principals)
     FANFUSE_FIREBASE_SIGN_IN_PROVIDERS = jsonencode(var.firebase_sign_in_providers)
     FANFUSE_FIREBASE_ALLOW_ANONYMOUS   = tostring(var.firebase_allow_anonymous)
+    # Browser apps on these origins may call the API directly (examples/web-app); none: no CORS.
+    FANFUSE_CORS_ORIGINS = jsonencode(var.cors_origins)
   }
   # Who reads every owner's GET {search_status}/stats (fanfuse.http.stats); others their own.
   operators_env = { FANFUSE_OPERATORS = jsonencode(var.operators) }

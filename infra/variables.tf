@@ -187,6 +187,17 @@ variable "firebase_allow_anonymous" {
   default     = false
 }
 
+variable "cors_origins" {
+  description = "Browser origins whose web apps may call start_search, search_status and cancel_search directly (FANFUSE_CORS_ORIGINS), e.g. [\"https://app.example.com\"]: a Firebase app with api_access = \"public\" (examples/web-app). Empty: no CORS header, browsers refuse cross-origin calls."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for o in var.cors_origins : can(regex("^https?://[^/*\\s]+$", o))])
+    error_message = "cors_origins: each an origin as browsers send it (scheme://host[:port], no path, no trailing slash, no wildcard)."
+  }
+}
+
 # -- Quotas per caller (fanfuse.rules.quota), kept in Firestore so they hold across instances ---
 
 variable "rate_per_minute" {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -164,6 +164,20 @@ class Settings(BaseSettings):
         default=False,
         description="accept Firebase users signed in anonymously (each is a caller of its own)",
     )
+    firebase_emulator_tokens: bool = Field(
+        default=False,
+        description="also accept the unsigned (alg none) Firebase ID tokens the Firebase "
+        "emulators issue (the Auth emulator's, the Firestore emulator's mockUserToken), as "
+        "Firebase's Admin SDKs do next to the Auth emulator; only for a `demo-` "
+        "firebase_project, the emulators' offline projects: `fanfuse dev` and tests, never a "
+        "deployment",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="the functions' public endpoints answer CORS for these browser origins "
+        "(`https://app.example.com`): a web app on another origin calls the API directly "
+        "(examples/web-app); none: no CORS header, browsers refuse cross-origin calls",
+    )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
@@ -239,3 +253,15 @@ class Settings(BaseSettings):
         "every caller (fewer provider calls, but `cache: only` then tells any caller that "
         "someone searched that query within the TTL)",
     )
+
+    @model_validator(mode="after")
+    def _emulator_tokens_only_offline(self) -> Self:
+        """Unsigned tokens prove nothing: a project that could hold real users' searches never
+        accepts them. Firebase reserves `demo-` projects for the emulators (no real resource
+        can exist in one), so that prefix is what makes the setting legal."""
+        if self.firebase_emulator_tokens and not (self.firebase_project or "").startswith("demo-"):
+            raise ValueError(
+                "FANFUSE_FIREBASE_EMULATOR_TOKENS needs FANFUSE_FIREBASE_PROJECT to be a `demo-` "
+                "project (the Firebase emulators' offline projects)"
+            )
+        return self

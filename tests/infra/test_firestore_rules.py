@@ -27,13 +27,14 @@ def _b64(data: dict[str, Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
 
-def token(uid: str) -> str:
-    """An unsigned Firebase ID token for `uid`, as the emulator accepts it."""
+def token(uid: str, project: str = PROJECT) -> str:
+    """An unsigned Firebase ID token for `uid`, as the emulator accepts it (and `fanfuse dev
+    --app-origin`'s functions: tests/integration/test_devstack.py)."""
     claims = {
         "sub": uid,
         "user_id": uid,
-        "aud": PROJECT,
-        "iss": f"https://securetoken.google.com/{PROJECT}",
+        "aud": project,
+        "iss": f"https://securetoken.google.com/{project}",
         "iat": 1_700_000_000,
         "exp": 4_100_000_000,
         "auth_time": 1_700_000_000,

@@ -328,6 +328,8 @@ def test_the_public_functions_are_told_how_to_verify_callers_and_the_task_target
     assert variable_default("firebase_allow_anonymous") is Settings().firebase_allow_anonymous
     assert Settings().firebase_allow_anonymous is False
     assert variable_default("gateway_service_account") is None
+    assert caller_env["FANFUSE_CORS_ORIGINS"] == "${jsonencode(var.cors_origins)}"
+    assert variable_default("cors_origins") == Settings().cors_origins == []  # no CORS by default
     for name in FUNCTIONS:
         assert ("local.caller_env" in function_env(name)) == (name in PUBLIC), name
 

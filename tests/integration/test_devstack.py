@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from google.cloud import tasks_v2
@@ -42,7 +43,13 @@ from fanfuse.tools.devstack.processes import (
     tcp_open,
     wait_until,
 )
-from fanfuse.tools.devstack.stack import LocalStack, queue_id
+from fanfuse.tools.devstack.stack import (
+    LocalStack,
+    browser_app_env,
+    browser_app_problem,
+    queue_id,
+)
+from tests.infra.test_firestore_rules import token
 
 FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"
 
@@ -601,7 +608,9 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
         "PYTHONUNBUFFERED": "1",
         "COLUMNS": "200",
     }
-    dev = start_dev(["-p", "docs"], env, tmp_path / "dev.stderr")
+    # With a browser app's origin and the real rules (examples/web-app/README.md).
+    args = ["-p", "docs", "--app-origin", APP_ORIGIN, "--rules", str(RULES)]
+    dev = start_dev(args, env, tmp_path / "dev.stderr")
     ports: list[int] = []
     try:
         banner = _banner(dev, timeout=120)
@@ -632,6 +641,7 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
         view = cli_search(endpoint, "boundary layer", env, banner["api_key"].strip())
         assert view["status"] == "completed", view
         assert view["results"] and {r["platform"] for r in view["results"]} == {"docs"}
+        check_browser_app(banner)
 
         dev.send_signal(signal.SIGTERM)
         assert dev.wait(timeout=60) == 128 + signal.SIGTERM
@@ -648,6 +658,53 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
                 os.killpg(os.getpgid(int(line.split(":")[0])), signal.SIGKILL)
     assert ports and processes_mentioning([f"--port={port}" for port in ports]) == []
     assert not any(tcp_open("127.0.0.1", port) for port in ports)
+
+
+APP_ORIGIN = "http://127.0.0.1:8000"
+RULES = Path(__file__).resolve().parents[2] / "infra" / "firestore.rules"
+
+
+def check_browser_app(banner: dict[str, str]) -> None:
+    """`fanfuse dev --app-origin ORIGIN --rules infra/firestore.rules`: the app's address is
+    printed, the functions answer the origin's preflight and take a Firebase emulator token as
+    its user, and Firestore applies the rules to that user and to another."""
+    endpoint = banner["start_search"].strip()
+    assert banner["rules"].strip() == str(RULES)
+    assert banner["web_app"].strip() == f"{APP_ORIGIN}/?" + urlencode(
+        {"project": DEFAULT_PROJECT, "firestore": banner["firestore"].strip(), "api": endpoint}
+    )
+    preflight = {"Origin": APP_ORIGIN, "Access-Control-Request-Method": "POST"}
+    status, _ = http_request("OPTIONS", endpoint, None, preflight)
+    assert status == 204
+    body = json.dumps({"query": "boundary layer", "platform": "docs"}).encode()
+    alice, bob = (token(uid, DEFAULT_PROJECT) for uid in ("alice", "bob"))
+    as_alice = {"Content-Type": "application/json", "Authorization": f"Bearer {alice}"}
+    status, answer = http_request("POST", endpoint, body, as_alice)
+    assert status == 202, answer
+    task_id = json.loads(answer)["task_id"]
+    documents = f"http://{banner['firestore'].strip()}/v1/projects/{DEFAULT_PROJECT}"
+    doc = f"{documents}/databases/(default)/documents/searches/{task_id}"
+    status, stored = http_request("GET", doc, None, {"Authorization": f"Bearer {alice}"})
+    assert status == 200 and b"firebase:alice" in stored
+    assert http_request("GET", doc, None, {"Authorization": f"Bearer {bob}"})[0] == 403
+
+
+def test_browser_app_flags_are_checked_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert browser_app_problem("gcp", [APP_ORIGIN, "https://app.example.com:8443"], RULES) is None
+    for origin in ("http://127.0.0.1:8000/", "127.0.0.1:8000", "http://*.example.com", "null"):
+        assert "an origin is scheme://host[:port]" in str(
+            browser_app_problem("gcp", [origin], None)
+        )
+    assert "--cloud gcp" in str(browser_app_problem("aws", [APP_ORIGIN], None))
+    assert "--cloud gcp" in str(browser_app_problem("aws", [], RULES))
+    assert browser_app_env([]) is None  # no origin: the functions get nothing more
+    for name, value in (browser_app_env([APP_ORIGIN]) or {}).items():
+        monkeypatch.setenv(name, value)  # as each function reads them
+    settings = Settings()
+    assert settings.cors_origins == [APP_ORIGIN] and settings.firebase_emulator_tokens
+    assert settings.firebase_project == DEFAULT_PROJECT
 
 
 STACK_SCRIPT = """

@@ -257,3 +257,43 @@ def test_what_functions_framework_refuses_itself_is_answered_as_json(app: flask.
     assert body["message"].startswith("The requested URL was not found")
     redirect = RequestRedirect("http://127.0.0.1/search_status/")
     assert functions.routing_error(redirect) is redirect  # not an error: left to werkzeug
+
+
+ORIGIN = "http://127.0.0.1:8000"
+
+
+def test_public_targets_answer_cors_only_for_the_listed_origins(app: flask.Flask) -> None:
+    """A browser app on another origin (examples/web-app) may call the API only when the
+    deployment lists its origin: the preflight is 204 with the headers it asks about, before any
+    credential is read (browsers send none with it); the answer itself carries the origin. Any
+    other origin gets no CORS header, and its preflight is the plain 405 of an unknown method."""
+    cloud._settings = Settings(tasks_hmac_secret=SecretStr(SECRET), cors_origins=[ORIGIN])
+    service = _Service(QueueUnavailable("no queue"))
+    preflight = call(app, functions.start_search, service, {}, {"Origin": ORIGIN}, "OPTIONS")
+    assert preflight.status_code == 204
+    assert preflight.headers["Access-Control-Allow-Origin"] == ORIGIN
+    assert preflight.headers["Access-Control-Allow-Methods"] == "POST, OPTIONS"
+    assert "Authorization" in preflight.headers["Access-Control-Allow-Headers"]
+    assert preflight.headers["Vary"] == "Origin"
+    assert service.calls == []
+    answer = call(
+        app, functions.start_search, service, {"query": "q"}, {**AS_ALICE, "Origin": ORIGIN}
+    )
+    assert answer.status_code == 503
+    assert answer.headers["Access-Control-Allow-Origin"] == ORIGIN
+    assert answer.headers["Access-Control-Expose-Headers"] == "Location"
+    status = call(app, functions.search_status, service, {}, {"Origin": ORIGIN}, "OPTIONS")
+    assert status.headers["Access-Control-Allow-Methods"] == "GET, HEAD, OPTIONS"
+
+    other = {"Origin": "http://127.0.0.1:9999"}
+    refused = call(app, functions.start_search, service, {}, other, "OPTIONS")
+    assert refused.status_code == 405
+    assert not any(h.startswith("Access-Control-") for h, _ in refused.headers.items())
+    plain = call(app, functions.start_search, service, {"query": "q"}, {**AS_ALICE, **other})
+    assert "Access-Control-Allow-Origin" not in plain.headers
+
+
+def test_without_cors_origins_no_origin_gets_cors() -> None:
+    assert functions.cors_headers(ORIGIN, [], ("POST",)) == {}
+    assert functions.cors_headers(None, [ORIGIN], ("POST",)) == {}
+    assert functions.cors_headers(ORIGIN + "/", [ORIGIN], ("POST",)) == {}  # exact match only

@@ -7,6 +7,7 @@ certificates the test server publishes, exactly as it would Google's and Firebas
 from __future__ import annotations
 
 import base64
+import json
 import math
 import random
 import threading
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from pytest_httpserver import HTTPServer
 
 from fanfuse.auth import certs as certs_module
@@ -526,3 +528,61 @@ def test_a_stale_set_stops_verifying_after_max_stale(
     assert caller_claims(token, settings, certs=cache)
     clock.now += RETRY_INTERVAL
     refused(Unavailable, token, lambda t: caller_claims(t, settings, certs=cache))
+
+
+# -- the Firebase emulators' unsigned tokens ---------------------------------------------------
+
+
+def emulator_token(**extra: Any) -> str:
+    """What the Firestore emulator's `mockUserToken` (and the Auth emulator) hand an app: an
+    unsigned Firebase ID token, its third part empty."""
+    header = {"alg": "none", "typ": "JWT"}
+    body = firebase_claims(sub="alice", firebase={"sign_in_provider": "custom", "identities": {}})
+    parts = [header, {**body, **extra}]
+    return (
+        ".".join(
+            base64.urlsafe_b64encode(json.dumps(p).encode()).rstrip(b"=").decode() for p in parts
+        )
+        + "."
+    )
+
+
+def test_emulator_tokens_are_accepted_only_where_a_demo_project_says_so(
+    settings: Settings, cache: CertCache
+) -> None:
+    token = emulator_token()
+    assert "RS256" in refused(
+        Unauthorized, token, lambda t: caller_claims(t, settings, certs=cache)
+    )
+    local = settings.model_copy(update={"firebase_emulator_tokens": True})
+    verified = caller_claims(token, local, certs=cache)
+    assert caller_subject(verified) == "firebase:alice"
+
+
+@pytest.mark.parametrize(
+    ("extra", "signature", "why"),
+    [
+        ({}, "c2ln", "carries no signature"),
+        ({"exp": 1_000}, "", "expired"),
+        ({"aud": "demo-other"}, "", "audience"),
+        ({"iss": "https://securetoken.google.com/demo-other"}, "", "issuer"),
+        ({"auth_time": None}, "", "auth_time"),
+        ({"firebase": {"sign_in_provider": "anonymous"}}, "", "anonymous"),
+    ],
+)
+def test_emulator_tokens_must_carry_every_claim_a_signed_one_does(
+    settings: Settings, cache: CertCache, extra: dict[str, Any], signature: str, why: str
+) -> None:
+    local = settings.model_copy(update={"firebase_emulator_tokens": True})
+    token = emulator_token(**extra) + signature
+    error = Forbidden if why == "anonymous" else Unauthorized
+    assert why in refused(error, token, lambda t: caller_claims(t, local, certs=cache))
+
+
+def test_emulator_tokens_are_legal_only_for_a_demo_project() -> None:
+    """A project that could hold real users never accepts unsigned tokens: the setting is
+    refused at start, naming what is wrong."""
+    for project in (None, "my-real-project", "fanfuse-demo"):
+        with pytest.raises(ValidationError, match="FANFUSE_FIREBASE_EMULATOR_TOKENS"):
+            Settings(firebase_project=project, firebase_emulator_tokens=True)
+    assert Settings(firebase_project="demo-app", firebase_emulator_tokens=True)

@@ -17,6 +17,11 @@ publishes (`auth.certs` fetches and caches them):
 - Cloud Tasks' OIDC tokens: Google-signed, `aud` the task target's URL, `email` the tasks
   service account (`task_claims`, used by `auth.tasks`).
 
+Locally, the Firebase emulators (the Auth emulator, the Firestore emulator's `mockUserToken`) hand
+apps *unsigned* Firebase ID tokens (`alg: none`); `settings.firebase_emulator_tokens`, which
+settings allow only for a `demo-` project, accepts those as Firebase's Admin SDKs do beside the
+Auth emulator, with every claim checked (`emulator_claims`; examples/web-app runs on them).
+
 google-auth's `jwt.decode` checks the signature with the published key and the time claims
 (with CLOCK_SKEW); the claims it does not know (issuer, subject, `auth_time`, the task token's
 account) are checked here by `claim_problem`. Every refusal says what failed and never repeats
@@ -41,7 +46,10 @@ from fanfuse.wire.errors import Forbidden, Unauthorized, Unavailable
 CLOCK_SKEW = 30
 """Seconds a token may be early (`iat`, `auth_time`) or late (`exp`): clocks differ a little."""
 ALGORITHM = "RS256"
-"""What Google and Firebase sign with; anything else (`none` above all) is refused."""
+"""What Google and Firebase sign with; anything else (`none` above all) is refused, but for the
+Firebase emulators' tokens where a `demo-` project accepts them (`emulator_claims`)."""
+EMULATOR_ALGORITHM = "none"
+"""What the Firebase emulators' tokens carry: accepted only from an `Issuer.unsigned` issuer."""
 GOOGLE_ISSUERS = frozenset({"accounts.google.com", "https://accounts.google.com"})
 FIREBASE_ISSUER = "https://securetoken.google.com/"
 MAX_TOKEN_CHARS = 16_384
@@ -67,6 +75,9 @@ class Issuer:
     """Firebase: the token records when the user signed in (`auth_time`), never in the future."""
     namespace: str = "google"
     """The prefix of the callers it names (`google:<sub>`, `firebase:<uid>`, models.Caller)."""
+    unsigned: bool = False
+    """Also accept the Firebase emulators' unsigned tokens (`settings.firebase_emulator_tokens`,
+    legal only for a `demo-` project): every claim is checked; they have no signature to check."""
 
 
 def firebase(settings: Settings) -> Issuer | None:
@@ -80,6 +91,7 @@ def firebase(settings: Settings) -> Issuer | None:
         certs_url=settings.firebase_certs_url,
         signs_in=True,
         namespace="firebase",
+        unsigned=settings.firebase_emulator_tokens,
     )
 
 
@@ -212,6 +224,8 @@ def verified(token: str, issuer: Issuer, certs: CertCache) -> dict[str, Any]:
 
     header, unchecked = unverified(token, issuer.kind)
     refused = f"{issuer.kind} refused"
+    if issuer.unsigned and header.get("alg") == EMULATOR_ALGORITHM:
+        return emulator_claims(token, unchecked, issuer)
     if header.get("alg") != ALGORITHM:
         raise Unauthorized(f"{refused}: it is not signed with {ALGORITHM}")
     kid = header.get("kid")
@@ -236,6 +250,20 @@ def verified(token: str, issuer: Issuer, certs: CertCache) -> dict[str, Any]:
     if problem:
         raise Unauthorized(f"{refused}: {problem}")
     return claims
+
+
+def emulator_claims(token: str, claims: Mapping[str, Any], issuer: Issuer) -> dict[str, Any]:
+    """The claims of a Firebase emulator's unsigned token (`Issuer.unsigned`): no signature at
+    all (an empty third part, as the Auth emulator and `mockUserToken` make them), and every
+    claim a signed token must have (times, audience, issuer, subject, `auth_time`)."""
+    refused = f"{issuer.kind} refused"
+    if token.rpartition(".")[2]:
+        raise Unauthorized(f"{refused}: an unsigned token carries no signature")
+    now = time.time()
+    problem = time_problem(claims, now) or claim_problem(claims, issuer, now)
+    if problem:
+        raise Unauthorized(f"{refused}: {problem}")
+    return dict(claims)
 
 
 def caller_claims(token: str, settings: Settings, *, certs: CertCache = CERTS) -> dict[str, Any]:

@@ -265,16 +265,28 @@ def dev(
             "server (DynamoDB, SQS) and the Lambda handlers run locally (docs/aws.md)",
         ),
     ] = "gcp",
+    app_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="gcp: a browser app's origin (examples/web-app/README.md)"),
+    ] = None,
+    rules: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="gcp: Firestore rules to load"),
+    ] = None,
 ) -> None:
     """Start the local cloud stack (emulators + functions on 127.0.0.1) until Ctrl-C or SIGTERM."""
     import time
 
     from fanfuse.platforms import Registry
     from fanfuse.settings import Settings
+    from fanfuse.tools.devstack import stack as devstack
     from fanfuse.tools.devstack.aws import AwsStack
     from fanfuse.tools.devstack.stack import LocalStack
     from fanfuse.wire.request import split_platforms
 
+    origins = app_origin or []
+    if problem := devstack.browser_app_problem(cloud, origins, rules):
+        raise fail(problem, 2)
     names = split_platforms(platform)
     if names == ["all"]:
         names = Registry.from_settings(Settings()).available()
@@ -283,13 +295,19 @@ def dev(
         stack = AwsStack(names, http_port=start_search_port)
     elif cloud == "gcp":
         ports = {"start_search": start_search_port} if start_search_port else None
-        stack = LocalStack(names, firestore_port=firestore_port, function_ports=ports)
+        app_env = devstack.browser_app_env(origins)
+        stack = LocalStack(
+            names, firestore_port=firestore_port, function_ports=ports, extra_env=app_env
+        )
     else:
         raise fail(f"--cloud is gcp or aws, not {cloud!r}", 2)
     try:
         with stack:
             for component, address in stack.describe():
                 out.print(f"{component:<14} {address}", highlight=False)
+            if isinstance(stack, LocalStack):
+                for component, address in devstack.prepare_browser_app(stack, origins, rules):
+                    out.print(f"{component:<14} {address}", highlight=False)
             out.print(
                 f"ready: fanfuse search --endpoint {stack.addresses.functions['start_search']}"
                 ' --api-key <api_key above> "your query"   (Ctrl-C stops everything)',

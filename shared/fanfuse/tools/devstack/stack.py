@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -221,3 +222,62 @@ class LocalStack(StackLifetime[StackAddresses]):
         """Delete every document (a clean slate for a test), then put the local key back."""
         self.firestore.reset()
         self._put_local_key()
+
+
+ORIGIN = re.compile(r"https?://[^/\s*]+")
+"""A browser origin as a page's `Origin` header carries it: scheme://host[:port], no path."""
+
+
+def browser_app_problem(cloud: str, origins: Sequence[str], rules: Path | None) -> str | None:
+    """What is wrong with `fanfuse dev`'s `--app-origin` and `--rules`, or None."""
+    if cloud != "gcp" and (origins or rules):
+        return "--app-origin and --rules are for --cloud gcp (the Firestore emulator)"
+    bad = [o for o in origins if not ORIGIN.fullmatch(o)]
+    return f"--app-origin {bad[0]!r}: an origin is scheme://host[:port], no path" if bad else None
+
+
+def browser_app_env(
+    origins: Sequence[str], project: str = DEFAULT_PROJECT
+) -> dict[str, str] | None:
+    """What the functions are given for browser apps on `origins` whose users sign in with the
+    Firebase emulators (examples/web-app): CORS for those origins, and the emulators' unsigned
+    Firebase ID tokens for the stack's project, which must be a `demo-` one (Settings refuses
+    the tokens for any other); None without an origin. `fanfuse dev --app-origin` passes it
+    as `extra_env`."""
+    if not origins:
+        return None
+    return {
+        "FANFUSE_FIREBASE_PROJECT": project,
+        "FANFUSE_FIREBASE_EMULATOR_TOKENS": "true",
+        "FANFUSE_CORS_ORIGINS": json.dumps(list(origins)),
+    }
+
+
+def browser_app_url(origin: str, addresses: StackAddresses) -> str:
+    """The example app's page on `origin`, pointed at this stack (its query string)."""
+    from urllib.parse import urlencode
+
+    query = urlencode(
+        {
+            "project": addresses.project,
+            "firestore": addresses.firestore,
+            "api": addresses.functions["start_search"],
+        }
+    )
+    return f"{origin}/?{query}"
+
+
+def prepare_browser_app(
+    stack: LocalStack, origins: Sequence[str], rules: Path | None
+) -> list[tuple[str, str]]:
+    """Load `rules` into the running stack's Firestore emulator (without rules it lets every
+    client read everything); the banner lines of `fanfuse dev --rules --app-origin`: the rules
+    loaded, and the app's address on each origin. RuntimeError when the emulator refuses them."""
+    lines = []
+    if rules is not None:
+        try:
+            stack.firestore.load_rules(rules.read_text())
+        except ValueError as exc:  # the emulator says why
+            raise RuntimeError(str(exc)) from None
+        lines.append(("rules", str(rules)))
+    return lines + [("web_app", browser_app_url(o, stack.addresses)) for o in origins]
