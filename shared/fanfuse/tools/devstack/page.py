@@ -60,12 +60,9 @@ class PageProcess(Component):
             sys.executable,
             "-m",
             "fanfuse.fronts.serve.page",
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(self.port),
-            "--config",
-            json.dumps(self.config),
+            f"--host={LOOPBACK}",
+            f"--port={self.port}",  # one argument, as the other components': findable in ps
+            f"--config={json.dumps(self.config)}",
         ]
         log_path = (log_dir or default_log_dir()) / "page.log"
         self.process = ManagedProcess("page", argv, log_path=log_path)
