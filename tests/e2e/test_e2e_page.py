@@ -86,7 +86,9 @@ def test_the_page_searches_through_the_functions_with_progress_and_provenance(
     )
 
     # Every call went to a function's own origin, none to the page's, and no CSP refusal.
-    sent = {origin(r["url"]) for r in b.requests() if r["url"].startswith("http")}
+    requests = [r["url"] for r in b.requests() if r["url"].startswith("http")]
+    assert not [u for u in requests if u.endswith("/events")]  # polled: the functions have none
+    sent = {origin(u) for u in requests}
     functions = {origin(e2e.addresses.functions[t]) for t in ("start_search", "search_status")}
     assert functions <= sent
     assert not [e for e in b.console() if "Content Security Policy" in str(e.get("message"))]
