@@ -9,6 +9,7 @@ Why no build step and no CDN: the three files are the page, shipped as package d
 (`static/`), read once at import. Nothing is fetched from elsewhere, so the Content-Security-
 Policy can allow only this origin: `script-src 'self'` (no inline script, no inline event
 handler, no `eval`), `connect-src 'self'`, no frames, no plugins, no form posting elsewhere.
+
 `config.json` tells the script where its calls go and how it follows a search. serve's (the
 shipped file) names its own routes, relative, and its event stream; the local functions stack
 (`fanfuse.tools.devstack.page`) serves the same three files with a config of its own: each
