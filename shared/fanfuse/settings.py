@@ -192,6 +192,12 @@ class Settings(BaseSettings):
         description="`fanfuse mcp --http`: Host names served besides loopback's and the bound "
         "address (the DNS-rebinding checks refuse any other Host 421, Origin 403)",
     )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="browser origins (`scheme://host:port`) whose pages may call the public "
+        "function targets cross-origin (`fanfuse.http.cors`); none by default. `fanfuse dev` "
+        "sets its page's origin (docs/security.md, Browser pages)",
+    )
     operators: list[str] = Field(
         default_factory=list,
         description="caller subjects (`key:<owner>`, `google:<sub>`, ...) that read the "

@@ -468,6 +468,8 @@ def test_local_stack_wires_everything_and_leaves_nothing(tmp_path: Path) -> None
         processes = stack.processes()
         groups = {p.pid for p in processes}
         ports = [stack.firestore.port, stack.tasks.port] + [f.port for f in stack.functions]
+        assert stack.page is not None
+        ports.append(stack.page.port)
     stopped = time.monotonic()
     assert processes_in_groups(groups) == []
     assert all(p.survivors() == [] for p in processes)
@@ -484,7 +486,7 @@ def test_local_stack_that_fails_to_start_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="functions cannot load"):
         stack.start()
     groups = {p.pid for p in stack.processes()}
-    assert len(groups) == 7
+    assert len(groups) == 8  # Firestore, Cloud Tasks, the five functions, the page
     assert processes_in_groups(groups) == []
 
 
@@ -736,7 +738,7 @@ def stack_runner(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[s
     try:
         report = json.loads(_read_line(runner, timeout=90))
         groups = report["groups"]
-        assert len(groups) == 7
+        assert len(groups) == 8  # Firestore, Cloud Tasks, the five functions, the page
         assert processes_in_groups(set(groups))
         yield runner, report
     finally:

@@ -76,3 +76,29 @@ def test_the_csp_allows_this_origin_only_and_nothing_inline() -> None:
     assert {directives[k] for k in ("script-src", "style-src", "connect-src")} == {"'self'"}
     assert directives["frame-ancestors"] == "'none'"
     assert "unsafe" not in page.CSP and "*" not in page.CSP
+
+
+def test_the_functions_page_csp_adds_exactly_the_targets_origins() -> None:
+    """The local stack's page (tools/devstack/page.py) may call its functions' origins, each
+    on its own port, and nothing else: scripts and styles stay this origin's only."""
+    from fanfuse.tools.devstack.page import page_config
+
+    urls = {t: f"http://127.0.0.1:{port}" for t, port in [("start_search", 8101),
+            ("search_status", 8102), ("cancel_search", 8103)]}  # fmt: skip
+    config = page_config(urls)
+    assert config["events"] is False
+    assert config["platforms"] == "http://127.0.0.1:8102/platforms"
+    origins = page.connect_origins(config)
+    assert origins == sorted(urls.values())
+    directives = dict(d.strip().split(" ", 1) for d in page.csp(origins).split(";"))
+    assert directives["connect-src"].split() == ["'self'", *origins]
+    assert {directives[k] for k in ("script-src", "style-src")} == {"'self'"}
+    assert "*" not in page.csp(origins)
+
+
+def test_serve_s_config_names_its_own_routes_and_its_event_stream() -> None:
+    import json
+
+    config = json.loads((STATIC / "config.json").read_text(encoding="utf-8"))
+    assert config["events"] is True
+    assert page.connect_origins(config) == []  # relative: this origin, the CSP's 'self'

@@ -45,11 +45,11 @@ from collections.abc import Callable
 from typing import Any
 
 import flask
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from werkzeug.exceptions import HTTPException
 
 from fanfuse.auth.callers import LAMBDA_REQUEST_CONTEXT, visible_status
-from fanfuse.http import deliveries, stats
+from fanfuse.http import cors, deliveries, stats
 from fanfuse.http.api import (
     CancelRequest,
     check_length,
@@ -62,7 +62,7 @@ from fanfuse.http.api import (
 from fanfuse.runtimes.cloud import authenticator, loops, service, settings
 from fanfuse.support import logs
 from fanfuse.wire.errors import FanfuseError, Unavailable
-from fanfuse.wire.models import Caller, ErrorBody, utcnow
+from fanfuse.wire.models import Caller, ErrorBody, PlatformInfo, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ Handler = Callable[[flask.Request], flask.Response]
 TASK_NAME_HEADER = deliveries.TASK_NAME_HEADER
 OPENAPI_NAME = "openapi.json"
 STATS_NAME = "stats"
+PLATFORMS_NAME = "platforms"
 STATUS_TARGET = "search_status"
 
 
@@ -80,9 +81,15 @@ STATUS_TARGET = "search_status"
 
 
 def json_response(
-    data: BaseModel | dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+    data: BaseModel | dict[str, Any] | bytes,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
 ) -> flask.Response:
-    body = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
+    """`data` as JSON (bytes: already JSON)."""
+    if isinstance(data, bytes):
+        body: str | bytes = data
+    else:
+        body = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data)
     response = flask.Response(body, status=status, mimetype="application/json")
     response.headers["Cache-Control"] = "no-store"
     for key, value in (headers or {}).items():
@@ -201,17 +208,37 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
 
         def answered(request: flask.Request) -> flask.Response:
             with logs.request_context(dict(request.headers)):
-                try:
-                    _require_method(request, target, methods)
-                    return answer(request)
-                except FanfuseError as exc:
-                    return error_response(exc)
-                except Exception:
-                    return _infrastructure(target)
+                origins = _cors_origins()
+                origin = request.headers.get("Origin")
+                if request.method == "OPTIONS":
+                    allowed = cors.preflight_headers(origin, origins, methods)
+                    if allowed is not None:
+                        return flask.Response(status=204, headers=allowed)
+                response = _answer(request)
+                response.headers.update(cors.answer_headers(origin, origins))
+                return response
+
+        def _answer(request: flask.Request) -> flask.Response:
+            try:
+                _require_method(request, target, methods)
+                return answer(request)
+            except FanfuseError as exc:
+                return error_response(exc)
+            except Exception:
+                return _infrastructure(target)
 
         return handle
 
     return wrap
+
+
+def _cors_origins() -> list[str]:
+    """The origins whose pages may call the public targets (`fanfuse.http.cors`); none when the
+    settings cannot be read (that error is the target's to report, not the CORS check's)."""
+    try:
+        return settings().cors_origins
+    except Exception:
+        return []
 
 
 def task_target(target: str) -> Handler:
@@ -277,6 +304,8 @@ def search_status(request: flask.Request) -> flask.Response:
     GET `/openapi.json` -> the API's one OpenAPI document (`fanfuse.http.openapi`), which `serve`
     answers at the same name: `.` is never in a task id, so the two cannot clash, and the
     document needs no store (no service is built for it). GET `/stats` -> `stats_response`.
+    GET `/platforms` -> every platform with its availability and health, as `serve`'s
+    `/platforms` (any verified caller; `platforms` is never a task id either).
     """
     if request.args.get("task_id") is None and request.path.endswith("/" + OPENAPI_NAME):
         from fanfuse.http.openapi import document
@@ -284,6 +313,9 @@ def search_status(request: flask.Request) -> flask.Response:
         return json_response(document())
     if request.args.get("task_id") is None and request.path.endswith("/" + STATS_NAME):
         return stats_response(request)
+    if request.args.get("task_id") is None and request.path.endswith("/" + PLATFORMS_NAME):
+        caller(request)  # its reasons name the provider settings this deployment lacks
+        return json_response(TypeAdapter(list[PlatformInfo]).dump_json(service().platforms()))
     who = caller(request)
     return json_response(visible_status(service().status, task_id_of(request), who))
 

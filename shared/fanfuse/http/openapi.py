@@ -2,7 +2,7 @@
 
 `fanfuse serve` and the Cloud Functions answer the same three public calls under the same names
 (`start_search`, `search_status`, `cancel_search`), so one document describes both; the routes
-only `serve` has (`/search`, the event stream, `/platforms`) say so (`x-fanfuse-only: serve`).
+only `serve` has (`/search`, the event stream) say so (`x-fanfuse-only: serve`).
 The schemas are the models themselves (`model_json_schema` through `models_json_schema`, refs
 under `#/components/schemas/`), never a second description that could drift: a schema change is
 a model change. `docs/openapi.json` is this document checked in; a test fails when the two
@@ -334,9 +334,9 @@ def paths() -> dict[str, Any]:
         },
         "/platforms": {
             "get": {
-                **SERVE_ONLY,
                 "operationId": "platforms",
-                "summary": "The platforms, which are available here, and why the others are not",
+                "summary": "The platforms, which are available here, and why the others are not "
+                "(functions: GET {search_status URL}/platforms)",
                 "responses": {
                     "200": {
                         "description": "one entry per platform",

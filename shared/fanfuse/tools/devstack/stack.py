@@ -34,6 +34,7 @@ from fanfuse.tools.devstack.functions import (
     FunctionProcess,
 )
 from fanfuse.tools.devstack.lifetime import StackLifetime
+from fanfuse.tools.devstack.page import PageProcess
 from fanfuse.tools.devstack.processes import (
     DEFAULT_LOCATION,
     DEFAULT_PROJECT,
@@ -70,6 +71,8 @@ class StackAddresses:
     """What the task targets check deliveries with (never in `describe()` or a repr)."""
     api_key: str | None = field(default=None, repr=False)
     """The key for owner `local`, once the stack has started (kept out of repr and env)."""
+    page: str | None = None
+    """The search page's URL (`devstack.page`): its origin is the functions' one CORS origin."""
 
     def env(self) -> dict[str, str]:
         secret = {"FANFUSE_TASKS_HMAC_SECRET": self.tasks_secret} if self.tasks_secret else {}
@@ -78,6 +81,7 @@ class StackAddresses:
         deployed = (
             {"FANFUSE_DEPLOYED_PLATFORMS": json.dumps(self.deployed)} if self.deployed else {}
         )
+        cors = {"FANFUSE_CORS_ORIGINS": json.dumps([self.page.rstrip("/")])} if self.page else {}
         return {
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FANFUSE_PROJECT": self.project,
@@ -88,6 +92,7 @@ class StackAddresses:
             # Explicit, so the functions enqueue to the queues this stack created.
             "FANFUSE_QUEUE_PREFIX": self.queue_prefix,
             **deployed,
+            **cors,
             **secret,
         }
 
@@ -98,6 +103,8 @@ class StackAddresses:
             ("cloud_tasks", self.tasks),
         ]
         lines += [(target, self.functions[target]) for target in self.functions]
+        if self.page is not None:
+            lines.append(("page", self.page))
         if self.log_dir is not None:
             lines.append(("logs", str(self.log_dir)))
         if self.api_key is not None:
@@ -106,7 +113,8 @@ class StackAddresses:
 
 
 class LocalStack(StackLifetime[StackAddresses]):
-    """Firestore + Cloud Tasks (one queue per platform, plus aggregate) + the five functions.
+    """Firestore + Cloud Tasks (one queue per platform, plus aggregate) + the five functions,
+    and the search page for them (`devstack.page`, the functions' one CORS origin).
 
     `with LocalStack(["docs", "vectors"]) as addresses:` starts everything, the emulators in
     parallel and then the functions in parallel, and stops everything on exit, on an exception,
@@ -162,6 +170,12 @@ class LocalStack(StackLifetime[StackAddresses]):
         ports = dict(function_ports or {})
         urls = {t: f"http://{LOOPBACK}:{ports.setdefault(t, free_port())}" for t in targets}
         self.tasks_secret = secrets.token_urlsafe(32)
+        # The page needs the three public targets; a stack of fewer targets has none.
+        self.page = (
+            PageProcess(urls, log_dir=self.log_dir)
+            if {"start_search", "search_status", "cancel_search"} <= urls.keys()
+            else None
+        )
         self.addresses = StackAddresses(
             project=project,
             location=location,
@@ -173,6 +187,7 @@ class LocalStack(StackLifetime[StackAddresses]):
             deployed=tuple(self.platforms),
             log_dir=self.log_dir,
             tasks_secret=self.tasks_secret,
+            page=self.page.url if self.page else None,
         )
         env = {**self.addresses.env(), **dict(extra_env or {})}
         self.collection = env.get("FANFUSE_COLLECTION") or Settings().collection
@@ -181,12 +196,18 @@ class LocalStack(StackLifetime[StackAddresses]):
             FunctionProcess(t, ports[t], env, source=source, log_dir=self.log_dir) for t in targets
         ]
 
-    def components(self) -> list[FirestoreEmulator | CloudTasksEmulator | FunctionProcess]:
-        return [self.firestore, self.tasks, *self.functions]
+    def components(
+        self,
+    ) -> list[FirestoreEmulator | CloudTasksEmulator | FunctionProcess | PageProcess]:
+        page = [self.page] if self.page else []
+        return [self.firestore, self.tasks, *self.functions, *page]
 
-    def stop_order(self) -> list[FirestoreEmulator | CloudTasksEmulator | FunctionProcess]:
-        """The functions first, then the emulators they use."""
-        return [*self.functions, self.tasks, self.firestore]
+    def stop_order(
+        self,
+    ) -> list[FirestoreEmulator | CloudTasksEmulator | FunctionProcess | PageProcess]:
+        """The page and the functions first, then the emulators they use."""
+        page = [self.page] if self.page else []
+        return [*page, *self.functions, self.tasks, self.firestore]
 
     def describe(self) -> list[tuple[str, str]]:
         """One (component, address) pair per line of `fanfuse dev`'s banner."""
@@ -205,6 +226,8 @@ class LocalStack(StackLifetime[StackAddresses]):
         self.addresses = dataclasses.replace(self.addresses, api_key=plaintext)
         for function in self.functions:
             function.wait_ready()
+        if self.page is not None:
+            self.page.wait_ready()
         return self.addresses
 
     def _put_local_key(self) -> None:

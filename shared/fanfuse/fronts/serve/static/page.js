@@ -7,6 +7,9 @@
 // - the API key lives in this tab's sessionStorage and goes only to this origin, in X-Api-Key.
 // - the event stream is read with fetch (EventSource cannot send a header), and resumed with
 //   Last-Event-ID when the connection drops, as EventSource would.
+// - where the calls go comes from page/config.json (fronts/serve/page.py): serve's names its own
+//   routes and its event stream; the local functions stack's names each target's URL and no
+//   stream, and the page then polls `search_status` (the same TaskView the events carry).
 "use strict";
 
 (() => {
@@ -14,8 +17,18 @@
   const MAX_QUERIES = 5;
   const RECONNECT_FOR_MS = 60000; // how long a lost stream is retried before the page gives up
   const RECONNECT_MAX_DELAY_MS = 5000;
+  const POLL_MS = 500; // how often search_status is read when there is no event stream
   const TERMINAL = new Set(["completed", "partial", "failed", "cancelled"]);
   const $ = (id) => document.getElementById(id);
+
+  // Where each call goes; replaced by page/config.json at start (these are serve's own routes).
+  let config = {
+    start_search: "start_search",
+    search_status: "search_status",
+    cancel_search: "cancel_search",
+    platforms: "platforms",
+    events: true,
+  };
 
   const state = {
     key: null,
@@ -76,7 +89,7 @@
       sessionStorage.setItem(KEY_STORAGE, key);
       $("api-key").value = "";
       $("api-key").placeholder = "key set for this tab (type to replace)";
-      setKeyNote("Key kept in this tab's session storage; it is sent to this server only.");
+      setKeyNote("Key kept in this tab's session storage; it is sent only to the fanfuse API this page calls.");
     } else {
       sessionStorage.removeItem(KEY_STORAGE);
       $("api-key").placeholder = "ff_... (kept in this tab only)";
@@ -133,7 +146,7 @@
     }
     let response;
     try {
-      response = await call("platforms");
+      response = await call(config.platforms);
     } catch (err) {
       clear(list).append(el("p", { class: "note", text: `Could not list platforms: ${err}` }));
       return;
@@ -223,7 +236,7 @@
   }
 
   function curlOf(body) {
-    const url = new URL("start_search", document.baseURI).href;
+    const url = new URL(config.start_search, document.baseURI).href;
     return [
       `curl -sS -X POST ${shellQuote(url)}`,
       `  -H 'Content-Type: application/json'`,
@@ -274,7 +287,7 @@
     setRunning(true);
     let response;
     try {
-      response = await call("start_search", {
+      response = await call(config.start_search, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify(body),
@@ -292,7 +305,8 @@
     const accepted = await response.json();
     resetView(accepted.task_id);
     $("progress-section").scrollIntoView({ block: "start" });
-    stream(accepted.task_id);
+    if (config.events) stream(accepted.task_id);
+    else poll(accepted.task_id);
   }
 
   function resetView(taskId) {
@@ -332,7 +346,7 @@
       const headers = { Accept: "text/event-stream" };
       if (state.lastEventId) headers["Last-Event-ID"] = state.lastEventId;
       try {
-        const response = await call(`search_status/${encodeURIComponent(taskId)}/events`, {
+        const response = await call(`${config.search_status}/${encodeURIComponent(taskId)}/events`, {
           headers,
           signal: controller.signal,
         });
@@ -357,6 +371,44 @@
       }
       $("status-line").textContent = `Connection lost; reconnecting (attempt ${failures})…`;
       await sleep(Math.min(RECONNECT_MAX_DELAY_MS, 500 * 2 ** (failures - 1)));
+    }
+  }
+
+  // No event stream (the local functions stack): read the TaskView every POLL_MS until it is
+  // terminal; a lost connection is retried as the stream's is, for RECONNECT_FOR_MS.
+  async function poll(taskId) {
+    let lostSince = null;
+    while (state.taskId === taskId && !state.finished) {
+      const controller = new AbortController();
+      state.controller = controller;
+      try {
+        const response = await call(`${config.search_status}/${encodeURIComponent(taskId)}`, {
+          signal: controller.signal,
+        });
+        if (!response.ok) {
+          showErrors(await errorText(response));
+          finish(taskId);
+          return;
+        }
+        const view = await response.json();
+        if (state.taskId !== taskId || state.finished) return;
+        lostSince = null;
+        render(view);
+        if (TERMINAL.has(view.status)) {
+          finish(taskId);
+          return;
+        }
+      } catch (err) {
+        if (controller.signal.aborted) return;
+        lostSince = lostSince || Date.now();
+        if (Date.now() - lostSince > RECONNECT_FOR_MS) {
+          $("status-line").textContent = "Lost the server; showing the last state received.";
+          finish(taskId);
+          return;
+        }
+        $("status-line").textContent = "Connection lost; retrying…";
+      }
+      await sleep(POLL_MS);
     }
   }
 
@@ -426,7 +478,7 @@
     $("status-line").textContent = "Cancelling…";
     let response;
     try {
-      response = await call("cancel_search", {
+      response = await call(config.cancel_search, {
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify({ task_id: taskId }),
@@ -606,15 +658,58 @@
     return item;
   }
 
-  // The cost receipt, when the document has one: rendered by its shape, whatever its fields.
+  // The cost receipt (wire/cost.py), when the document has one: the total and its estimate, the
+  // budget it ran under, one row per platform, the platforms the budget trimmed. Any field this
+  // page does not know yet is still shown, by its shape, never hidden.
+  const COST_FIELDS = new Set(["platforms", "total_usd", "estimate_usd", "budget", "trimmed", "currency"]);
+
+  function usd(amount) {
+    const n = Number(amount);
+    if (!Number.isFinite(n) || n === 0) return "$0";
+    return `$${n.toFixed(4).replace(/0+$/, "").replace(/\.$/, "")}`;
+  }
+
   function renderCost(cost) {
     const box = clear($("cost"));
     if (cost === undefined || cost === null) {
       $("cost-section").hidden = true;
       return;
     }
-    box.append(valueNode(cost));
     $("cost-section").hidden = false;
+    if (typeof cost !== "object" || Array.isArray(cost)) {
+      box.append(valueNode(cost));
+      return;
+    }
+    const currency = cost.currency && cost.currency !== "USD" ? ` ${cost.currency}` : "";
+    if ("total_usd" in cost) {
+      const estimate = "estimate_usd" in cost ? ` (estimated ${usd(cost.estimate_usd)} at the start)` : "";
+      box.append(el("p", { id: "cost-total", class: "cost-total" },
+        el("strong", { text: "Total " }), el("span", { class: "amount", text: `${usd(cost.total_usd)}${currency}` }), estimate));
+    }
+    const budget = cost.budget || {};
+    const limits = [];
+    if (typeof budget.max_cost_usd === "number") limits.push(`cap ${usd(budget.max_cost_usd)} per search (${budget.source || "set"}, ${budget.policy || "refuse"})`);
+    if (typeof budget.daily_budget_usd === "number") {
+      const spent = typeof budget.daily_spent_usd === "number" ? `, ${usd(budget.daily_spent_usd)} spent before this search` : "";
+      limits.push(`daily budget ${usd(budget.daily_budget_usd)}${spent}`);
+    }
+    if (limits.length) box.append(el("p", { class: "note cost-budget", text: `Budget: ${limits.join("; ")}.` }));
+    const platforms = Object.entries(cost.platforms || {});
+    if (platforms.length) {
+      box.append(el("table", { class: "cost-table", id: "cost-platforms" },
+        el("caption", { class: "visually-hidden", text: "Cost per platform" }),
+        el("thead", {}, el("tr", {}, ...["Platform", "Calls", "Cost", "Estimate"].map((h) => el("th", { scope: "col", text: h })))),
+        el("tbody", {}, ...platforms.map(([name, p]) => el("tr", { "data-platform": name },
+          el("th", { scope: "row", text: name }),
+          el("td", { text: String((p && p.calls) ?? 0) }),
+          el("td", { text: usd(p && p.usd) }),
+          el("td", { text: usd(p && p.estimate_usd) }))))));
+    }
+    if ((cost.trimmed || []).length) {
+      box.append(el("p", { class: "cost-trimmed", text: `Dropped to fit the budget: ${cost.trimmed.join(", ")}.` }));
+    }
+    const rest = Object.fromEntries(Object.entries(cost).filter(([k]) => !COST_FIELDS.has(k)));
+    if (Object.keys(rest).length) box.append(valueNode(rest));
   }
 
   function valueNode(value) {
@@ -639,7 +734,19 @@
   // ------------------------------------------------------------------------------------------
   // Wiring.
 
-  function init() {
+  // page/config.json: where the calls go. Without one (an older server) serve's routes stand.
+  async function loadConfig() {
+    try {
+      const response = await fetch("page/config.json", { cache: "no-store" });
+      if (response.ok) config = Object.assign({}, config, await response.json());
+    } catch {
+      // keep the defaults
+    }
+  }
+
+  async function init() {
+    await loadConfig();
+    $("api-link").href = new URL(`${config.search_status}/openapi.json`, document.baseURI).href;
     $("key-form").addEventListener("submit", (event) => {
       event.preventDefault();
       const key = $("api-key").value.trim();
