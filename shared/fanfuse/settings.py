@@ -172,12 +172,6 @@ class Settings(BaseSettings):
         "firebase_project, the emulators' offline projects: `fanfuse dev` and tests, never a "
         "deployment",
     )
-    cors_origins: list[str] = Field(
-        default_factory=list,
-        description="the functions' public endpoints answer CORS for these browser origins "
-        "(`https://app.example.com`): a web app on another origin calls the API directly "
-        "(examples/web-app); none: no CORS header, browsers refuse cross-origin calls",
-    )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
@@ -195,8 +189,9 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(
         default_factory=list,
         description="browser origins (`scheme://host:port`) whose pages may call the public "
-        "function targets cross-origin (`fanfuse.http.cors`); none by default. `fanfuse dev` "
-        "sets its page's origin (docs/security.md, Browser pages)",
+        "function targets cross-origin (`fanfuse.http.cors`): the search page of `fanfuse dev`, a "
+        "web app on another origin (examples/web-app); none by default: no CORS header, "
+        "browsers refuse cross-origin calls (docs/security.md, Browser pages)",
     )
     operators: list[str] = Field(
         default_factory=list,

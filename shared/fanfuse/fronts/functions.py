@@ -157,36 +157,13 @@ def _require_method(request: flask.Request, target: str, allowed: tuple[str, ...
     require_method(target, request.method, allowed)
 
 
-CORS_REQUEST_HEADERS = "Authorization, Content-Type, X-Api-Key"
-CORS_MAX_AGE = "600"
-
-
-def cors_headers(
-    origin: str | None, allowed: list[str], methods: tuple[str, ...]
-) -> dict[str, str]:
-    """The CORS headers for a request from `origin`: none unless it is one of `allowed`
-    (`settings.cors_origins`), so a deployment without that setting answers no browser on
-    another origin. Credentials travel in headers (an ID token, an API key), never cookies, so
-    no `Allow-Credentials`; `Location` is exposed because the app reads it after a start."""
-    if origin is None or origin not in allowed:
-        return {}
-    return {
-        "Access-Control-Allow-Origin": origin,
-        "Access-Control-Allow-Methods": ", ".join((*methods, "OPTIONS")),
-        "Access-Control-Allow-Headers": CORS_REQUEST_HEADERS,
-        "Access-Control-Expose-Headers": "Location",
-        "Access-Control-Max-Age": CORS_MAX_AGE,
-        "Vary": "Origin",
-    }
-
-
 def public_target(*methods: str) -> Callable[[Handler], Handler]:
     """A public target answering `methods`: its errors become their own 4xx JSON body (or 5xx
     for an infrastructure error the service names, like QueueUnavailable), anything else 503.
 
     The target's name (what the 405 message and the log say) is the function's name. A request
-    from a browser origin in `settings.cors_origins` gets CORS headers (`cors_headers`), and its
-    preflight (OPTIONS) a 204 before any credential is read; any other origin gets neither.
+    from a browser origin in `settings.cors_origins` gets CORS headers (`fanfuse.http.cors`),
+    and its preflight (OPTIONS) a 204 before any credential is read; any other origin neither.
     """
 
     def wrap(answer: Handler) -> Handler:
@@ -194,19 +171,6 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
 
         @functools.wraps(answer)
         def handle(request: flask.Request) -> flask.Response:
-            try:
-                allowed = settings().cors_origins
-            except Exception:  # misconfigured: `answered` says so (503) and logs it
-                allowed = []
-            cors = cors_headers(request.headers.get("Origin"), allowed, methods)
-            if cors and request.method == "OPTIONS":  # a browser's preflight: no credential
-                response = flask.Response(status=204)
-            else:
-                response = answered(request)
-            response.headers.update(cors)
-            return response
-
-        def answered(request: flask.Request) -> flask.Response:
             with logs.request_context(dict(request.headers)):
                 origins = _cors_origins()
                 origin = request.headers.get("Origin")

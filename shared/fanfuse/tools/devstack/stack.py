@@ -190,6 +190,15 @@ class LocalStack(StackLifetime[StackAddresses]):
             page=self.page.url if self.page else None,
         )
         env = {**self.addresses.env(), **dict(extra_env or {})}
+        origins = [
+            json.loads(e["FANFUSE_CORS_ORIGINS"])
+            for e in (self.addresses.env(), extra_env or {})
+            if "FANFUSE_CORS_ORIGINS" in e
+        ]
+        if origins:  # the page's origin and the apps' (`--app-origin`) together
+            env["FANFUSE_CORS_ORIGINS"] = json.dumps(
+                list(dict.fromkeys(o for group in origins for o in group))
+            )
         self.collection = env.get("FANFUSE_COLLECTION") or Settings().collection
         self.local_key: ApiKey | None = None
         self.functions = [
