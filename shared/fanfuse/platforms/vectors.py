@@ -35,6 +35,7 @@ class VectorsSettings(PlatformSettings):
 
 class VectorsPlatform(Platform[VectorsSettings]):
     name = "vectors"
+    rate_limit = None  # local: calls no provider
     typical_latency_s = 0.3  # one query embedding on CPU, then a matrix product
     description = f"dense retrieval ({MODEL_NAME}, cosine) over a local corpus; Vaswani by default"
     settings_model = VectorsSettings

@@ -139,11 +139,9 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
     """Load a TREC file, a JSONL file or a folder of .txt/.md files (None: bundled Vaswani).
 
     The name (used in URLs) defaults to "vaswani" for the bundled file, else the file's stem or
-    the folder's name. A file whose size, inode and modification time (ns) are those of the
-    corpus this process last loaded from it is not read again (reading and hashing Vaswani's
-    3.5 MB took ~5 ms of every search, twice with docs and vectors); otherwise the source is
-    read and hashed, and parsed again only when its content changed, so platforms can call this
-    per request.
+    the folder's name. A file with the size, inode and mtime (ns) it had when last loaded is not
+    read again (reading and hashing Vaswani took ~5 ms a search); else the source is read and
+    hashed, and parsed again only when its content changed: platforms call this per request.
     """
     source = (path or default_corpus_path()).expanduser()
     if not source.exists():
@@ -192,15 +190,12 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
 
 
 def _signature(source: Path) -> Signature | None:
-    """(size, inode, mtime in ns) of a file, taken before it is read; None for a folder (its
-    files would all need a stat) or when the file cannot be stat'ed: then it is read."""
+    """(size, inode, mtime ns) of a file, taken before it is read; None (read it) for a folder."""
     try:
         st = source.stat()
     except OSError:
         return None
-    if not source.is_file():
-        return None
-    return (st.st_size, st.st_ino, st.st_mtime_ns)
+    return (st.st_size, st.st_ino, st.st_mtime_ns) if source.is_file() else None
 
 
 def _digest(*chunks: bytes) -> str:
