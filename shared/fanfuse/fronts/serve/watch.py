@@ -104,8 +104,8 @@ async def settle(runtime: EmbeddedRuntime, task_id: str) -> TaskView:
     try:
         async with asyncio.timeout(cap(runtime, service.status(task_id))):
             while True:  # bounded by the timeout above
-                task = service.store.get_task(task_id)
-                if task is None or task.status.terminal:
+                status = service.store.task_status(task_id)
+                if status is None or status.terminal:
                     break  # a vanished task: status() below says so (404 / 410)
                 await runtime.delivered(task_id, POLL)
     except TimeoutError:
