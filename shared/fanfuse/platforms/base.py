@@ -104,6 +104,9 @@ class RunRecord:
     """How each request option was applied (the searching stage's post-filter writes it)."""
     failed_queries: list[QueryFailure] = field(default_factory=list)
     cache: CacheNote | None = None
+    provisional: bool = False
+    """The answer stands in for the platform's own (vectors answering from BM25 while its index
+    is built): shown as it is, never cached as the platform's answer."""
 
 
 @dataclass

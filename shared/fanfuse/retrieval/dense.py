@@ -319,6 +319,8 @@ class DenseIndex:
     """Cosine search over cached, normalized document embeddings; thread-safe."""
 
     _memo: ClassVar[IndexMemo[DenseIndex]] = IndexMemo()
+    _building: ClassVar[dict[Path, threading.Thread]] = {}
+    _building_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, corpus: Corpus, embeddings: NDArray[np.float32], path: Path) -> None:
         self.corpus = corpus
@@ -358,8 +360,18 @@ class DenseIndex:
         show_progress: bool,
         on_progress: ProgressCallback | None,
     ) -> NDArray[np.float32]:
-        meta = _meta(corpus)
-        if read_meta(path) == meta:
+        stored = cls._stored(corpus, path)
+        if stored is not None:
+            return stored
+        embeddings = cls.build(corpus, show_progress, on_progress)
+        publish(path, _meta(corpus), lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
+        return embeddings
+
+    @staticmethod
+    def _stored(corpus: Corpus, path: Path) -> NDArray[np.float32] | None:
+        """The cached embeddings, else the bundle's when made for this corpus and model; never
+        encodes."""
+        if read_meta(path) == _meta(corpus):
             try:
                 cached = np.load(path / "embeddings.npy", allow_pickle=False)
             except (OSError, ValueError):
@@ -367,11 +379,42 @@ class DenseIndex:
             if cached is not None and cached.ndim == 2 and cached.shape[0] == len(corpus):
                 return np.ascontiguousarray(cached, dtype=np.float32)
         bundled, _ = read_bundle(BUNDLE, corpus)
-        if bundled is not None:
-            return bundled
-        embeddings = cls.build(corpus, show_progress, on_progress)
-        publish(path, meta, lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
-        return embeddings
+        return bundled
+
+    @classmethod
+    def ready(cls, corpus: Corpus, cache_root: Path | None = None) -> DenseIndex | None:
+        """The index when it can be had without encoding (memo, cache, bundle); else None, and
+        the corpus is encoded in a background thread (one per index), cached for later searches.
+
+        For a search that must not wait minutes (the bundled corpus whose bundle does not match
+        this model): it answers otherwise meanwhile (`vectors` answers from BM25 and says so).
+        """
+        path = index_dir(corpus, KIND, cache_root)
+        index = cls._memo.peek(path, corpus)
+        if index is not None:
+            return index
+        with cls._building_lock:
+            building = cls._building.get(path)
+            if building is not None and building.is_alive():
+                return None
+            stored = cls._stored(corpus, path)
+            if stored is None:
+                thread = threading.Thread(
+                    target=cls.load_or_build,
+                    args=(corpus, cache_root, False),
+                    name=f"encode-{corpus.name}",
+                    daemon=True,
+                )
+                cls._building[path] = thread
+                thread.start()
+                return None
+        return cls._memo.get(path, corpus, lambda: cls(corpus, stored, path))
+
+    @classmethod
+    def building(cls, corpus: Corpus, cache_root: Path | None = None) -> threading.Thread | None:
+        """The background encoding `ready` started for this index, if any (tests join it)."""
+        with cls._building_lock:
+            return cls._building.get(index_dir(corpus, KIND, cache_root))
 
     @staticmethod
     def build(
