@@ -47,7 +47,7 @@ def test_every_provider_defaults_to_what_its_documented_limit_allows() -> None:
     assert defaults["brave"] == 64 and defaults["searxng"] == 64
     assert defaults["tavily"] == 3 and defaults["google"] == 3
     assert defaults["wikipedia"] == 1 and defaults["arxiv"] == 1
-    assert defaults["sec_edgar"] == 15
+    assert defaults["sec_edgar"] == 15 and defaults["perplexity"] == 24
 
 
 def test_platforms_report_the_limit_in_force_and_a_deployment_sets_its_own(
