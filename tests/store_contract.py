@@ -160,6 +160,9 @@ class StoreContract:
         with pytest.raises(TaskConflict):  # a mutator's exception aborts and propagates
             store.transact("tx1", None, lifecycle.cancel(utcnow()))
         assert store.get_task("tx1").status is TaskStatus.CANCELLED  # type: ignore[union-attr]
+        # What POST /search's waiter reads after each delivery: the status as transact left it.
+        assert store.task_status("tx1") is TaskStatus.CANCELLED
+        assert store.task_status("missing") is None
 
     def test_one_finish_from_two_instances_at_once_counts_the_platform_once(
         self, harness: Harness

@@ -202,7 +202,14 @@ def test_platforms_json_lists_availability_and_reasons() -> None:
     assert [row["name"] for row in rows] == Registry().names()
     by_name = {row["name"]: row for row in rows}
     for name in ("docs", "vectors"):
-        assert by_name[name] == {"name": name, "available": True, "reason": None, "health": None}
+        assert by_name[name] == {
+            "name": name,
+            "available": True,
+            "reason": None,
+            "health": None,
+            "max_concurrency": None,  # local: no provider calls
+            "rate_limit": None,
+        }
     others = [row for row in rows if row["name"] not in ("docs", "vectors")]
     assert others
     for row in others:
@@ -210,6 +217,9 @@ def test_platforms_json_lists_availability_and_reasons() -> None:
         assert isinstance(row["reason"], str) and row["reason"], row
     # Web platforms say which settings they miss, by their environment variable.
     assert "FANFUSE_GOOGLE_API_KEY" in by_name["google"]["reason"]
+    # Each provider's calls in flight, and the documented limit they derive from.
+    assert by_name["brave"]["max_concurrency"] == 64
+    assert "50 requests a second" in by_name["brave"]["rate_limit"]
 
 
 def test_index_without_dense_builds_the_bm25_cache(env: Path, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from fanfuse.retrieval import corpus as corpus_module
 from fanfuse.retrieval.corpus import (
     Corpus,
     CorpusError,
@@ -107,6 +108,28 @@ def test_fingerprint_follows_content(tmp_path: Path) -> None:
     before = load_corpus(folder).fingerprint
     (folder / "a.txt").rename(folder / "b.txt")
     assert load_corpus(folder).fingerprint != before  # file names are part of the identity
+
+
+def test_an_unchanged_file_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Platforms load the corpus per search: a file whose size, inode and mtime are unchanged
+    is the corpus already loaded; any rewrite (a new mtime) is read and hashed again."""
+    path = write(tmp_path / "c.jsonl", '{"id": "1", "title": "t", "text": "a"}\n')
+    first = load_corpus(path)
+    reads: list[Path] = []
+    real = corpus_module._read_bytes
+
+    def counting(source: Path) -> bytes:
+        reads.append(source)
+        return real(source)
+
+    monkeypatch.setattr(corpus_module, "_read_bytes", counting)
+    assert load_corpus(path) is first and reads == []
+    write(path, '{"id": "1", "title": "t", "text": "z"}\n')
+    changed = load_corpus(path)
+    assert reads == [path.resolve()] and changed.docs[0].text == "z"
+    assert load_corpus(path) is changed and len(reads) == 1
 
 
 @pytest.mark.parametrize(

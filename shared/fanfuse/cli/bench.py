@@ -86,12 +86,23 @@ def load(
     timeout: Annotated[float, typer.Option(min=1, help="seconds one search may take")] = 60.0,
     stack: Annotated[bool, typer.Option(help="also load the emulator stack")] = True,
     aws: Annotated[bool, typer.Option(help="also load the AWS stack (moto)")] = True,
+    serve: Annotated[bool, typer.Option(help="also load `fanfuse serve` (POST /search)")] = True,
+    embedded: Annotated[bool, typer.Option(help="also load an embedded runtime")] = True,
     as_json: JsonOption = False,
 ) -> None:
     """Run N searches from C concurrent clients on each runtime: throughput and latency."""
     from fanfuse.tools.bench.load import run_load
 
-    report = run_load(searches, concurrency, _parse_delays(delays), timeout, stack=stack, aws=aws)
+    report = run_load(
+        searches,
+        concurrency,
+        _parse_delays(delays),
+        timeout,
+        stack=stack,
+        aws=aws,
+        serve=serve,
+        embedded=embedded,
+    )
     if as_json:
         typer.echo(json.dumps([r.model_dump() for r in report.results], indent=2))
         for r in report.results:  # why searches failed: on stderr, the JSON keeps its shape

@@ -214,12 +214,19 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 def index(
     path: Annotated[Path | None, typer.Argument(help="TREC file, JSONL file or folder")] = None,
     dense: Annotated[bool, typer.Option(help="also build the dense (vectors) index")] = True,
+    bundle: Annotated[
+        bool,
+        typer.Option(
+            help="encode the bundled corpus anew and write the embeddings the package ships "
+            "(for maintainers, after the corpus or the model changed)"
+        ),
+    ] = False,
 ) -> None:
     """Build and cache the BM25 (and dense) index of a corpus; Vaswani by default."""
     from fanfuse.tools.evaluation.evaluate import build_indexes
 
     try:
-        build_indexes(path, dense=dense)
+        build_indexes(path, dense=dense, bundle=bundle)
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
 

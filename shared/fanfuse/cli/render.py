@@ -156,9 +156,12 @@ def _result_lists(view: TaskView) -> list[tuple[str, list[Result]]]:
 
 
 def platforms_table(rows: list[PlatformInfo]) -> Table:
-    """`fanfuse platforms`: availability, the breaker's state (breaker.py) and the measured
-    latency; the notes say why a platform is unavailable, or why and until when suspended."""
-    whole = [Column(t, no_wrap=True) for t in ("platform", "available", "health", "latency")]
+    """`fanfuse platforms`: availability, the breaker's state (breaker.py), the measured
+    latency and the provider calls in flight per process (`--json` adds the documented limit it
+    derives from); the notes say why a platform is unavailable, or why and until when
+    suspended."""
+    heads = ("platform", "available", "health", "latency", "in flight")
+    whole = [Column(t, no_wrap=True) for t in heads]
     table = Table(*whole, "notes")  # on a narrow terminal only the notes wrap
     for row in rows:
         health = row.health
@@ -174,6 +177,7 @@ def platforms_table(rows: list[PlatformInfo]) -> Table:
             "yes" if row.available else "no",
             health.state.value if health is not None else "",
             f"{latency:.2f}s" if latency is not None else "",
+            str(row.max_concurrency) if row.max_concurrency is not None else "local",
             "; ".join(notes),
         )
     return table

@@ -9,6 +9,8 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from fanfuse.platforms.base import Platform
 from fanfuse.settings import ExtraPlatform, Settings
 from fanfuse.wire.models import PlatformHealth, PlatformInfo
@@ -111,7 +113,34 @@ class Registry:
         with its health (breaker and latency) when the caller read the store's."""
         reasons = {name: self.unavailable_reason(name) for name in self.names()}
         healths = healths or {}
-        return [
-            PlatformInfo(name=n, available=r is None, reason=r, health=healths.get(n))
-            for n, r in reasons.items()
-        ]
+        rows = []
+        for n, r in reasons.items():
+            limit, source = self._concurrency(n)
+            rows.append(
+                PlatformInfo(
+                    name=n,
+                    available=r is None,
+                    reason=r,
+                    health=healths.get(n),
+                    max_concurrency=limit,
+                    rate_limit=source,
+                )
+            )
+        return rows
+
+    def _concurrency(self, name: str) -> tuple[int | None, str | None]:
+        """The platform's calls in flight per process as this deployment sets them (its
+        settings; their default when they are incomplete), and the limit that default comes
+        from; nothing for a local platform or one whose engine is not installed."""
+        try:
+            platform = self.get(name)
+        except ImportError:
+            return None, None
+        if platform.rate_limit is None:
+            return None, None
+        try:
+            value: int | None = platform.settings().max_concurrency
+        except ValidationError:
+            default = platform.settings_model.model_fields["max_concurrency"].default
+            value = default if isinstance(default, int) else None
+        return value, platform.rate_limit.source

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import now_utc, since
 from fanfuse.platforms.parsing import parse_date
@@ -36,7 +37,17 @@ NS = {
 PAGE_SIZE = 50
 
 
+RATE_LIMIT = RateLimit(
+    "arXiv API terms: one request every 3 seconds, one connection at a time",
+    per_second=1 / 3,
+    in_flight=1,
+)
+
+
 class ArxivSettings(HttpSettings):
+    max_concurrency: int = Field(
+        default=concurrency_for(RATE_LIMIT, Platform.typical_latency_s), ge=1
+    )
     enabled: bool
     """Keyless public API: it joins `all` only when a deployment opts in (`..._ENABLED=true`),
     so a default install never sends queries to a third party unasked."""
@@ -45,7 +56,6 @@ class ArxivSettings(HttpSettings):
     """The search field prefix (`all`, `ti`, `abs`, `au`, `cat`...)."""
     sort_by: str = "relevance"
     min_interval: float = 3.0
-    max_concurrency: int = 1
 
     @field_validator("enabled")
     @classmethod
@@ -61,6 +71,7 @@ def _text(node: ET.Element | None) -> str:
 
 class ArxivPlatform(HttpPlatform[ArxivSettings]):
     name = "arxiv"
+    rate_limit = RATE_LIMIT
     description = "arXiv papers (Atom search API)"
     settings_model = ArxivSettings
     page_size = PAGE_SIZE

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fanfuse.net.policy import PROVIDER
+from fanfuse.net.policy import PROVIDER, UNDOCUMENTED, RateLimit
 from fanfuse.rules.limits import Budget
 from fanfuse.settings import Price
 from fanfuse.wire.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
@@ -41,7 +41,9 @@ class PlatformSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", env_file=None)
 
     timeout: float = PROVIDER.timeout
-    max_concurrency: int = PROVIDER.max_concurrency
+    max_concurrency: int = Field(default=PROVIDER.max_concurrency, ge=1)
+    """Provider calls in flight per process; an adapter's default is `concurrency_for` its
+    platform's `rate_limit` (see net/policy.py)."""
     cache_ttl: float | None = Field(
         default=None, ge=0, description="seconds; None: the deployment's cache TTL, 0: no cache"
     )
@@ -103,6 +105,9 @@ class RunRecord:
     """How each request option was applied (the searching stage's post-filter writes it)."""
     failed_queries: list[QueryFailure] = field(default_factory=list)
     cache: CacheNote | None = None
+    provisional: bool = False
+    """The answer stands in for the platform's own (vectors answering from BM25 while its index
+    is built): shown as it is, never cached as the platform's answer."""
 
 
 @dataclass
@@ -140,6 +145,9 @@ class Platform(ABC, Generic[S]):
     list_price: ClassVar[Price] = Price()
     """The provider's public list price (dated, with its source, in docs/platforms.md); free
     and offline platforms keep 0. A deployment overrides it (`Settings.prices`)."""
+    rate_limit: ClassVar[RateLimit | None] = UNDOCUMENTED
+    """The provider's documented limit that its settings' `max_concurrency` default derives from
+    (`concurrency_for`); None: a local platform that calls no provider."""
     typical_latency_s: ClassVar[float] = 1.5
     """Seconds a search usually takes, until this deployment has measured it (health.py): a
     web search API answers in about a second; LLM-backed and scraping platforms override it."""

@@ -19,10 +19,11 @@ country at all rather than the deployment's default.
 
 from __future__ import annotations
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import (
@@ -52,7 +53,13 @@ COUNTRIES = frozenset(
 """The search countries Brave serves (besides `ALL`)."""
 
 
+RATE_LIMIT = RateLimit("Brave Search API, Search plan: 50 requests a second", per_second=50.0)
+
+
 class BraveSettings(HttpSettings):
+    max_concurrency: int = Field(
+        default=concurrency_for(RATE_LIMIT, Platform.typical_latency_s), ge=1
+    )
     api_key: SecretStr
     base_url: str = "https://api.search.brave.com"
     country: str | None = None
@@ -62,6 +69,7 @@ class BraveSettings(HttpSettings):
 
 class BravePlatform(HttpPlatform[BraveSettings]):
     name = "brave"
+    rate_limit = RATE_LIMIT
     description = "Brave Search API (independent web index)"
     settings_model = BraveSettings
     list_price = Price(per_request_usd=0.005)

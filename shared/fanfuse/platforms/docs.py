@@ -70,6 +70,7 @@ def open_corpus(platform: str, path: Path | None) -> Corpus:
 
 class DocsPlatform(Platform[DocsSettings]):
     name = "docs"
+    rate_limit = None  # local: calls no provider
     typical_latency_s = 0.05  # BM25 over a local index: milliseconds once loaded
     description = "BM25 (bm25s, Snowball stemmer) over a local corpus; Vaswani by default"
     settings_model = DocsSettings

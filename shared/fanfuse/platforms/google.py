@@ -18,10 +18,11 @@ results from that country); `safe` is `active` or `off` (no middle level, so `mo
 
 from __future__ import annotations
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, error_detail, load_json, require, secret
@@ -50,7 +51,17 @@ def site_search(options: SearchOptions) -> tuple[str, str] | None:
     return None
 
 
+RATE_LIMIT = RateLimit(
+    "Custom Search JSON API: 100 queries a minute per project (the default quota; unverified), "
+    "10,000 a day paid",
+    per_second=100 / 60,
+)
+
+
 class GoogleSettings(HttpSettings):
+    max_concurrency: int = Field(
+        default=concurrency_for(RATE_LIMIT, Platform.typical_latency_s), ge=1
+    )
     api_key: SecretStr
     cx: str
     """The Programmable Search Engine id."""
@@ -61,6 +72,7 @@ class GoogleSettings(HttpSettings):
 
 class GooglePlatform(HttpPlatform[GoogleSettings]):
     name = "google"
+    rate_limit = RATE_LIMIT
     description = "Google Programmable Search (Custom Search JSON API)"
     settings_model = GoogleSettings
     list_price = Price(per_request_usd=0.005)

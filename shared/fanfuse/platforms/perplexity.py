@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
 from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
@@ -50,7 +51,14 @@ def domain_filter(options: SearchOptions) -> list[str] | None:
     return entries if 0 < len(entries) <= MAX_DOMAIN_FILTER else None
 
 
+TYPICAL_LATENCY_S = 8.0  # an LLM answers with citations: several seconds
+RATE_LIMIT = RateLimit(
+    "Perplexity Search API: about 3 requests a second (tier-based; unverified)", per_second=3.0
+)
+
+
 class PerplexitySettings(HttpSettings):
+    max_concurrency: int = Field(default=concurrency_for(RATE_LIMIT, TYPICAL_LATENCY_S), ge=1)
     api_key: SecretStr
     base_url: str = "https://api.perplexity.ai"
     max_tokens_per_page: int | None = None
@@ -61,7 +69,8 @@ class PerplexitySettings(HttpSettings):
 
 class PerplexityPlatform(HttpPlatform[PerplexitySettings]):
     name = "perplexity"
-    typical_latency_s = 8.0  # an LLM answers with citations: several seconds
+    rate_limit = RATE_LIMIT
+    typical_latency_s = TYPICAL_LATENCY_S
     description = "Perplexity Search API (ranked web results, several queries per call)"
     settings_model = PerplexitySettings
     list_price = Price(per_request_usd=0.005)

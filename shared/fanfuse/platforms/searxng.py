@@ -16,8 +16,11 @@ country is not applied. A request's value overrides `FANFUSE_SEARXNG_TIME_RANGE`
 
 from __future__ import annotations
 
+from pydantic import Field
+
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_float, as_str, json_items, load_json, parse_date, require
@@ -31,8 +34,13 @@ SAFESEARCH = {SafeSearch.OFF: 0, SafeSearch.MODERATE: 1, SafeSearch.STRICT: 2}
 SEARXNG_PAGE = 10
 """Results a SearXNG page holds, about (its engines decide): what the cost plan pages by."""
 
+RATE_LIMIT = RateLimit("self-hosted: the instance's own limiter, if enabled", self_hosted=True)
+
 
 class SearxngSettings(HttpSettings):
+    max_concurrency: int = Field(
+        default=concurrency_for(RATE_LIMIT, Platform.typical_latency_s), ge=1
+    )
     base_url: str
     """The instance, e.g. `https://searx.example.org` (required: there is no default instance)."""
     categories: str | None = None
@@ -43,6 +51,7 @@ class SearxngSettings(HttpSettings):
 
 class SearxngPlatform(HttpPlatform[SearxngSettings]):
     name = "searxng"
+    rate_limit = RATE_LIMIT
     description = "a SearXNG metasearch instance (JSON format must be enabled)"
     settings_model = SearxngSettings
     page_size = SEARXNG_PAGE

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import now_utc, since
 from fanfuse.platforms.parsing import as_str, load_json, parse_date, require
@@ -34,7 +35,13 @@ PAGE_SIZE = 100
 ARCHIVES = "https://www.sec.gov/Archives/edgar/data"
 
 
+RATE_LIMIT = RateLimit("SEC fair access: 10 requests a second", per_second=10.0)
+
+
 class SecEdgarSettings(HttpSettings):
+    max_concurrency: int = Field(
+        default=concurrency_for(RATE_LIMIT, Platform.typical_latency_s), ge=1
+    )
     user_agent: str
     """SEC requires `Organisation contact@example.com`; requests without it are refused."""
     base_url: str = "https://efts.sec.gov"
@@ -43,7 +50,6 @@ class SecEdgarSettings(HttpSettings):
     startdt: str | None = None
     enddt: str | None = None
     min_interval: float = 0.1  # 10 requests per second, SEC's fair-access limit
-    max_concurrency: int = 2
 
     @field_validator("user_agent")
     @classmethod
@@ -55,6 +61,7 @@ class SecEdgarSettings(HttpSettings):
 
 class SecEdgarPlatform(HttpPlatform[SecEdgarSettings]):
     name = "sec_edgar"
+    rate_limit = RATE_LIMIT
     description = "SEC EDGAR full-text search of company filings"
     settings_model = SecEdgarSettings
     page_size = PAGE_SIZE

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import (
@@ -82,7 +83,16 @@ COUNTRY_NAMES = {
 `congo` is read as the Republic of the Congo, CG; CD is left out as ambiguous)."""
 
 
+RATE_LIMIT = RateLimit(
+    "Tavily: 100 requests a minute with a development key (1,000 with a production key)",
+    per_second=100 / 60,
+)
+
+
 class TavilySettings(HttpSettings):
+    max_concurrency: int = Field(
+        default=concurrency_for(RATE_LIMIT, Platform.typical_latency_s), ge=1
+    )
     api_key: SecretStr
     base_url: str = "https://api.tavily.com"
     search_depth: str = "basic"
@@ -95,6 +105,7 @@ class TavilySettings(HttpSettings):
 
 class TavilyPlatform(HttpPlatform[TavilySettings]):
     name = "tavily"
+    rate_limit = RATE_LIMIT
     description = "Tavily Search API (LLM-oriented web search, optional raw page content)"
     settings_model = TavilySettings
     list_price = Price(per_request_usd=0.008)

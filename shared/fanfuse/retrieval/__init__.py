@@ -53,6 +53,10 @@ class IndexMemo(Generic[T]):
                 self._indexes[key] = index
             return index
 
+    def peek(self, path: Path, corpus: Corpus) -> T | None:
+        """The memoized index, without waiting for one being made (which holds the lock)."""
+        return self._indexes.get((path, corpus.fingerprint))
+
     def clear(self) -> None:
         with self._lock:
             self._indexes.clear()

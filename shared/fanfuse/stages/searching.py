@@ -46,7 +46,11 @@ async def search(run: StageRun, hits: list[Hit]) -> list[Hit]:
         fresh = await _ask(run, [queries[qi] for qi in missing])
         for qi, answer in zip(missing, fresh, strict=True):
             answers[qi] = answer
-            if run.cache is not None and not isinstance(answer, ProviderError):
+            if (
+                run.cache is not None
+                and not isinstance(answer, ProviderError)
+                and not run.ctx.record.provisional
+            ):
                 run.cache.save(queries[qi], answer, run.ctx.record.provider)
     if run.cache is not None:
         run.ctx.record.cache = _note(run.cache.mode, len(queries), ages)

@@ -27,7 +27,14 @@ from typing import Any, Protocol
 
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Writes
 from fanfuse.rules.stats import Recorded
-from fanfuse.wire.models import ApiKey, CacheEntry, PlatformHealth, PlatformRun, Task
+from fanfuse.wire.models import (
+    ApiKey,
+    CacheEntry,
+    PlatformHealth,
+    PlatformRun,
+    Task,
+    TaskStatus,
+)
 
 
 class TaskDocuments(Protocol):
@@ -44,6 +51,12 @@ class TaskDocuments(Protocol):
 
     @abstractmethod
     def get_task(self, task_id: str) -> Task | None: ...
+
+    def task_status(self, task_id: str) -> TaskStatus | None:
+        """The task's status alone (None: no such task), for a waiter that reads it often; a
+        store that keeps the status apart from the document reads just that."""
+        task = self.get_task(task_id)
+        return task.status if task is not None else None
 
     @abstractmethod
     def get_runs(self, task_id: str) -> list[PlatformRun]:

@@ -29,6 +29,7 @@ from fanfuse.wire.models import (
     PlatformRun,
     QuotaBucket,
     Task,
+    TaskStatus,
 )
 
 _SCHEMA = """
@@ -152,6 +153,14 @@ class SqliteStore(TaskStore):
         with self._lock:
             row = self._db.execute("SELECT doc FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
         return Task.model_validate_json(row[0]) if row else None
+
+    def task_status(self, task_id: str) -> TaskStatus | None:
+        """From the `status` column that every write of the task sets: no JSON parsed."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT status FROM tasks WHERE task_id = ?", (task_id,)
+            ).fetchone()
+        return TaskStatus(row[0]) if row else None
 
     def get_runs(self, task_id: str) -> list[PlatformRun]:
         with self._lock:

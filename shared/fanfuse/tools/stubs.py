@@ -247,16 +247,20 @@ def _results(
 
 
 def stub_platforms(
-    stub: StubSearxServer, delays: Sequence[float], prefix: str = "stub"
+    stub: StubSearxServer,
+    delays: Sequence[float],
+    prefix: str = "stub",
+    max_concurrency: int | None = None,
 ) -> dict[str, ExtraPlatform]:
-    """One `searxng` platform per delay (`stub_0_2` answers after 0.2 s); no retries."""
+    """One `searxng` platform per delay (`stub_0_2` answers after 0.2 s); no retries; calls in
+    flight per process: `max_concurrency`, else searxng's default."""
     out: dict[str, ExtraPlatform] = {}
     for delay in delays:
         name = f"{prefix}_{delay:g}".replace(".", "_")
-        out[name] = ExtraPlatform(
-            engine="searxng",
-            settings={"base_url": stub.url(f"delay/{delay:g}"), "max_attempts": 1},
-        )
+        settings: dict[str, Any] = {"base_url": stub.url(f"delay/{delay:g}"), "max_attempts": 1}
+        if max_concurrency is not None:
+            settings["max_concurrency"] = max_concurrency
+        out[name] = ExtraPlatform(engine="searxng", settings=settings)
     return out
 
 

@@ -447,3 +447,12 @@ class PlatformInfo(BaseModel):
     health: PlatformHealth | None = Field(
         default=None, description="its breaker and measured latency (None: never recorded)"
     )
+    max_concurrency: int | None = Field(
+        default=None,
+        description="provider calls in flight per process in this deployment (None: a local "
+        "platform that calls no provider)",
+    )
+    rate_limit: str | None = Field(
+        default=None,
+        description="the provider's documented limit the default concurrency derives from",
+    )

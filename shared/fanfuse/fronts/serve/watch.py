@@ -7,7 +7,8 @@ there is instead of a connection held forever: `/search` answers 202 with the ru
 the stream ends with a `timeout` event.
 
 The runtime's store is read in process (one SQLite read of the task and its platforms), so a
-short poll costs little and adds at most `POLL` to a search's answer time.
+short poll costs little; `settle` (POST /search) reads the task's status when one of its
+deliveries ends, not on a timer.
 
 Event ids are resumable without storing events (`event_id`): an id names the state it carries,
 as `{stamp}-{digest}`, the stamp being the newest `updated_at` of the task and its platform
@@ -34,8 +35,9 @@ from fanfuse.wire.models import TaskView, utcnow
 
 GRACE = 5.0
 """Seconds past a search's deadline that a waiter still waits for its final document."""
-POLL = 0.02
-"""Seconds between two in-process status reads while `/search` waits."""
+POLL = 0.25
+"""Seconds at most between two reads of the task's status while `/search` waits; a delivery
+of the search wakes the waiter sooner (see `settle`): this covers a cancel."""
 EVENT_POLL = 0.1
 """Seconds between two status reads of an event stream (an event is sent only on a change)."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -90,13 +92,25 @@ def cap(runtime: EmbeddedRuntime, view: TaskView) -> float:
 
 
 async def settle(runtime: EmbeddedRuntime, task_id: str) -> TaskView:
-    """The terminal document, or the current one when the cap passes first."""
+    """The terminal document, or the current one when the cap passes first.
+
+    It reads the task's own document (its status) after each of the search's deliveries ends
+    (`EmbeddedRuntime.delivered`), and at least every `POLL`: a search is answered as soon as
+    it is final, and a server with many waiting searches does not poll its store hundreds of
+    times a second. The merged view (platform documents, and the preview fused from them) is
+    made once, at the end.
+    """
     service = runtime.service
     try:
         async with asyncio.timeout(cap(runtime, service.status(task_id))):
-            return await runtime.wait(task_id, poll=POLL)
+            while True:  # bounded by the timeout above
+                status = service.store.task_status(task_id)
+                if status is None or status.terminal:
+                    break  # a vanished task: status() below says so (404 / 410)
+                await runtime.delivered(task_id, POLL)
     except TimeoutError:
-        return service.status(task_id)
+        pass
+    return service.status(task_id)
 
 
 async def events(

@@ -5,10 +5,14 @@ have been started. Every search fans out to the stub platforms (`fanfuse.tools.s
 SearXNG double on 127.0.0.1, answering after a realistic delay), so the figure is the runtime's
 own overhead under load: its store, its queue, its workers, its polling.
 
-- `embedded`: one embedded runtime (SQLite, in-process queue), polled in process. Its rate is
-  bounded by each platform's limit of calls in flight (`max_concurrency`, 4 by default: the
-  providers' protection), so by 4 searches/s with the slowest stub at 1 s, and by the machine's
-  CPU below that;
+- `embedded`: one embedded runtime (SQLite, in-process queue), polled in process. Before each
+  platform's calls in flight derived from its provider's rate limit (net/policy.py), every
+  platform was capped at 4, which bounded it to 4 searches/s with the slowest stub at 1 s;
+- `serve`: `fanfuse serve` as a child process (the embedded runtime behind HTTP, as a resident
+  server runs it), each client sending `POST /search` (start and wait: the server answers once
+  the search is final) as a key of the bench's own; the client's round trip is the latency.
+  The stub platforms are declared with `max_concurrency` = C: a local stub has no rate limit,
+  so the runtime, not a provider's limit, bounds the figure;
 - `emulator`: the local cloud stack, driven over HTTP (one connection pool, as an app keeps it,
   which closes idle connections before the functions' server does: client.KEEPALIVE_EXPIRY).
   Its queues dispatch as Cloud Tasks does, up to 20 tasks in flight per queue
@@ -27,12 +31,15 @@ A search's latency is the client's: from the moment its start was accepted to th
 poller sees it terminal. Each search has a time limit; a search that fails to start, ends in
 an error or outlives its limit counts as an error, and the run goes on (a load test that stops
 at the first failure says nothing about the rest). Throughput: terminal searches per second
-of wall-clock time, from the first start to the last end.
+of wall-clock time, from the first start to the last end. What the stubs allow: C clients
+waiting at least the slowest stub's delay per search, C / max(delays) searches a second; each
+runtime's figure is also given as a share of that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -86,21 +93,30 @@ class LoadReport(BaseModel):
     note: str
     results: list[LoadResult]
 
+    @property
+    def allowed_per_s(self) -> float:
+        """What the stubs allow: C clients, each search at least the slowest stub's delay."""
+        slowest = max(self.delays)
+        return self.concurrency / slowest if slowest > 0 else float("inf")
+
     def render(self) -> str:
         delays = ", ".join(f"{d:g}" for d in self.delays)
         lines = [
             f"fanfuse bench load: {len(self.delays)} stub platforms answering after {delays} s; "
             f"{self.concurrency} concurrent clients",
             self.note,
+            f"the stubs allow {self.allowed_per_s:.2f} searches/s "
+            f"({self.concurrency} clients / {max(self.delays):g} s)",
             f"{'runtime':<10}{'searches':>9}{'terminal':>9}{'completed':>10}{'errors':>7}"
-            f"{'per s':>8}{'p50':>8}{'p95':>8}{'p99':>8}",
+            f"{'per s':>8}{'of max':>8}{'p50':>8}{'p95':>8}{'p99':>8}",
         ]
         for r in self.results:
             cells = [r.latency_s.p50, r.latency_s.p95, r.latency_s.p99]
             latency = "".join(f"{c:>7.3f}s" if c is not None else f"{'-':>8}" for c in cells)
+            share = r.throughput_per_s / self.allowed_per_s if self.allowed_per_s else 0.0
             lines.append(
                 f"{r.runtime:<10}{r.searches:>9}{r.terminal:>9}{r.completed:>10}{r.errors:>7}"
-                f"{r.throughput_per_s:>8.2f}{latency}"
+                f"{r.throughput_per_s:>8.2f}{share:>8.0%}{latency}"
             )
         for r in self.results:
             lines.extend(f"{r.runtime} error x{n}: {why}" for why, n in r.error_reasons.items())
@@ -213,6 +229,70 @@ async def load_http(
         return await drive(runtime, searches, concurrency, one)
 
 
+async def post_searches(
+    url: str,
+    api_key: str,
+    searches: int,
+    concurrency: int,
+    limit: float,
+    payload: dict[str, object],
+) -> LoadResult:
+    """`concurrency` clients, each sending `POST /search` back to back (one pool, as an app)."""
+    import httpx
+
+    from fanfuse.auth.keys import API_KEY_HEADER
+
+    limits = httpx.Limits(max_connections=concurrency * 2, max_keepalive_connections=concurrency)
+    headers = {API_KEY_HEADER: api_key}
+    async with httpx.AsyncClient(
+        base_url=url, headers=headers, timeout=limit, limits=limits
+    ) as http:
+
+        async def one() -> Outcome:
+            began = time.perf_counter()
+            answer = await http.post("/search", json=payload)
+            latency = time.perf_counter() - began
+            if answer.status_code not in (200, 202):
+                return Outcome(status=None, latency=None, error=f"HTTP {answer.status_code}")
+            return Outcome(status=str(answer.json()["status"]), latency=latency)
+
+        return await drive("serve", searches, concurrency, one)
+
+
+def load_serve(
+    platforms: dict[str, ExtraPlatform],
+    searches: int,
+    concurrency: int,
+    timeout: float,
+    workdir: Path,
+) -> LoadResult:
+    """The same load as `POST /search` calls to `fanfuse serve`, as the bench's own key."""
+    from fanfuse.auth import keys
+    from fanfuse.store.sqlite import SqliteStore
+    from fanfuse.tools.devstack.serve import ServeProcess
+    from fanfuse.wire.models import utcnow
+
+    db = workdir / "serve.db"
+    plaintext, record = keys.new_key(
+        "bench", "bench load", BENCH_KEY_RATE, BENCH_KEY_IN_FLIGHT, utcnow()
+    )
+    store = SqliteStore(db)
+    try:
+        store.put_key(record)
+    finally:
+        store.close()
+    env = {
+        **os.environ,
+        "FANFUSE_DB_PATH": str(db),
+        "FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms),
+    }
+    with ServeProcess("--warm", "none", env=env, log_dir=workdir / "logs") as server:
+        payload = bench_payload(list(platforms))
+        return asyncio.run(
+            post_searches(server.url, plaintext, searches, concurrency, timeout, payload)
+        )
+
+
 def load_stack(
     platforms: dict[str, ExtraPlatform],
     searches: int,
@@ -270,28 +350,33 @@ def run_load(
     *,
     stack: bool = True,
     aws: bool = True,
+    serve: bool = True,
+    embedded: bool = True,
 ) -> LoadReport:
-    """Every runtime asked for, against one stub server; see the module docstring."""
+    """The runtimes asked for against one stub server; see the module docstring."""
     with (
         StubSearxServer() as stub,
         tempfile.TemporaryDirectory(prefix="fanfuse-bench-") as tmp,
     ):
         workdir = Path(tmp)
-        platforms = stub_platforms(stub, delays)
-        results = [
-            asyncio.run(
-                load_embedded(platforms, searches, concurrency, timeout, workdir / "load.db")
+        platforms = stub_platforms(stub, delays, max_concurrency=concurrency)
+        results = []
+        if embedded:
+            results.append(
+                asyncio.run(
+                    load_embedded(platforms, searches, concurrency, timeout, workdir / "load.db")
+                )
             )
-        ]
+        if serve:
+            results.append(load_serve(platforms, searches, concurrency, timeout, workdir))
         for cloud, wanted in (("gcp", stack), ("aws", aws)):
             if wanted:
                 results.append(
                     load_stack(platforms, searches, concurrency, timeout, workdir, cloud)
                 )
     note = (
-        f"emulator, aws: as a key of the bench's own ({BENCH_KEY_RATE} starts/min, "
-        f"{BENCH_KEY_IN_FLIGHT} in flight), not the stack's default-quota key"
-        if stack or aws
-        else "emulator, aws: not measured (--no-stack --no-aws)"
+        f"serve, emulator, aws: as a key of the bench's own ({BENCH_KEY_RATE} starts/min, "
+        f"{BENCH_KEY_IN_FLIGHT} in flight), not the default-quota key; stub platforms allow "
+        f"{concurrency} calls in flight each"
     )
     return LoadReport(delays=list(delays), concurrency=concurrency, note=note, results=results)

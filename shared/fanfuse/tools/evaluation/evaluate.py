@@ -28,12 +28,13 @@ from fanfuse.retrieval import Ranked
 from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.corpus import (
     Corpus,
+    default_corpus_path,
     default_qrels_path,
     default_queries_path,
     load_corpus,
     load_trec_queries,
 )
-from fanfuse.retrieval.dense import DenseIndex, dense_unavailable_reason
+from fanfuse.retrieval.dense import BUNDLE, DenseIndex, dense_unavailable_reason, write_bundle
 from fanfuse.tools.evaluation.pipelines import (
     PRODUCTION_DEPTH,
     Candidates,
@@ -315,16 +316,23 @@ def render_report(report: EvalReport) -> Table:
     return table
 
 
-def build_indexes(path: Path | None, dense: bool) -> None:
+def build_indexes(path: Path | None, dense: bool, bundle: bool = False) -> None:
     """Build and cache the indexes of a corpus ahead of time (`fanfuse index PATH`).
 
-    With `dense`, also encodes the corpus with a progress bar; raises RuntimeError when the
-    `vectors` extra is not installed, saying what to install.
+    With `dense`, also encodes the corpus with a progress bar, unless the package's bundled
+    embeddings were made from this corpus and the installed model (then they are used as they
+    are); raises RuntimeError when the `vectors` extra is not installed, saying what to install.
+    With `bundle`, the bundled corpus is encoded anew and its bundle written (maintainers).
     """
     corpus = load_corpus(path)
     Bm25Index.load_or_build(corpus)
-    if dense:
+    if dense or bundle:
         reason = dense_unavailable_reason()
         if reason is not None:
             raise RuntimeError(f"cannot build the dense index: {reason}")
+    if bundle:
+        if corpus.source != default_corpus_path().resolve():
+            raise ValueError("--bundle writes the bundled corpus's embeddings: give no PATH")
+        write_bundle(BUNDLE, corpus, DenseIndex.build(corpus, show_progress=True))
+    if dense:
         DenseIndex.load_or_build(corpus, show_progress=True)
