@@ -45,8 +45,8 @@ def test_percentiles_of_none_one_and_many() -> None:
 
 
 def test_a_small_embedded_load_ends_every_search() -> None:
-    argv = ["bench", "load", "--searches", "6", "--concurrency", "3", "--no-stack", "--no-aws"]
-    argv += ["--json"]
+    argv = ["bench", "load", "--searches", "6", "--concurrency", "3", "--json"]
+    argv += ["--no-stack", "--no-aws", "--no-serve"]  # the embedded runtime alone
     argv += ["--delays", "0.05,0.1,0.2"]
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0, result.output

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fanfuse.cli.body import number_or_text, read_request
 from fanfuse.cli.keys import (
     ApiKeyOption,
     AudienceOption,
@@ -113,9 +114,9 @@ def search(
         "time_range": time_range,
         "country": country,
         "safesearch": safesearch,
-        "timeout_s": _number(timeout),
+        "timeout_s": number_or_text(timeout),
         "cache": cache,
-        "max_cost_usd": _number(max_cost_usd),
+        "max_cost_usd": number_or_text(max_cost_usd),
         "budget": budget,
     }
     payload.update({name: value for name, value in given.items() if value is not None})
@@ -134,45 +135,6 @@ def search(
         render_results(view)
     if view.status.value in ("failed", "cancelled"):
         raise typer.Exit(1)
-
-
-def read_request(source: str) -> dict[str, Any]:
-    """The JSON object in the file `source` (`-`: stdin); a bad one is one error naming it."""
-    name = "stdin" if source == "-" else source
-    try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise fail(f"{name}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"{name}: cannot read it ({exc})") from None
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise fail(f"{name}: not JSON ({exc})") from None
-    if not isinstance(body, dict):
-        raise fail(f"{name}: expected a JSON object (a request body), got {_json_kind(body)}")
-    return body
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "null" if value is None else "a number"
-
-
-def _number(text: str | None) -> float | str | None:
-    """`--timeout`, `--max-cost-usd` as a number when it is one; else as given, for the model to
-    name the field."""
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 async def _run_search(
