@@ -54,7 +54,9 @@ from fanfuse.tools.stubs import (
 from fanfuse.wire.models import TaskView
 
 EMBEDDED_TARGET = 1.15
-STACK_TARGET = 1.5
+STACK_TARGET = 1.2
+"""The cloud stacks: the last fan-in finalizes the search itself (no second queue hop), so they
+are held to 1.2x the slowest platform (issue 25; 1.5x while the aggregate task was a hop)."""
 
 # ---------------------------------------------------------------------------------------------
 # Measurements
