@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from fanfuse.auth.outbound import ClientAuth
 
 keys_app = typer.Typer(
-    no_args_is_help=True, help="API keys of the public endpoints: create, list, revoke."
+    no_args_is_help=True,
+    help="API keys of the public endpoints: create, list, revoke.",
+    rich_markup_mode=None,
 )
 
 ApiKeyOption = Annotated[
@@ -67,9 +69,10 @@ AuthOption = Annotated[
         "--auth",
         envvar="FANFUSE_AUTH",
         show_default=False,
-        help="how to authenticate to --endpoint (default: inferred: a Firebase token given -> "
-        "firebase, an execute-api host -> sigv4, --audience/--google-credentials -> "
-        "google-id-token, --api-key -> api-key); an API key given is sent with any mode",
+        help="how to authenticate to --endpoint; by default what is given decides: a "
+        "Firebase token: firebase; an execute-api host: sigv4; --audience or "
+        "--google-credentials: google-id-token; --api-key: api-key. An API key given is "
+        "sent with any mode",
     ),
 ]
 AudienceOption = Annotated[

@@ -71,7 +71,9 @@ def stats_command(
     firestore: StoreOption = None,
     dynamodb: DynamoOption = False,
 ) -> None:
-    """Per platform: latency p50/p95, outcomes and failures by kind, cache hit rate, results
+    """Per-platform figures over recent searches.
+
+    Per platform: latency p50/p95, outcomes and failures by kind, cache hit rate, results
     and unique results, spend, breaker state; over the store's recent searches."""
     try:
         query = stats.StatsQuery(stats.parse_window(window, "--window"), owner)

@@ -316,13 +316,14 @@ def render_report(report: EvalReport) -> Table:
     return table
 
 
-def build_indexes(path: Path | None, dense: bool, bundle: bool = False) -> None:
+def build_indexes(path: Path | None, dense: bool, bundle: bool = False) -> int:
     """Build and cache the indexes of a corpus ahead of time (`fanfuse index PATH`).
 
     With `dense`, also encodes the corpus with a progress bar, unless the package's bundled
     embeddings were made from this corpus and the installed model (then they are used as they
     are); raises RuntimeError when the `vectors` extra is not installed, saying what to install.
     With `bundle`, the bundled corpus is encoded anew and its bundle written (maintainers).
+    Returns the number of documents.
     """
     corpus = load_corpus(path)
     Bm25Index.load_or_build(corpus)
@@ -336,3 +337,4 @@ def build_indexes(path: Path | None, dense: bool, bundle: bool = False) -> None:
         write_bundle(BUNDLE, corpus, DenseIndex.build(corpus, show_progress=True))
     if dense:
         DenseIndex.load_or_build(corpus, show_progress=True)
+    return len(corpus)
