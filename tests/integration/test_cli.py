@@ -580,13 +580,31 @@ def test_keys_round_trip_on_sqlite_as_on_every_store(tmp_path: Path) -> None:
         keys_round_trip(env, flags, f"SQLite {db}", lambda: SqliteStore(db))
 
 
+def test_keys_revoke_takes_the_whole_key_as_create_printed_it(tmp_path: Path) -> None:
+    plaintext, record = keys.new_key("team", "", None, None, utcnow())
+    store = SqliteStore(tmp_path / "state" / "fanfuse.db")
+    store.put_key(record)
+    store.close()
+    result = invoke("keys", "revoke", plaintext)
+    assert result.exit_code == 0, result.output
+    assert f"revoked key {record.key_id} of team" in result.stdout
+    assert plaintext not in result.output
+    store = SqliteStore(tmp_path / "state" / "fanfuse.db")
+    stored = store.get_key(record.key_id)
+    store.close()
+    assert stored is not None and stored.revoked_at is not None
+
+
 def test_keys_revoke_refuses_what_is_not_a_stored_key_id_without_echoing_it() -> None:
     assert error_line(invoke("keys", "revoke", "0123456789abcdef")).startswith(
         "error: no key 0123456789abcdef in SQLite "
     )
     pasted, _ = keys.new_key("x", "", None, None, utcnow())
-    line = error_line(invoke("keys", "revoke", pasted))
-    assert line.startswith("error: not a key id") and pasted not in line
+    garbled = pasted[:-1] + "!"
+    line = error_line(invoke("keys", "revoke", garbled))
+    assert line.startswith("error: not a key id nor a key") and garbled not in line
+    unknown = error_line(invoke("keys", "revoke", pasted))  # a whole key: its id is looked up
+    assert unknown.startswith("error: no key ") and pasted not in unknown
     empty = invoke("keys", "create", "--owner", " ")
     assert error_line(empty) == "error: --owner must not be empty"
     for bad in ("-1", "nan", "inf"):
@@ -645,16 +663,34 @@ def test_search_endpoint_without_a_key_says_the_apis_401_and_never_prints_a_key(
     message = "no credentials: send an API key as X-Api-Key (`fanfuse keys create`)"
     body = {"error": "unauthorized", "message": message, "problems": []}
     server.expect_request("/start_search").respond_with_json(body, 401)
+    hint = (
+        "give a key with --api-key KEY or FANFUSE_API_KEY=KEY (`fanfuse serve` and `fanfuse "
+        "dev` print one on their `api_key` line; `fanfuse keys create` makes one)"
+    )
     line = error_line(invoke("search", "laser", "--endpoint", server.url_for("/start_search")))
-    assert line == f"error: {message}"
+    assert line == f"error: {message}; {hint}"
     wrong, _ = keys.new_key("x", "", None, None, utcnow())
     body["message"] = "X-Api-Key: not a valid API key"
     server.clear()
     server.expect_request("/start_search").respond_with_json(body, 401)
     url = server.url_for("/start_search")
     result = invoke("search", "q", "--endpoint", url, "--api-key", wrong)
-    assert error_line(result) == "error: X-Api-Key: not a valid API key"
+    assert error_line(result) == f"error: X-Api-Key: not a valid API key; {hint}"
     assert wrong not in result.output
+
+
+@pytest.mark.parametrize("given", ["", "/"])
+def test_search_endpoint_takes_the_servers_base_url(server: HTTPServer, given: str) -> None:
+    """`fanfuse serve`'s printed `url` (or a deployment's base URL) works as --endpoint: the
+    client posts to its /start_search, not to the page at its root."""
+    accepted = {"task_id": "t1", "status": "pending", "status_url": server.url_for("/status/t1")}
+    server.expect_request("/start_search", method="POST").respond_with_json(accepted, 202)
+    server.expect_request("/status/t1").respond_with_json(_completed("t1"))
+    base = server.url_for("/").rstrip("/") + given
+    assert ok_json(invoke("search", "laser", "--endpoint", base, "--json"))["status"] == (
+        "completed"
+    )
+    assert [entry[0].path for entry in server.log] == ["/start_search", "/status/t1"]
 
 
 # -- budgets: `--max-cost-usd`, `--budget`, and the receipt ------------------------------------

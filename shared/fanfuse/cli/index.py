@@ -7,14 +7,12 @@ A newcomer's second command is the search, so the last lines are that command, r
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.status import Status
 
-from fanfuse.cli.render import console, fail, out
+from fanfuse.cli.render import fail, out, phases
 from fanfuse.platforms.corpora import (
     DENSE_SUFFIX,
     IndexReport,
@@ -71,16 +69,6 @@ def index(
         _index_named(settings, path, name, dense)
 
 
-@contextlib.contextmanager
-def _status(first: str) -> Iterator[Status | None]:
-    """A spinner on stderr naming the phase (only on a terminal; piped, nothing)."""
-    if not console.is_terminal:
-        yield None
-        return
-    with console.status(first, spinner="dots") as status:
-        yield status
-
-
 def _forget(settings: Settings, name: str) -> None:
     try:
         gone = forget(name, settings.cache_dir)
@@ -106,12 +94,7 @@ def _configured(settings: Settings, path: Path) -> bool:
 def _index_named(settings: Settings, path: Path, name: str | None, dense: bool) -> None:
     from fanfuse.platforms import BUILTIN
 
-    with _status(f"reading {path}") as status:
-
-        def step(message: str) -> None:
-            if status is not None:
-                status.update(message)
-
+    with phases(f"reading {path}") as step:
         try:
             report = index_local(
                 path,
@@ -119,7 +102,6 @@ def _index_named(settings: Settings, path: Path, name: str | None, dense: bool) 
                 settings.cache_dir,
                 dense=dense,
                 reserved={*BUILTIN, *settings.extra_platforms},
-                show_progress=console.is_terminal,
                 step=step,
             )
         except (CorpusError, OSError) as exc:
@@ -134,9 +116,9 @@ def _index_configured(path: Path | None, dense: bool, bundle: bool) -> None:
     from fanfuse.tools.evaluation.evaluate import build_indexes
 
     what = "the bundled Vaswani corpus" if path is None else str(path)
-    with _status(f"building the indexes of {what}"):
+    with phases(f"building the indexes of {what}") as step:
         try:
-            documents = build_indexes(path, dense=dense, bundle=bundle)
+            documents = build_indexes(path, dense=dense, bundle=bundle, step=step)
         except (ValueError, OSError, RuntimeError) as exc:
             raise fail(str(exc)) from None
     built = "BM25 and dense indexes" if dense or bundle else "BM25 index"

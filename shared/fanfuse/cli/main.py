@@ -21,6 +21,7 @@ from fanfuse.cli.keys import (
     GoogleCredentialsOption,
     IdTokenFileOption,
     client_auth,
+    explained,
 )
 from fanfuse.cli.render import ProgressView, console, fail, out, progress_bars, render_results
 from fanfuse.support.redact import install_log_redaction
@@ -115,7 +116,11 @@ def search(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final task as JSON")] = False,
     endpoint: Annotated[
-        str | None, typer.Option(help="start_search URL of a deployed or `fanfuse dev` stack")
+        str | None,
+        typer.Option(
+            help="search through a server: `fanfuse serve`'s URL, a deployment's base URL or "
+            "its start_search URL"
+        ),
     ] = None,
     api_key: ApiKeyOption = None,
     auth: AuthOption = None,
@@ -156,7 +161,7 @@ def search(
     try:
         view = asyncio.run(_run_search(payload, endpoint, credentials, show_progress=not as_json))
     except FanfuseError as exc:
-        raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
+        raise fail(explained(exc, endpoint), 2 if exc.status_code < 500 else 1) from None
     except KeyboardInterrupt:  # the search was cancelled on the way out (_run_search)
         raise fail("interrupted: the search was cancelled", 130) from None
     if as_json:
@@ -215,10 +220,12 @@ def evaluate(
     """Score docs, vectors and every fuser (ir-measures).
 
     nDCG@10, AP@100, RR@10 and R@100 against relevance judgements, Vaswani's by default."""
+    from fanfuse.cli.render import phases
     from fanfuse.tools.evaluation.evaluate import render_report, run_evaluation
 
     try:
-        report = run_evaluation(corpus, queries, qrels, show_progress=not as_json)
+        with phases("starting", show=not as_json) as step:
+            report = run_evaluation(corpus, queries, qrels, show_progress=not as_json, step=step)
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     for note in report.notes:

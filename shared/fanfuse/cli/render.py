@@ -9,7 +9,9 @@ terminal needs, because a cut URL cannot be used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC
 
 import typer
@@ -42,6 +44,23 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     line = Text.assemble(("error:", "bold red"), f" {message}")
     console.print(line, highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def phases(first: str, show: bool = True) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr naming the phase a long command is in (`fanfuse index`, `eval`),
+    with the seconds it has run; yields the function that names the next phase. Only on a
+    terminal: piped or with `show` off, it says nothing."""
+    if not (show and console.is_terminal):
+        yield lambda message: None
+        return
+    started = time.monotonic()
+    with console.status(first, spinner="dots") as status:
+
+        def step(message: str) -> None:
+            status.update(f"{message}  [dim]({time.monotonic() - started:.0f} s)[/]")
+
+        yield step
 
 
 PREVIEW_ROWS = 5
@@ -131,18 +150,18 @@ def render_results(view: TaskView) -> None:
         if run.state is PlatformState.FAILED:
             continue  # its error, below, says why; its query failures would repeat it
         for line in platform_notes(run):
-            out.print(line, highlight=False, markup=False, soft_wrap=True)
+            out.print(line, highlight=False, markup=False, soft_wrap=False)
     if view.rerank is not None:
-        out.print(rerank_line(view.rerank), highlight=False, markup=False, soft_wrap=True)
+        out.print(rerank_line(view.rerank), highlight=False, markup=False, soft_wrap=False)
     receipt = cost_line(view.cost)
     if receipt is not None:
-        out.print(receipt, highlight=False, markup=False, soft_wrap=True)
+        out.print(receipt, highlight=False, markup=False, soft_wrap=False)
     message = view.summary.message if view.summary else view.progress.message
     found = "" if view.results or view.status.value != "completed" else " (nothing found)"
     out.print(
         Text.assemble((f"{view.status.value}:", "bold"), f" {message}{found}"),
         highlight=False,
-        soft_wrap=True,
+        soft_wrap=False,
     )
     for err in view.errors:
         if err.error and err.error in message:
@@ -151,7 +170,7 @@ def render_results(view: TaskView) -> None:
         out.print(
             Text.assemble((f"{err.platform} {err.state.value}:", "red"), f" {reason}"),
             highlight=False,
-            soft_wrap=True,
+            soft_wrap=False,
         )
 
 

@@ -236,14 +236,13 @@ def index_local(
     *,
     dense: bool = True,
     reserved: Collection[str] = (),
-    show_progress: bool = False,
     step: StepFn | None = None,
 ) -> IndexReport:
     """Index `source` (a folder of notes, a TREC or JSONL file) as the local corpus `name`.
 
     `reserved`: names already taken (the built-in and configured platforms). `dense`: also build
     the dense index when the `vectors` extra is installed (else the report says why not).
-    `step(message)` is told each phase as it starts; `show_progress` draws the encoding bar.
+    `step(message)` is told each phase as it starts, and the encoding's progress.
     """
     from fanfuse.retrieval.bm25 import Bm25Index
     from fanfuse.retrieval.corpus import load_corpus
@@ -294,7 +293,7 @@ def index_local(
         say(f"building the BM25 index of {len(corpus)} documents")
         Bm25Index.load_or_build(corpus, cache_root)
         if dense:
-            _dense(corpus, old_corpus, report, cache_root, show_progress, say)
+            _dense(corpus, old_corpus, report, cache_root, say)
         os.replace(tmp, snapshot_path(cache_root, name))
     finally:
         tmp.unlink(missing_ok=True)
@@ -310,7 +309,6 @@ def _dense(
     old_corpus: Corpus | None,
     report: IndexReport,
     cache_root: Path,
-    show_progress: bool,
     say: StepFn,
 ) -> None:
     """The dense index of `corpus`, encoding only the documents whose indexed text the previous
@@ -330,8 +328,11 @@ def _dense(
     texts = [indexable_text(d) for d in corpus.docs]
     missing = [t for t in dict.fromkeys(texts) if t not in row]
     if missing:
-        say(f"encoding {len(missing)} documents with {dense.MODEL_NAME}")
-        parts.append(dense.encode(missing, show_progress=show_progress))
+
+        def encoding(done: int, total: int) -> None:
+            say(f"encoding documents with {dense.MODEL_NAME}: {done}/{total}")
+
+        parts.append(dense.encode(missing, on_progress=encoding))
         offset = len(previous.corpus) if previous is not None else 0
         row.update({t: offset + i for i, t in enumerate(missing)})
     embeddings = np.concatenate(parts)[[row[t] for t in texts]]

@@ -127,11 +127,12 @@ class DocsPlatform(Platform[DocsSettings]):
     def _search(
         self, path: Path | None, params: SearchParams, record: RunRecord
     ) -> list[list[Hit]]:
-        from fanfuse.retrieval.bm25 import Bm25Index
-
-        corpus = open_corpus(self.name, path)
         try:
-            with COLD_STARTS.loading(f"bm25:{corpus.fingerprint}", record):
+            # a fresh process imports bm25s, parses the corpus and loads its index: once
+            with COLD_STARTS.loading(f"bm25:{path}", record):
+                from fanfuse.retrieval.bm25 import Bm25Index
+
+                corpus = open_corpus(self.name, path)
                 index = Bm25Index.load_or_build(corpus)
         except CorpusError as exc:
             raise ProviderError(self.name, str(exc)) from exc

@@ -74,11 +74,11 @@ class VectorsPlatform(Platform[VectorsSettings]):
         on_progress: ProgressCallback,
         record: RunRecord,
     ) -> list[list[Hit]]:
-        from fanfuse.retrieval.dense import DenseIndex, load_model
+        key = f"dense:{path}"
+        with COLD_STARTS.loading(key, record):  # imports, the corpus, its index, the model
+            from fanfuse.retrieval.dense import DenseIndex, load_model
 
-        corpus = open_corpus(self.name, path)
-        key = f"dense:{corpus.fingerprint}"
-        with COLD_STARTS.loading(key, record):
+            corpus = open_corpus(self.name, path)
             bundled = corpus.source == default_corpus_path().resolve()
             if bundled and DenseIndex.ready(corpus) is None:
                 # Its embeddings ship with the package; when they do not fit this model or
