@@ -157,11 +157,14 @@ def _check_name(name: str, reserved: Collection[str], cache_root: Path) -> None:
         )
     taken = set(reserved)
     for other in registered(cache_root):
-        if other.name != name:
-            taken.update(other.platforms)
+        if other.name != name:  # its dense twin's name too, built or not yet
+            taken.update({other.name, other.name + DENSE_SUFFIX})
     clash = sorted({name, name + DENSE_SUFFIX} & taken)
     if clash:
-        raise CorpusError(f"--name {name!r}: {clash[0]!r} is already a platform; choose another")
+        raise CorpusError(
+            f"--name {name!r}: {clash[0]!r} is taken by a platform or a local corpus; "
+            "choose another"
+        )
 
 
 def _previous(cache_root: Path, name: str) -> tuple[LocalCorpus | None, Corpus | None]:
