@@ -138,6 +138,15 @@ def test_unknown_platform_is_one_error_line_naming_the_available_ones() -> None:
     assert f"available: {', '.join(available)}" in line
 
 
+def test_version_and_the_exit_codes_in_the_help() -> None:
+    from fanfuse import __version__
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout == f"fanfuse {__version__}\n"
+    text = " ".join(invoke("--help").stdout.split())
+    assert "Exit codes: 0 the search completed" in text and "2 the input was refused" in text
+
+
 def test_too_many_queries_is_one_error_line() -> None:
     queries = [f"query {i}" for i in range(MAX_QUERIES + 1)]
     line = error_line(invoke("search", *queries, "--platform", "docs"))

@@ -10,6 +10,7 @@ terminal needs, because a cut URL cannot be used.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC
@@ -180,7 +181,12 @@ def _cell(r: Result) -> Text:
     cell.append("\n")
     cell.append(r.url, style=Style(color="cyan", link=r.url))  # a terminal opens it
     text = snippet(r.snippet)
-    if text and text != " ".join(r.title.split()):
+    title = " ".join(r.title.split())
+    # A note's snippet starts with its heading (`# Title ...`): the title line already says it.
+    bare = re.sub(r"^#{1,6}\s+", "", text)
+    if title and bare.startswith(title + " "):
+        text = bare[len(title) :].lstrip()
+    if text and text != title:
         cell.append("\n")
         cell.append(text, style="dim")
     return cell
