@@ -59,7 +59,9 @@ class Settings(BaseSettings):
         default="demo-fanfuse",
         validation_alias=AliasChoices("FANFUSE_PROJECT", "GOOGLE_CLOUD_PROJECT"),
     )
+    """the Google Cloud project (Firestore, Cloud Tasks, ID tokens' audiences)."""
     region: str = "us-central1"
+    """the region of the functions and their queues."""
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
         description="root of the on-disk caches (the docs and vectors indexes; corpus.cache_dir "
@@ -67,8 +69,11 @@ class Settings(BaseSettings):
         "place on Lambda",
     )
     db_path: Path = Field(default_factory=lambda: default_cache_dir() / "fanfuse.db")
+    """the embedded runtime's SQLite store (searches, health, keys, quotas)."""
     ttl_minutes: float = Field(default=30.0, gt=0)
+    """a search expires (and is deleted) this long after its start."""
     deadline_seconds: float = Field(default=120.0, gt=0)
+    """a search is finalized by then at the latest: late platforms become `timed_out`."""
     cache_ttl_seconds: float = Field(
         default=600.0,
         ge=0,
@@ -99,11 +104,20 @@ class Settings(BaseSettings):
         "DynamoDB + SQS (aws: the Lambda handlers, docs/aws.md)",
     )
     queue_prefix: str = "fanfuse"
+    """the queues are `{prefix}-{platform}` and `{prefix}-aggregate`."""
     tasks_emulator_host: str | None = None
+    """the Cloud Tasks emulator's `host:port` (insecure gRPC); unset: Cloud Tasks itself."""
     function_urls: dict[str, str] = Field(default_factory=dict)
+    """function target -> URL (`run_platform`, `aggregate`, `search_status`, `cancel_search`: where
+    tasks are delivered and the links a search is given)."""
     status_url_base: str | None = None
+    """base of the `status_url` start_search returns (an API Gateway URL, say); unset: the
+    search_status function's URL."""
     tasks_service_account: str | None = None
+    """the service account whose OIDC token Cloud Tasks sends to the task targets, which accept no
+    other (docs/security.md)."""
     collection: str = "searches"
+    """the store's collection (Firestore) or key prefix of the task documents."""
     store_write_log: Path | None = Field(
         default=None,
         description="append one JSON line per document write of a cloud store, Firestore or "
@@ -114,11 +128,16 @@ class Settings(BaseSettings):
     )
     # AWS path (docs/aws.md): DynamoDB and SQS; the endpoint is moto's server in dev and tests.
     aws_region: str = "us-east-1"
+    """the AWS region of the table and the queues."""
     aws_endpoint_url: str | None = Field(
         default=None, description="e.g. moto's http://127.0.0.1:PORT; None: AWS itself"
     )
     dynamodb_table: str = "fanfuse"
+    """the DynamoDB table of the AWS deployment."""
     extra_platforms: dict[str, ExtraPlatform] = Field(default_factory=dict)
+    """named instances of a built-in engine with their own settings, e.g. `{"team": {"engine":
+    "searxng", "settings": {"base_url": "http://searx.internal"}}}` (the local corpora `fanfuse
+    index` registers come on top)."""
     deployed_platforms: list[str] | None = Field(
         default=None,
         description="set where platforms run elsewhere (start_search holds no provider keys): "
@@ -173,9 +192,11 @@ class Settings(BaseSettings):
         "deployment",
     )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
+    """where Google's ID-token signing certificates are fetched."""
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
     )
+    """where Firebase's ID-token signing certificates are fetched."""
     mcp_require_auth: bool = Field(
         default=False,
         description="`fanfuse mcp --http` verifies callers (API key or ID token) on a loopback "
@@ -213,7 +234,9 @@ class Settings(BaseSettings):
     )
     # Per-deployment limits on what one request may ask for.
     max_queries: int = Field(default=5, ge=1, le=5)
+    """queries one request may carry (1-5)."""
     max_platforms: int | None = Field(default=None, ge=1)
+    """platforms one search may run; `all` then means the quickest that many (unset: no cap)."""
     max_content_chars: int | None = Field(
         default=20_000,
         ge=1,

@@ -16,7 +16,7 @@ from fanfuse.tools.bench.common import CACHE_POLL, DEFAULT_DELAYS, DEFAULT_POLL,
 Number = TypeVar("Number", int, float)
 
 
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.", rich_markup_mode=None)
 
 
 @bench_app.callback()

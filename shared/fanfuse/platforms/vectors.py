@@ -24,7 +24,7 @@ from fanfuse.platforms.base import (
     RunRecord,
     SearchParams,
 )
-from fanfuse.platforms.docs import corpus_problem, open_corpus, to_hits
+from fanfuse.platforms.docs import COLD_STARTS, corpus_problem, open_corpus, to_hits
 from fanfuse.retrieval.corpus import Corpus, default_corpus_path
 from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
 from fanfuse.wire.models import Hit
@@ -74,16 +74,19 @@ class VectorsPlatform(Platform[VectorsSettings]):
         on_progress: ProgressCallback,
         record: RunRecord,
     ) -> list[list[Hit]]:
-        from fanfuse.retrieval.dense import DenseIndex
+        key = f"dense:{path}"
+        with COLD_STARTS.loading(key, record):  # imports, the corpus, its index, the model
+            from fanfuse.retrieval.dense import DenseIndex, load_model
 
-        corpus = open_corpus(self.name, path)
-        if corpus.source == default_corpus_path().resolve():
-            # Its embeddings ship with the package; when they do not fit this model or corpus,
-            # a first search must not wait minutes for them: BM25 answers meanwhile.
-            ready = DenseIndex.ready(corpus)
-            if ready is None:
+            corpus = open_corpus(self.name, path)
+            bundled = corpus.source == default_corpus_path().resolve()
+            if bundled and DenseIndex.ready(corpus) is None:
+                # Its embeddings ship with the package; when they do not fit this model or
+                # corpus, a first search must not wait minutes for them: BM25 answers meanwhile.
+                COLD_STARTS.forget(key)
                 return _bm25_meanwhile(corpus, params, record)
-        index = DenseIndex.load_or_build(corpus, show_progress=False, on_progress=on_progress)
+            index = DenseIndex.load_or_build(corpus, show_progress=False, on_progress=on_progress)
+            load_model()  # the first query's encoding would load it: a cold start, not latency
         return to_hits(corpus, index.search(params.queries, params.limit), params)
 
 
