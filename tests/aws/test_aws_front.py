@@ -151,6 +151,20 @@ def test_the_openapi_document_needs_no_credential(settings: Settings) -> None:
     assert answer["statusCode"] == 200 and json.loads(answer["body"])["openapi"]
 
 
+def test_a_trace_header_of_thousands_of_digits_is_no_500_on_lambda(settings: Settings) -> None:
+    """Issue 29, item 3, at the Lambda: the public targets behind apig-wsgi read the trace
+    header with bounded digits, inside their error handling (tests/unit/test_trace_headers.py
+    has the other fronts)."""
+    serve(settings)
+    hostile = {"x-cloud-trace-context": f"{'a' * 32}/{'9' * 4_400};o=1"}
+    document = front.http(url_event("GET", "/search_status/openapi.json", headers=hostile), None)
+    assert document["statusCode"] == 200 and json.loads(document["body"])["openapi"]
+    status = front.http(
+        url_event("GET", "/search_status/t1", headers={**hostile, keys.API_KEY_HEADER: KEY}), None
+    )
+    assert status["statusCode"] == 200 and json.loads(status["body"])["task_id"] == "t1"
+
+
 # -- the IAM principal of a SigV4-signed call, as API Gateway hands it over ---------------------
 
 BACKEND_ARN = "arn:aws:iam::123456789012:user/backend"

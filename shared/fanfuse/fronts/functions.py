@@ -42,6 +42,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import flask
@@ -171,7 +172,11 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
 
         @functools.wraps(answer)
         def handle(request: flask.Request) -> flask.Response:
-            with logs.request_context(dict(request.headers)):
+            with ExitStack() as context:
+                try:  # the trace is read inside the error handling: no header escapes as a 500
+                    context.enter_context(logs.request_context(dict(request.headers)))
+                except Exception:
+                    return _infrastructure(target)
                 origins = _cors_origins()
                 origin = request.headers.get("Origin")
                 if request.method == "OPTIONS":

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 import anyio
@@ -133,8 +133,9 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
 
     def wrap(answer: Endpoint) -> Route:
         async def handle(request: Request) -> Response:
-            with logs.request_context(request.headers):  # the request's trace, as the functions'
-                try:
+            with ExitStack() as context:
+                try:  # the trace too is read inside the error handling: never a plain 500
+                    context.enter_context(logs.request_context(request.headers))  # as functions'
                     api.require_method(target, request.method, allowed)
                     runtime: EmbeddedRuntime = request.app.state.runtime
                     return await answer(request, runtime)
