@@ -172,6 +172,25 @@ class Settings(BaseSettings):
         "firebase_project, the emulators' offline projects: `fanfuse dev` and tests, never a "
         "deployment",
     )
+    cloud_runtime: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("K_SERVICE", "AWS_LAMBDA_FUNCTION_NAME"),
+        description="read, never set: the service or function name a cloud runtime gives this "
+        "process (Cloud Run and Cloud Functions set K_SERVICE, Lambda AWS_LAMBDA_FUNCTION_NAME); "
+        "where it is set, no emulator's unsigned token is accepted (auth/tokens.py)",
+    )
+    auth_emulator_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FIREBASE_AUTH_EMULATOR_HOST"),
+        description="read, never set: the Firebase Auth emulator this process's users sign in "
+        "with (the variable Firebase's SDKs read)",
+    )
+    firestore_emulator_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FIRESTORE_EMULATOR_HOST"),
+        description="read, never set: the Firestore emulator this process talks to (whose "
+        "mockUserToken also makes unsigned Firebase ID tokens)",
+    )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
