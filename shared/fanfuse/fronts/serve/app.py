@@ -229,7 +229,10 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
 async def _stats(request: Request, runtime: EmbeddedRuntime) -> Response:
     """The figures `http.stats` lets this caller read: an operator's (Settings.operators, or
     the key this server printed) every owner's, anyone else's their own."""
-    query = stats.query_for(caller_of(request), request.query_params, request.app.state.operators)
+    state = request.app.state
+    query = stats.query_for(
+        caller_of(request), request.query_params, state.operators, state.operator_keys
+    )
     store = runtime.service.store
     # Up to MAX_SEARCHES documents to read and parse (about a second): off the event loop.
     figures = await anyio.to_thread.run_sync(stats.collect, store, store, query, utcnow())
@@ -242,7 +245,8 @@ stats_route = route("/stats", "stats", "GET", "HEAD")(_stats)
 @route("/metrics", "metrics", "GET", "HEAD")
 async def metrics(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Prometheus' text format (fronts/serve/metrics.py), for an operator."""
-    stats.require_operator(caller_of(request), request.app.state.operators)
+    state = request.app.state
+    stats.require_operator(caller_of(request), state.operators, state.operator_keys)
     exposed: Metrics = request.app.state.metrics
     return Response(exposed.render(), media_type=CONTENT_TYPE_LATEST)
 
@@ -322,17 +326,19 @@ async def warm_up(runtime: EmbeddedRuntime, names: Sequence[str]) -> None:
 
 
 @contextmanager
-def local_key(store: KeyStore, on_key: Callable[[str], None] | None) -> Iterator[None]:
+def local_key(store: KeyStore, on_key: Callable[[str], None] | None) -> Iterator[frozenset[str]]:
     """A key for owner `local` while the server runs: created, handed to `on_key`, revoked at
-    the end (a key that was printed should not outlive the process that printed it)."""
+    the end (a key that was printed should not outlive the process that printed it). Yields
+    the ids of the keys that are this server's operators: that key's alone (none without it),
+    so that another key of owner `local` is no operator."""
     if on_key is None:
-        yield
+        yield frozenset()
         return
     plaintext, record = keys.new_key(keys.LOCAL_OWNER, "fanfuse serve", None, None, utcnow())
     store.put_key(record)
     on_key(plaintext)
     try:
-        yield
+        yield frozenset({record.key_id})
     finally:
         store.put_key(keys.revoked(record, utcnow()))
 
@@ -361,12 +367,12 @@ def create_app(
             app.state.runtime = runtime
             app.state.auth = Authenticator(settings, runtime.service.store)
             app.state.checking = anyio.CapacityLimiter(1)  # the body-checking thread
-            local = [f"key:{keys.LOCAL_OWNER}"] if on_key is not None else []
-            app.state.operators = [*settings.operators, *local]  # who started it reads all
+            app.state.operators = settings.operators
             app.state.metrics = Metrics(runtime.service.events.source, runtime.service.store)
             app.state.metrics.install()
             try:
-                with local_key(runtime.service.store, on_key):
+                with local_key(runtime.service.store, on_key) as printed:
+                    app.state.operator_keys = printed  # who started it reads all
                     yield
             finally:
                 app.state.metrics.uninstall()
