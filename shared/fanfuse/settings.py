@@ -141,6 +141,13 @@ class Settings(BaseSettings):
         "event's requestContext.authorizer.iam) as the caller `aws:<userArn>` (only true when "
         'every route is AWS_IAM-authorized: infra/aws api_access = "iam")',
     )
+    iam_session_owners: bool = Field(
+        default=False,
+        description="with trust_iam_authorizer: each STS session (an assumed role's "
+        "RoleSessionName, a federated user's name) is an owner of its own; by default the role "
+        "(or the account's federation) is, since whoever may assume the role names the session. "
+        "A convenience that separates one tenant's workers, never a security boundary",
+    )
     id_token_audiences: list[str] = Field(
         default_factory=list,
         description="`aud` values accepted in Google-signed ID tokens (none: not accepted)",

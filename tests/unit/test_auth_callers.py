@@ -300,6 +300,53 @@ def test_the_iam_principal_is_the_caller_only_when_the_authorizer_is_trusted(
             trusting.caller({}, iam_context(bad))
 
 
+ROLE = "arn:aws:sts::123456789012:assumed-role/search-app"
+
+
+def test_sessions_of_one_role_are_one_owner_unless_the_deployment_opts_into_sessions(
+    store: CountingStore,
+) -> None:
+    """Issue 29, item 7: an assumed role's session name is `RoleSessionName`, chosen by
+    whoever assumes the role; as the owner, it let one holder of the role read, cancel and
+    spend as another session by naming it. The role is the owner; `iam_session_owners` splits
+    it by session for a deployment that wants that, knowing it is no boundary."""
+    trusting = authenticator(store, trust_iam_authorizer=True)
+    worker = iam_context({"userArn": f"{ROLE}/worker-1"})
+    impostor = iam_context({"userArn": f"{ROLE}/worker-2"})
+    assert trusting.caller({}, worker) == Caller(subject=f"aws:{ROLE}", via="iam")
+    assert trusting.caller({}, impostor) == trusting.caller({}, worker)
+    other_role = iam_context({"userArn": "arn:aws:sts::123456789012:assumed-role/other/worker-1"})
+    assert trusting.caller({}, other_role) != trusting.caller({}, worker)
+    assert trusting.caller({}, iam_context({"userArn": ARN})) == Caller(
+        subject=f"aws:{ARN}", via="iam"
+    )  # a user is its own ARN
+    by_session = authenticator(store, trust_iam_authorizer=True, iam_session_owners=True)
+    assert by_session.caller({}, worker) == Caller(subject=f"aws:{ROLE}/worker-1", via="iam")
+    assert by_session.caller({}, impostor) == Caller(subject=f"aws:{ROLE}/worker-2", via="iam")
+
+
+@pytest.mark.parametrize(
+    ("arn", "owner"),
+    [
+        (f"{ROLE}/s", ROLE),
+        (
+            "arn:aws-cn:sts::123456789012:assumed-role/r/s",
+            "arn:aws-cn:sts::123456789012:assumed-role/r",
+        ),
+        (
+            "arn:aws:sts::123456789012:federated-user/bob",
+            "arn:aws:sts::123456789012:federated-user",
+        ),
+        (ARN, ARN),
+        ("arn:aws:iam::123456789012:root", "arn:aws:iam::123456789012:root"),
+        ("arn:aws:iam::123456789012:role/path/r", "arn:aws:iam::123456789012:role/path/r"),
+    ],
+)
+def test_the_iam_owner_is_what_the_credentials_prove(arn: str, owner: str) -> None:
+    assert callers.iam_owner(arn) == owner
+    assert callers.iam_owner(arn, sessions=True) == arn
+
+
 @pytest.mark.parametrize("context", [None, "x", [], {"authorizer": None}, {"authorizer": []}])
 def test_a_request_context_without_an_iam_block_names_no_identity(context: object) -> None:
     assert callers.iam_identity(context) is None

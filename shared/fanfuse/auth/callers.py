@@ -13,9 +13,9 @@ A request is read for one credential, the first of these it carries (the others 
 3. The IAM principal API Gateway verified (the Lambda event's `requestContext.authorizer.iam`,
    payload format 2.0), only when `settings.trust_iam_authorizer` says every route of the HTTP
    API is AWS_IAM-authorized (infra/aws `api_access = "iam"`): the gateway checked the SigV4
-   signature, so its `userArn` is who called; the subject is `aws:<userArn>`. It is not a
-   header: API Gateway writes the request context, no caller can, and a front that is not the
-   Lambda's has none.
+   signature, so its `userArn` is who called; the subject is `aws:<userArn>`, an assumed role's
+   session cut to the role (`iam_owner`). It is not a header: API Gateway writes the request
+   context, no caller can, and a front that is not the Lambda's has none.
 4. `Authorization: Bearer <ID token>`: a Firebase or Google-signed ID token, verified by
    `fanfuse.auth.tokens.caller_claims` (signature, issuer, audience, expiry, principal). The
    subject is `firebase:<uid>` or `google:<sub>`.
@@ -50,6 +50,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -130,16 +131,37 @@ def iam_identity(request_context: object) -> Mapping[str, object] | None:
     return identity if isinstance(identity, dict) else None
 
 
-def iam_caller(identity: Mapping[str, object]) -> Caller:
-    """The caller of an IAM-authorized request: `aws:<userArn>`, else 401.
+STS_SESSION = re.compile(
+    r"^(arn:[a-z0-9-]+:sts::[0-9]{12}:(?:assumed-role/[^/]+|federated-user))/[^/]+$"
+)
+"""An STS session's ARN, cut after what its credentials prove: `assumed-role/<role>/<session>`
+(whoever may assume the role names the session, `RoleSessionName`), `federated-user/<name>`
+(whoever may call GetFederationToken names the user)."""
+
+
+def iam_owner(arn: str, sessions: bool = False) -> str:
+    """The principal an IAM caller's ARN proves: a user's ARN as it is; for a session of STS,
+    the role it assumed (`arn:aws:sts::<account>:assumed-role/<role>`) or the account's
+    federation (`...:federated-user`), since the session's own name is the caller's pick, and
+    anyone allowed to assume the role could pick another session's name and act as it.
+    `sessions` (`settings.iam_session_owners`): each session its own owner, a deployment's
+    opt-in that separates its callers' searches for convenience, not security."""
+    if sessions:
+        return arn
+    session = STS_SESSION.match(arn)
+    return session.group(1) if session else arn
+
+
+def iam_caller(identity: Mapping[str, object], sessions: bool = False) -> Caller:
+    """The caller of an IAM-authorized request: `aws:<iam_owner(userArn)>`, else 401.
 
     The ARN as API Gateway gives it: a user's, or an assumed role's *session*
-    (`arn:aws:sts::<account>:assumed-role/<role>/<session>`), so two sessions of one role with
-    different session names are two owners (docs/security.md, "Owners")."""
+    (`arn:aws:sts::<account>:assumed-role/<role>/<session>`), whose owner is the role: sessions
+    of one role are one tenant, unless `sessions` (docs/security.md, "Owners")."""
     arn = identity.get("userArn")
     if not isinstance(arn, str) or not arn.startswith("arn:"):
         raise Unauthorized("the IAM authorizer's identity names no userArn")
-    return Caller(subject=f"aws:{arn}", via="iam")
+    return Caller(subject=f"aws:{iam_owner(arn, sessions)}", via="iam")
 
 
 def visible(view: TaskView, caller: Caller | None) -> TaskView:
@@ -206,7 +228,7 @@ class Authenticator:
         if self.settings.trust_iam_authorizer:
             identity = iam_identity(request_context)
             if identity is not None:
-                return iam_caller(identity)
+                return iam_caller(identity, self.settings.iam_session_owners)
         authorization = headers.get(AUTHORIZATION)
         if authorization is not None:
             token = tokens.bearer(authorization)
