@@ -218,15 +218,56 @@ def test_a_key_read_is_reused_for_the_cache_time_then_a_revocation_holds(
     assert store.reads == 2
 
 
-def test_a_miss_is_never_cached_so_a_new_key_works_at_once(
+def test_a_new_key_works_at_once_and_an_id_refused_before_it_existed_within_the_miss_bound(
     store: CountingStore, clock: Clock
 ) -> None:
-    plaintext, record = keys.new_key("carol", "", None, None, utcnow())
     auth = authenticator(store, clock)
+    fresh, record = issue(store, "carol")
+    assert auth.caller({KEY: fresh}) is not None  # never asked for before: read, found
+    plaintext, record = keys.new_key("dave", "", None, None, utcnow())
     with pytest.raises(Unauthorized):
         auth.caller({KEY: plaintext})
-    store.put_key(record)
+    store.put_key(record)  # its id was asked for before it existed (ids are random: a test's)
+    clock.now += callers.KEY_MISS_SECONDS
     assert auth.caller({KEY: plaintext}) is not None
+
+
+def test_an_unknown_key_id_costs_one_store_read_per_miss_interval(
+    store: CountingStore, clock: Clock
+) -> None:
+    """Issue 29, item 8: every request with a well-formed random key read the store (one
+    billed read on Firestore or DynamoDB) before any rate limit could apply. A repeated
+    unknown id is now answered from memory for KEY_MISS_SECONDS, with the same 401."""
+    forged, _ = keys.new_key("nobody", "", None, None, utcnow())
+    auth = authenticator(store, clock)
+    for _ in range(100):
+        with pytest.raises(Unauthorized, match="not a valid API key"):
+            auth.caller({KEY: forged})
+    assert store.reads == 1
+    clock.now += callers.KEY_MISS_SECONDS - 0.5
+    with pytest.raises(Unauthorized):
+        auth.caller({KEY: forged})
+    assert store.reads == 1
+    clock.now += 0.5  # the bound passed: asked again
+    with pytest.raises(Unauthorized):
+        auth.caller({KEY: forged})
+    assert store.reads == 2
+
+
+def test_the_unknown_ids_remembered_are_bounded(
+    store: CountingStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(callers, "KEY_MISS_SIZE", 2)
+    forged = [keys.new_key("nobody", "", None, None, utcnow())[0] for _ in range(3)]
+    auth = authenticator(store, clock)
+    for plaintext in [*forged, forged[2], forged[1]]:
+        with pytest.raises(Unauthorized):
+            auth.caller({KEY: plaintext})
+    assert store.reads == 3  # the two newest were remembered
+    assert len(auth._misses) == 2
+    with pytest.raises(Unauthorized):
+        auth.caller({KEY: forged[0]})
+    assert store.reads == 4  # the oldest was forgotten
 
 
 def test_the_cache_is_bounded(

@@ -40,9 +40,12 @@ No credential at all: 401 naming both ways to authenticate when `settings.auth_r
 default), else None, an anonymous caller whose searches have no owner. A credential that is
 present is always checked, whatever `auth_required` says. No message ever quotes a credential.
 
-Key records are cached in process for `KEY_CACHE_SECONDS` (found records only, never a miss, so
-a new key works at once), so a client polling a search's status costs no key read per poll, and
-a revocation takes effect within that bound.
+Key records are cached in process for `KEY_CACHE_SECONDS`, so a client polling a search's status
+costs no key read per poll, and a revocation takes effect within that bound. A key id the store
+does not hold is remembered too, for `KEY_MISS_SECONDS` (at most `KEY_MISS_SIZE` of them): a
+client retrying a deleted or mistyped key, or a flood repeating one forged id, costs one billed
+store read per id and interval, not one per request. A new key's id is random, so no one has
+asked for it before it exists, and it works at once.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
@@ -69,6 +73,10 @@ USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
 KEY_CACHE_SECONDS = 30.0
 """How long a process reuses a key record it read: the bound on a revocation's delay."""
 KEY_CACHE_SIZE = 1024
+KEY_MISS_SECONDS = 5.0
+"""How long a key id the store does not hold is answered 401 without reading it again."""
+KEY_MISS_SIZE = 4096
+"""Unknown key ids remembered at most (the oldest forgotten first): bounded, whatever is sent."""
 OWNER_NAMESPACES = ("key", "firebase", "google", "gateway", "aws", "local")
 """The prefixes of `Caller.subject`: API keys, Firebase and Google ID tokens, API Gateway's
 claims (GCP), the IAM principal of a SigV4-signed call (AWS), and the fixed owner of an
@@ -206,13 +214,17 @@ class Authenticator:
         store: KeyStore,
         *,
         cache_seconds: float = KEY_CACHE_SECONDS,
+        miss_seconds: float = KEY_MISS_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.store = store
         self.cache_seconds = cache_seconds
+        self.miss_seconds = miss_seconds
         self._clock = clock
         self._cache: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
+        self._misses: OrderedDict[str, float] = OrderedDict()
+        """Unknown key ids and when the store said so, oldest first."""
         self._lock = threading.Lock()
 
     def caller(self, headers: Headers, request_context: object = None) -> Caller | None:
@@ -254,17 +266,34 @@ class Authenticator:
         return key_caller(self._record(key_id), secret)
 
     def _record(self, key_id: str) -> ApiKey | None:
-        """The key's record: from the cache while younger than `cache_seconds`, else the store."""
+        """The key's record: from the cache while younger than `cache_seconds`, None while the
+        store's last "no such key" is younger than `miss_seconds`, else the store."""
         now = self._clock()
         with self._lock:
             cached = self._cache.get(key_id)
             if cached is not None and now - cached[0] < self.cache_seconds:
                 return cached[1]
+            missed = self._misses.get(key_id)
+            if missed is not None and now - missed < self.miss_seconds:
+                return None
         record = self.store.get_key(key_id)
-        if record is not None and self.cache_seconds > 0:
-            with self._lock:
-                self._cache[key_id] = (now, record)
-                self._cache.move_to_end(key_id)
-                while len(self._cache) > KEY_CACHE_SIZE:
-                    self._cache.popitem(last=False)
+        with self._lock:
+            if record is None:
+                if self.miss_seconds > 0:
+                    remember(self._misses, key_id, now, KEY_MISS_SIZE)
+            else:
+                self._misses.pop(key_id, None)
+                if self.cache_seconds > 0:
+                    remember(self._cache, key_id, (now, record), KEY_CACHE_SIZE)
         return record
+
+
+V = TypeVar("V")
+
+
+def remember(entries: OrderedDict[str, V], key: str, value: V, size: int) -> None:
+    """`entries[key] = value` as the newest entry, the oldest dropped past `size`."""
+    entries[key] = value
+    entries.move_to_end(key)
+    while len(entries) > size:
+        entries.popitem(last=False)
