@@ -237,6 +237,13 @@ class Settings(BaseSettings):
     max_in_flight: int = Field(
         default=10, ge=1, description="searches not yet finished per caller (a key may set its own)"
     )
+    max_streams_per_caller: int = Field(
+        default=32,
+        ge=1,
+        description="streams one caller (every key of one owner together) holds open at once: "
+        "`fanfuse serve`'s event streams, an MCP server's subscriptions/listen; one more is 429 "
+        "with Retry-After (fanfuse.http.streams)",
+    )
     # Per-deployment limits on what one request may ask for.
     max_queries: int = Field(default=5, ge=1, le=5)
     max_platforms: int | None = Field(default=None, ge=1)

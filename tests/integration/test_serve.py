@@ -445,6 +445,7 @@ async def test_past_the_cap_search_answers_the_running_document_and_the_stream_s
 ) -> None:
     """The cap (the search's deadline + GRACE) is shortened to 0.2 s; the platform is gated."""
     from fanfuse.fronts.serve import watch
+    from fanfuse.http.streams import for_service
     from fanfuse.runtimes.embedded import EmbeddedRuntime
     from fanfuse.settings import Settings
 
@@ -458,7 +459,9 @@ async def test_past_the_cap_search_answers_the_running_document_and_the_stream_s
             accepted = runtime.service.start({"query": "q", "platform": "web_gate"})
             view = await watch.settle(runtime, accepted.task_id)
             assert not view.status.terminal
-            names = [e.event async for e in watch.events(runtime, accepted.task_id, poll=0.05)]
+            watchers = for_service(runtime.service, interval=0.05)
+            sent = [e async for e in watch.events(runtime, watchers, accepted.task_id)]
+            names = [e.decode().split("event: ")[1].split("\r\n")[0] for e in sent]
             assert names[-1] == "timeout" and set(names[:-1]) <= {"progress"}
             runtime.service.cancel(accepted.task_id)
             stub.reset()

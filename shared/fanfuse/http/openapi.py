@@ -329,6 +329,15 @@ def paths() -> dict[str, Any]:
                         "content": {"text/event-stream": {"schema": events_schema()}},
                     },
                     **_errors(*AUTH, 400, 404, 405, 410),
+                    "429": {
+                        **_json(
+                            "ErrorBody",
+                            "`too_many_streams`: the caller holds as many streams open as it "
+                            "may (FANFUSE_MAX_STREAMS_PER_CALLER, every key of one owner "
+                            "together); close one, or wait for `Retry-After` seconds",
+                        ),
+                        "headers": RETRY_AFTER,
+                    },
                 },
             }
         },

@@ -43,14 +43,16 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import page, watch
-from fanfuse.fronts.serve.metrics import Metrics
+from fanfuse.fronts.serve.metrics import Metrics, Streams
 from fanfuse.http import api, stats
 from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
+from fanfuse.http.streams import StreamCap, Watchers, for_service
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.runtimes.embedded import EmbeddedRuntime
@@ -58,7 +60,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.base import KeyStore
 from fanfuse.support import logs
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
-from fanfuse.wire.models import Accepted, Caller, Problem, utcnow
+from fanfuse.wire.models import Accepted, Caller, Problem, TaskView, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -212,18 +214,39 @@ async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
     return json_response(view, 202, {"Location": accepted.status_url})
 
 
+class HeldStream(EventSourceResponse):
+    """An event stream that holds one of its caller's stream slots (`StreamCap`) for as long
+    as it is served, and gives it back however it ends (the search's end, the client leaving,
+    the server stopping, an error): Starlette calls a response it was handed, always."""
+
+    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(body, ping=SSE_PING, headers={"Cache-Control": "no-store"})
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
 @route("/search_status/{task_id}/events", "search_events", "GET")
 async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """The search's Server-Sent Events (watch.events). 400/404/410 as JSON before the stream
+    starts (a watched search answers them from its latest snapshot, with no read), then 429
+    when the caller holds its cap of streams already."""
     who = caller_of(request)
     task_id = task_id_of(request)
-    # 400/404/410 as JSON, before the stream starts
-    visible_status(runtime.service.status, task_id, who)
+    watchers: Watchers = request.app.state.watchers
+
+    def read(task_id: str) -> TaskView:
+        return watchers.latest_view(task_id) or runtime.service.status(task_id)
+
+    visible_status(read, task_id, who)
     last_id = watch.parse_last_event_id(request.headers.get("last-event-id"))
-    return EventSourceResponse(
-        watch.events(runtime, task_id, last_id=last_id),
-        ping=SSE_PING,
-        headers={"Cache-Control": "no-store"},
-    )
+    cap: StreamCap = request.app.state.streams
+    release = cap.acquire(who)  # the last check: nothing after it can fail before the stream
+    return HeldStream(watch.events(runtime, watchers, task_id, last_id=last_id), release)
 
 
 async def _stats(request: Request, runtime: EmbeddedRuntime) -> Response:
@@ -367,8 +390,11 @@ def create_app(
             app.state.runtime = runtime
             app.state.auth = Authenticator(settings, runtime.service.store)
             app.state.checking = anyio.CapacityLimiter(1)  # the body-checking thread
+            app.state.watchers = for_service(runtime.service)  # one watcher per search
+            app.state.streams = StreamCap(settings.max_streams_per_caller)
             app.state.operators = settings.operators
             app.state.metrics = Metrics(runtime.service.events.source, runtime.service.store)
+            app.state.metrics.registry.register(Streams(app.state.watchers, app.state.streams))
             app.state.metrics.install()
             try:
                 with local_key(runtime.service.store, on_key) as printed:
