@@ -36,6 +36,7 @@ from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.http.api import TASK_ID, CancelRequest
 from fanfuse.http.deployment import Deployment, for_deployment
 from fanfuse.http.patterns import COUNTRY, HOST, HOSTS, NOT_BLANK, items, strings
+from fanfuse.http.stats import MAX_PARAMETER_CHARS
 from fanfuse.wire.inbound import text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 from fanfuse.wire.stats import WINDOW_PATTERN, Stats
@@ -206,7 +207,7 @@ _TEXT = {"text/plain": {"schema": {"type": "string"}}}
 
 
 def _query(name: str, description: str, pattern: str | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "string", "maxLength": 200}
+    schema: dict[str, Any] = {"type": "string", "maxLength": MAX_PARAMETER_CHARS}
     if pattern is not None:
         schema["pattern"] = pattern
     return {

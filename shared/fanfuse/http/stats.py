@@ -30,6 +30,8 @@ from fanfuse.wire.models import Caller, Problem
 from fanfuse.wire.stats import DEFAULT_WINDOW_S, MAX_SEARCHES, MAX_WINDOW_S, Stats
 
 WINDOW = re.compile(r"^0*([1-9][0-9]{0,8})([smhd]?)$")
+MAX_PARAMETER_CHARS = 200
+"""The longest query parameter the document allows (`maxLength`): no caller subject is longer."""
 UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 PARAMETERS = ("window", "owner")
 ALL, OWNER = "all", "owner"
@@ -82,9 +84,12 @@ def query_for(
             [Problem(field=name, problem="unknown parameter (window, owner)") for name in unknown]
         )
     window = parse_window(params.get("window"))
+    asked = params.get("owner") or None
+    if asked is not None and len(asked) > MAX_PARAMETER_CHARS:
+        problem = f"at most {MAX_PARAMETER_CHARS} characters (a caller subject: key:<owner>, ...)"
+        raise InvalidRequest([Problem(field="owner", problem=problem)])
     if caller is None:
         raise Unauthorized("stats need a credential: an operator's, or a caller's own")
-    asked = params.get("owner") or None
     if is_operator(caller, operators, operator_keys):
         return StatsQuery(window, asked)
     if asked is not None and asked != caller.subject:
