@@ -54,6 +54,9 @@ class FakeService:
     def status(self, task_id: str) -> TaskView:
         return task_view(task_id, "key:alice")
 
+    def available(self) -> list[str]:
+        return ["docs"]
+
     def _answer(self, message: Any) -> str:
         self.delivered.append(message)
         if isinstance(self.outcome, Exception):

@@ -30,6 +30,7 @@ from fanfuse.fronts import functions
 from fanfuse.fronts.mcp.serve import build_server, http_app
 from fanfuse.fronts.serve.app import create_app
 from fanfuse.platforms import Registry
+from fanfuse.runtimes import cloud
 from fanfuse.runtimes.backend import EmbeddedBackend
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
@@ -142,6 +143,7 @@ async def test_serve_answers_its_json_503_if_reading_the_trace_fails(
 def test_the_functions_public_targets_answer_as_usual_whatever_the_trace_header(
     app: flask.Flask, headers: dict[str, str]
 ) -> None:
+    cloud._service = _Service(TaskNotFound("t1"))  # type: ignore[assignment]
     with app.test_request_context("/search_status/openapi.json", headers=headers):
         document = functions.search_status(flask.request)
     assert document.status_code == 200 and json.loads(document.get_data())["openapi"]
@@ -170,6 +172,7 @@ def test_the_functions_answer_their_json_503_if_reading_the_trace_fails(
         raise RuntimeError("a parser bug")
 
     monkeypatch.setattr(logs, "parse_trace", broken)
+    cloud._service = _Service(TaskNotFound("t1"))  # type: ignore[assignment]
     with app.test_request_context("/search_status/openapi.json"):
         answer = functions.search_status(flask.request)
     assert answer.status_code == 503 and answer.get_json()["error"] == "unavailable"

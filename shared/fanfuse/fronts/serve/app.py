@@ -294,13 +294,7 @@ async def page_file(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
     """What this server's validation takes from its settings and registry, for its document."""
-    settings = runtime.settings
-    return Deployment(
-        platforms=tuple(runtime.service.available()),
-        deadline_seconds=settings.deadline_seconds,
-        max_queries=settings.max_queries,
-        max_platforms=settings.max_platforms,
-    )
+    return Deployment.of(runtime.settings, runtime.service.available())
 
 
 def _openapi(runtime: EmbeddedRuntime) -> Response:
