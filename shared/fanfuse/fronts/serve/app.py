@@ -96,8 +96,7 @@ def error_response(exc: FanfuseError) -> Response:
 
 async def read_body(request: Request) -> bytes:
     """The body's bytes: 413 from a declared length at once, else stops reading past the limit."""
-    length = request.headers.get("content-length", "")
-    api.check_length(int(length) if length.isdigit() else None)
+    api.check_length(api.declared_length(request.headers.get("content-length")))
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
