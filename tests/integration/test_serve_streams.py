@@ -5,9 +5,10 @@ The acceptance: 150 streams of one key on its own running 5-query search, and me
 `/openapi.json` from another caller answers in under 50 ms (median), serve spends under 2
 CPU-seconds over the 10 s window, and the 151st stream of that key is 429 with `Retry-After`.
 Before (every stream re-read and merged the search every 100 ms on the event loop): a median
-of 1.8 s and 3.8 CPU-seconds here on a loaded 2-core machine (the issue measured 6.2 s), and the
-151st stream 200. The measurement is `fanfuse bench streams` (fanfuse/tools/bench/streams.py):
-CPU from serve's own /proc entry, the window opened once every stream had its first event.
+of 1.95 s and 3.4 CPU-seconds here on a loaded 2-core machine (the issue measured 6.2 s), and
+the 151st stream 200; after: 3-6 ms and 0.15-0.18 CPU-seconds (docs/serve.md). The
+measurement is `fanfuse bench streams` (fanfuse/tools/bench/streams.py): CPU from serve's own
+/proc entry, the window opened once every stream had its first event.
 """
 
 from __future__ import annotations
