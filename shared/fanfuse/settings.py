@@ -160,6 +160,13 @@ class Settings(BaseSettings):
         "event's requestContext.authorizer.iam) as the caller `aws:<userArn>` (only true when "
         'every route is AWS_IAM-authorized: infra/aws api_access = "iam")',
     )
+    iam_session_owners: bool = Field(
+        default=False,
+        description="with trust_iam_authorizer: each STS session (an assumed role's "
+        "RoleSessionName, a federated user's name) is an owner of its own; by default the role "
+        "(or the account's federation) is, since whoever may assume the role names the session. "
+        "A convenience that separates one tenant's workers, never a security boundary",
+    )
     id_token_audiences: list[str] = Field(
         default_factory=list,
         description="`aud` values accepted in Google-signed ID tokens (none: not accepted)",
@@ -190,6 +197,25 @@ class Settings(BaseSettings):
         "Firebase's Admin SDKs do next to the Auth emulator; only for a `demo-` "
         "firebase_project, the emulators' offline projects: `fanfuse dev` and tests, never a "
         "deployment",
+    )
+    cloud_runtime: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("K_SERVICE", "AWS_LAMBDA_FUNCTION_NAME"),
+        description="read, never set: the service or function name a cloud runtime gives this "
+        "process (Cloud Run and Cloud Functions set K_SERVICE, Lambda AWS_LAMBDA_FUNCTION_NAME); "
+        "where it is set, no emulator's unsigned token is accepted (auth/tokens.py)",
+    )
+    auth_emulator_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FIREBASE_AUTH_EMULATOR_HOST"),
+        description="read, never set: the Firebase Auth emulator this process's users sign in "
+        "with (the variable Firebase's SDKs read)",
+    )
+    firestore_emulator_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FIRESTORE_EMULATOR_HOST"),
+        description="read, never set: the Firestore emulator this process talks to (whose "
+        "mockUserToken also makes unsigned Firebase ID tokens)",
     )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
     """where Google's ID-token signing certificates are fetched."""
@@ -231,6 +257,13 @@ class Settings(BaseSettings):
     )
     max_in_flight: int = Field(
         default=10, ge=1, description="searches not yet finished per caller (a key may set its own)"
+    )
+    max_streams_per_caller: int = Field(
+        default=32,
+        ge=1,
+        description="streams one caller (every key of one owner together) holds open at once: "
+        "`fanfuse serve`'s event streams, an MCP server's subscriptions/listen; one more is 429 "
+        "with Retry-After (fanfuse.http.streams)",
     )
     # Per-deployment limits on what one request may ask for.
     max_queries: int = Field(default=5, ge=1, le=5)
