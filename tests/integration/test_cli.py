@@ -195,6 +195,9 @@ def test_platforms_shows_each_platforms_health(tmp_path: Path) -> None:
     assert " open " in line and " 0.25s " in line
     words = " ".join(result.stdout.replace("│", " ").split())  # the notes column wraps
     assert "suspended (rate limited) until 2030-01-01 12:00:00Z" in words
+    # under the table: each provider's pace across the deployment's workers (pacing.py)
+    assert "paced across workers, calls/s: google 1.67, perplexity 3," in words
+    assert "brave 50" in words and "arxiv 0.333" in words and "searxng" not in words.split(":")[-1]
 
 
 def test_platforms_json_lists_availability_and_reasons() -> None:
@@ -209,6 +212,8 @@ def test_platforms_json_lists_availability_and_reasons() -> None:
             "health": None,
             "max_concurrency": None,  # local: no provider calls
             "rate_limit": None,
+            "pace_per_second": None,  # nor any pace
+            "fallbacks": [],
         }
     others = [row for row in rows if row["name"] not in ("docs", "vectors")]
     assert others
@@ -220,6 +225,10 @@ def test_platforms_json_lists_availability_and_reasons() -> None:
     # Each provider's calls in flight, and the documented limit they derive from.
     assert by_name["brave"]["max_concurrency"] == 64
     assert "50 requests a second" in by_name["brave"]["rate_limit"]
+    # The pace held across the deployment's workers, and the deployment's default chain.
+    assert by_name["brave"]["pace_per_second"] == 50.0
+    assert by_name["searxng"]["pace_per_second"] is None  # self-hosted: not paced
+    assert by_name["builtin"]["fallbacks"] == ["perplexity"]
 
 
 def test_index_without_dense_builds_the_bm25_cache(env: Path, tmp_path: Path) -> None:

@@ -189,7 +189,12 @@ def test_a_domain_list_is_valid_in_the_schema_exactly_when_the_api_takes_it(
 
 # -- a deployment's document: its platforms, deadline and max_queries written in ----------------
 
-HERE = Deployment(platforms=("docs", "vectors", "web_gate"), deadline_seconds=5.0, max_queries=3)
+HERE = Deployment(
+    platforms=("docs", "vectors", "web_gate"),
+    deadline_seconds=5.0,
+    max_queries=3,
+    known=("docs", "google", "vectors", "web_gate"),
+)
 UNAVAILABLE = {"google": "missing or invalid settings: FANFUSE_GOOGLE_API_KEY"}
 
 
@@ -240,6 +245,20 @@ def taken_here(body: dict[str, Any]) -> bool:
                 [""] * 63 + ["docs"],
                 [""] * 64 + ["docs"],
                 ["all"] * 64,
+                "docs|vectors",
+                " DOCS | vectors , web_gate",
+                ["docs|web_gate", "vectors"],
+                "docs|google",  # a chain may list a platform that cannot run here
+                "google|docs",
+                "google|google",
+                "google",
+                "docs|",
+                "|docs",
+                "docs||vectors",
+                "docs|nope",
+                "docs|all",
+                "docs|" * 63 + "docs",
+                "docs|" * 64 + "docs",
             ]
         ),
         *({"weights": w} for w in [{"": 1}, {"docs": 1}, {" Vectors ": 2}, {"google": 1}]),

@@ -154,7 +154,7 @@ async def _run_search(
 def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the platforms, which are available here, why the others are not, and each one's
     health in the embedded store (breaker state, reason, retry time, measured latency)."""
-    from fanfuse.cli.render import platforms_table
+    from fanfuse.cli.render import pace_line, platforms_table
     from fanfuse.platforms import Registry
     from fanfuse.settings import Settings
     from fanfuse.store.sqlite import SqliteStore
@@ -162,7 +162,8 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     settings = Settings()
     store = SqliteStore(settings.db_path)
     try:
-        rows = Registry.from_settings(settings).describe(store.get_health())
+        chains = {name: chain.fallbacks for name, chain in settings.chains.items()}
+        rows = Registry.from_settings(settings).describe(store.get_health(), chains)
     finally:
         store.close()
     if as_json:
@@ -170,6 +171,9 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     out.print(platforms_table(rows))
+    paced = pace_line(rows)
+    if paced is not None:
+        out.print(paced, highlight=False, markup=False)
 
 
 @app.command()

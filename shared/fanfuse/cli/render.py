@@ -158,8 +158,9 @@ def _result_lists(view: TaskView) -> list[tuple[str, list[Result]]]:
 def platforms_table(rows: list[PlatformInfo]) -> Table:
     """`fanfuse platforms`: availability, the breaker's state (breaker.py), the measured
     latency and the provider calls in flight per process (`--json` adds the documented limit it
-    derives from); the notes say why a platform is unavailable, or why and until when
-    suspended."""
+    derives from; `pace_line` the pace under the table); the notes say why a platform is
+    unavailable, or why and until when suspended, and what the deployment's fallback chain for
+    it is."""
     heads = ("platform", "available", "health", "latency", "in flight")
     whole = [Column(t, no_wrap=True) for t in heads]
     table = Table(*whole, "notes")  # on a narrow terminal only the notes wrap
@@ -171,6 +172,8 @@ def platforms_table(rows: list[PlatformInfo]) -> Table:
             retry = health.retry_at
             until = f" until {retry.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z" if retry else ""
             notes.append(f"suspended ({why}){until}")
+        if row.fallbacks:
+            notes.append(f"falls back to {' then '.join(row.fallbacks)}")
         latency = health.latency_s if health is not None else None
         table.add_row(
             row.name,
@@ -181,3 +184,10 @@ def platforms_table(rows: list[PlatformInfo]) -> Table:
             "; ".join(notes),
         )
     return table
+
+
+def pace_line(rows: list[PlatformInfo]) -> str | None:
+    """`paced across workers, calls/s: google 1.67, brave 50, arxiv 0.333` under the table (the
+    provider's documented rate, or the deployment's: service/pacing.py); None: nothing paced."""
+    paced = [f"{r.name} {r.pace_per_second:.3g}" for r in rows if r.pace_per_second is not None]
+    return f"paced across workers, calls/s: {', '.join(paced)}" if paced else None

@@ -9,9 +9,11 @@ the deadline). A deployment serves the document with those written in (`for_depl
 that a request valid in it is one the deployment accepts, and one invalid in it is refused with
 a 400 naming the field: `platform` and the keys of `weights` are the platforms available there
 (any case, blanks around, as the validators read them), `timeout_s` at most its deadline,
-`query` at most its `max_queries`. Known gaps, both said in the schema's descriptions: a list
-item holding commas is read as several names (the document says one name an item), and
-`max_platforms` below the number of platforms (a count of distinct names no pattern makes).
+`query` at most its `max_queries`. Fallback chains (`a|b`) are written in too: any names known
+there, one of which can run. Known gaps, said in the schema's descriptions: a list item holding
+commas is read as several names (the document says one name or chain an item), `max_platforms`
+below the number of platforms (a count of distinct names no pattern makes), and the bound on
+names counted over all of a list's items (each item's chain is bound alone).
 """
 
 from __future__ import annotations
@@ -31,14 +33,19 @@ ALL = "all"
 @dataclass(frozen=True)
 class Deployment:
     """What one deployment's request validation depends on (`SearchService.validate`'s
-    context), for the document it serves: the platforms available there, its deadline, and its
-    `max_queries`. `max_platforms`, when it is below the number of platforms, is said in
-    `platform`'s description only: how many distinct names a string holds is no JSON schema."""
+    context), for the document it serves: the platforms a request may name alone there, its
+    deadline, and its `max_queries`. `max_platforms`, when it is below the number of platforms,
+    is said in `platform`'s description only: how many distinct names a string holds is no JSON
+    schema. A fallback chain (`a|b`) may also name the platforms `known` there that cannot run,
+    as long as one of its members is `runnable` (wire/selection.py); both default to
+    `platforms`."""
 
     platforms: tuple[str, ...]
     deadline_seconds: float
     max_queries: int = MAX_QUERIES
     max_platforms: int | None = None
+    runnable: tuple[str, ...] | None = None
+    known: tuple[str, ...] = ()
 
 
 @functools.cache
@@ -65,16 +72,37 @@ def any_case(name: str) -> str:
     )
 
 
-def selection_schemas(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`platform`'s two forms as `split_platforms` and `_platforms` read them, over `names`:
-    comma-separated entries (at most MAX_PLATFORM_NAMES, blank ones dropped), each a name
-    in any case with blanks around, at least one not blank, and either all `all` or all names.
-    The string form, and a list of entries, one per item: the validator also splits an item
-    at its commas, counting the entries of all items against the same bound, which no pattern
-    can count across items; one entry an item keeps the list's bound exact (`maxItems`)."""
-    word = f"(?:{'|'.join(any_case(n) for n in names)})"
+COUNTED = {"pattern": f"^[^,|]*(?:[,|][^,|]*){{0,{MAX_PLATFORM_NAMES - 1}}}$"}
+"""At most MAX_PLATFORM_NAMES names in one string, chain members included (the validator counts
+every `,` and `|`); in a list each item is bound alone: the sum over items is no pattern."""
+
+
+def _word(names: tuple[str, ...]) -> str:
+    return f"(?:{'|'.join(any_case(n) for n in names)})"
+
+
+def selection_schemas(
+    names: tuple[str, ...],
+    runnable: tuple[str, ...] | None = None,
+    known: tuple[str, ...] = (),
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`platform`'s two forms as `selection.split_entries` and `resolve` read them, over
+    `names`: comma-separated entries (at most MAX_PLATFORM_NAMES, blank ones dropped), each a
+    name in any case with blanks around, or a fallback chain of names joined by `|` (blanks
+    around each) at least one of which is `runnable` (the others `known`), at least one entry
+    not blank, and either all `all` or all names. The string form, and a list of entries, one
+    per item: the validator also splits an item at its commas, counting the entries (and the
+    chains' names) of all items against the same bound, which no pattern can count across
+    items; one entry an item keeps the list's bound exact (`maxItems`) but for the chains' names,
+    which are counted in each item alone (`COUNTED`)."""
+    alone = _word(names)
+    runs = _word(runnable if runnable is not None else names)
+    member = _word(tuple(sorted({*names, *known})))
+    bar = f"{BLANKS}\\|{BLANKS}"
+    chain = f"(?:{member}{bar})+{runs}(?:{bar}{member})*|{runs}(?:{bar}{member})+"
+    entry = f"{chain}|{alone}" if runnable != () else alone
     forms = [
-        {"pattern": word, "description": "platform names"},
+        {"pattern": entry, "description": "platform names or fallback chains"},
         {"pattern": any_case(ALL), "description": '"all"'},
     ]
     strings, arrays = [], []
@@ -82,12 +110,12 @@ def selection_schemas(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str,
         entry = f"{BLANKS}(?:{form['pattern']})?{BLANKS}"
         listed = f"^{entry}(?:,{entry}){{0,{MAX_PLATFORM_NAMES - 1}}}$"
         one = f"(?:^|,){BLANKS}(?:{form['pattern']}){BLANKS}(?:,|$)"
-        string = {"type": "string", "pattern": listed, "allOf": [{"pattern": one}]}
+        string = {"type": "string", "pattern": listed, "allOf": [{"pattern": one}, COUNTED]}
         strings.append({**string, "description": form["description"]})
         arrays.append(
             {
                 "type": "array",
-                "items": {"type": "string", "pattern": f"^{entry}$"},
+                "items": {"type": "string", "pattern": f"^{entry}$", "allOf": [COUNTED]},
                 "contains": {"type": "string", "pattern": one},
                 "minItems": 1,
                 "maxItems": MAX_PLATFORM_NAMES,
@@ -102,13 +130,17 @@ def for_deployment(defs: dict[str, Any], deployment: Deployment) -> None:
     names = tuple(sorted(deployment.platforms))
     platform = request["platform"]
     if names:
-        string, array = selection_schemas(names)
+        runnable = deployment.runnable
+        string, array = selection_schemas(
+            names, tuple(sorted(runnable)) if runnable is not None else None, deployment.known
+        )
         platform["anyOf"] = [string, array]
     else:  # nothing to choose from: every selection is refused, "all" (the default) too
         platform["anyOf"] = [{"not": {}}]
         defs["SearchRequest"].setdefault("required", []).append("platform")
     platform["description"] += (
-        f"; on this deployment one or more of: {', '.join(names)} (a list: one name an item)"
+        f"; on this deployment one or more of: {', '.join(names)} (a list: one name or chain "
+        "an item)"
     )
     most = deployment.max_platforms
     if most is not None and most < len(names):

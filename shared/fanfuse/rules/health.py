@@ -17,12 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from fanfuse.rules.stats import percentile
 from fanfuse.wire.models import PlatformHealth
 
 ALPHA = 0.3
 """Weight of the newest sample: about the last five samples matter, so a provider that became
 slow is noticed within a few minutes of traffic, and one slow answer does not flip the order."""
 MIN_WRITE_INTERVAL_S = 30.0
+RECENT = 20
+"""Samples kept for the p90 a fallback chain's hedge waits by default (`p90`): about the last
+ten minutes of a busy platform's traffic, at one sample per MIN_WRITE_INTERVAL_S and process."""
+MIN_P90_SAMPLES = 5
+"""Fewer samples than this say too little of a tail: no default hedge until there are enough."""
 
 
 def due(previous: PlatformHealth | None, now: datetime) -> bool:
@@ -41,13 +47,17 @@ def observed(
     The breaker's fields (breaker.py) are kept as they are: a latency sample is not a verdict."""
     if not due(previous, now):
         return None
+    recent = [*(previous.recent_s if previous is not None else []), round(seconds, 4)][-RECENT:]
     if previous is None or previous.latency_s is None:
         base = previous or PlatformHealth(name=name, updated_at=now)
-        return base.model_copy(update={"latency_s": seconds, "samples": 1, "updated_at": now})
+        return base.model_copy(
+            update={"latency_s": seconds, "samples": 1, "recent_s": recent, "updated_at": now}
+        )
     return previous.model_copy(
         update={
             "latency_s": ALPHA * seconds + (1 - ALPHA) * previous.latency_s,
             "samples": previous.samples + 1,
+            "recent_s": recent,
             "updated_at": now,
         }
     )
@@ -65,3 +75,12 @@ def by_latency(
         return priors.get(name, float("inf"))
 
     return sorted(names, key=latency)  # sorted is stable: equal latencies keep their order
+
+
+def p90(health: PlatformHealth | None) -> float | None:
+    """The p90 of the platform's recent samples (the stats' percentile); None with fewer than
+    MIN_P90_SAMPLES."""
+    samples = health.recent_s if health is not None else []
+    if len(samples) < MIN_P90_SAMPLES:
+        return None
+    return percentile(samples, 0.9)

@@ -48,6 +48,11 @@ class PlatformHealth(BaseModel):
         "the provider (cache hits and failures are not latency); None: not measured yet",
     )
     samples: int = Field(default=0, ge=0)
+    recent_s: list[float] = Field(
+        default_factory=list,
+        description="the last sampled searching seconds, newest last (health.py): their p90 is "
+        "how long a fallback chain waits for it before it hedges, by default",
+    )
     updated_at: datetime
     state: BreakerState = BreakerState.CLOSED
     reason: FailureKind | None = Field(default=None, description="why it was last suspended")

@@ -267,11 +267,14 @@ async def page_file(request: Request, runtime: EmbeddedRuntime) -> Response:
 def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
     """What this server's validation takes from its settings and registry, for its document."""
     settings = runtime.settings
+    catalog = runtime.service.catalog
     return Deployment(
-        platforms=tuple(runtime.service.available()),
+        platforms=tuple(catalog.available()),
         deadline_seconds=settings.deadline_seconds,
         max_queries=settings.max_queries,
         max_platforms=settings.max_platforms,
+        runnable=tuple(catalog.runnable()),
+        known=tuple(catalog.registry.names()),
     )
 
 
