@@ -37,14 +37,18 @@ def turn_of(run: PlatformRun, member: str | None) -> bool:
 
 def claim(name: str, member: str | None, now: datetime, token: str, *, lease: timedelta) -> Mutator:
     """`lifecycle.claim`, on `member`'s turn only: a delivery of a member whose turn has passed
-    (or has not come) changes nothing and calls no one."""
+    (or has not come) changes nothing and calls no one. A later member's claim keeps the
+    hand-over's message (`google: quota exhausted, brave answering`) for the user to read."""
     claim_run = lifecycle.claim(name, now, token, lease=lease)
 
     def mutate(snap: Snapshot) -> Writes | None:
         run = snap.runs.get(name)
         if run is not None and not run.state.terminal and not turn_of(run, member):
             return None
-        return claim_run(snap)
+        writes = claim_run(snap)
+        if writes is not None and run is not None and run.chain and run.member > 0:
+            writes.runs = [r.model_copy(update={"message": run.message}) for r in writes.runs]
+        return writes
 
     return mutate
 
