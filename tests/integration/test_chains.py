@@ -170,7 +170,8 @@ async def test_a_slow_primary_is_hedged_and_cancelled_and_both_calls_are_paid(
     [run] = view.platform_runs
     assert run.answered_by == ["web_fast"]
     slow, fast = run.members
-    assert (slow.state, slow.reason) == (MemberState.CANCELLED, "cancelled: web_fast answered first")
+    assert slow.state is MemberState.CANCELLED
+    assert slow.reason == "cancelled: web_fast answered first"
     assert (fast.role, fast.state) == (MemberRole.HEDGE, MemberState.ANSWERED)
     [slow_call] = [c for c in run.calls if c.platform == "web_slow"]
     assert slow_call.error == "cancelled before the answer" and slow_call.status is None
