@@ -30,6 +30,7 @@ from fanfuse.retrieval.corpus import load_corpus
 from fanfuse.retrieval.dense import KIND as DENSE_KIND
 from fanfuse.retrieval.dense import DenseIndex
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.chain import MemberRole, MemberRun, MemberState
 from fanfuse.wire.errors import InvalidRequest, Unavailable, Unreachable, problems_of
 from fanfuse.wire.models import (
     BreakerState,
@@ -504,6 +505,33 @@ def test_platform_notes_say_filters_cache_and_failed_queries() -> None:
         update={"options": {}, "failed_queries": [], "cache": None, "limits": {}}
     )
     assert platform_notes(quiet) == []
+
+
+def test_platform_notes_say_which_chain_member_answered_and_why_the_others_did_not() -> None:
+    members = [
+        MemberRun(
+            name="google",
+            role=MemberRole.PRIMARY,
+            state=MemberState.FAILED,
+            reason="HTTP 429: slow down; gave up after 3 attempt(s) on " + "x" * 200,
+        ),
+        MemberRun(name="brave", role=MemberRole.FALLBACK, state=MemberState.ANSWERED),
+    ]
+    run = PlatformRun(
+        task_id="t",
+        name="google",
+        index=1,
+        of=1,
+        chain=["google", "brave"],
+        members=members,
+        answered_by=["brave"],
+    )
+    [note] = platform_notes(run)
+    assert note.startswith("google: answered by brave (google failed: HTTP 429: slow down; ")
+    assert note.endswith("…)") and len(note) < 140
+    answered = MemberRun(name="google", role=MemberRole.PRIMARY, state=MemberState.ANSWERED)
+    own = run.model_copy(update={"members": [answered], "answered_by": ["google"]})
+    assert platform_notes(own) == []  # the first member answered alone: nothing to say
 
 
 def closed_port() -> int:
