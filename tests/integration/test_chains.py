@@ -245,6 +245,26 @@ async def test_an_open_breaker_passes_the_turn_at_once_with_no_call(
     assert asked(stub, "web_500") == 0
 
 
+async def test_a_member_that_cannot_run_here_is_passed_over_without_a_task(
+    stub: StubSearxServer,
+    tmp_path: Path,
+    runner: Runner,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """google has no key here: the hand-over goes past it to web_ok, saying why."""
+    monkeypatch.delenv("FANFUSE_GOOGLE_API_KEY", raising=False)
+    async with runtime(stub, tmp_path, runner) as rt:
+        view = await rt.search(search_body("web_500|google|web_ok"))
+    [run] = view.platform_runs
+    assert [(m.name, m.state) for m in run.members] == [
+        ("web_500", MemberState.FAILED),
+        ("google", MemberState.SKIPPED),
+        ("web_ok", MemberState.ANSWERED),
+    ]
+    assert "FANFUSE_GOOGLE_API_KEY" in (run.members[1].reason or "")
+    assert run.attempt == 2 and run.answered_by == ["web_ok"]  # no delivery for google
+
+
 async def test_duplicate_deliveries_ask_no_member_twice(
     stub: StubSearxServer, tmp_path: Path, runner: Runner
 ) -> None:

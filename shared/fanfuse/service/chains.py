@@ -138,10 +138,11 @@ class Chains:
         return {name: found.share(name) for name in run.chain}
 
     def unavailable(self, name: str) -> str | None:
-        """Why `name` cannot be asked in this process (its settings), or None. Asked of the
-        platform itself: a worker decides by what it holds, not by a deployed list."""
+        """Why `name` cannot be asked here, or None: not deployed (no queue, no worker), or
+        its settings, which are asked of the platform itself even where a deployed list says
+        what is available: a worker decides by what it holds."""
         try:
-            why = self.registry.get(name).availability()
+            why = self.registry.unavailable_reason(name) or self.registry.get(name).availability()
         except (ImportError, KeyError) as exc:
             why = f"not installed here ({exc})"
         return f"not available here ({why})" if why else None

@@ -257,21 +257,35 @@ class Turn:
         return [call for asked in self.asked for call in asked.record.calls]
 
     def _step(self, winner: tuple[Asked, Outcome] | None) -> Step:
-        following = self.next if self.next < len(self.members) else None
         if winner is not None:
             asked, outcome = winner
             self.ended.append(self._member(asked, outcome, MemberState.ANSWERED))
             hits = tagged(outcome.results, asked.name)
-            if following is not None and chain.passed_queries(outcome):
+            following = self._askable() if chain.passed_queries(outcome) else None
+            if following is not None:
                 message = chain.handover_message(asked.name, outcome, self.members[following])
                 return Handover(self._in_order(), following, hits, self._calls(), message)
             answer = dataclasses.replace(outcome, results=hits, calls=self._calls())
             return Finished(answer, self._in_order())
-        if following is not None and self.passing is not None:
+        if self.passing is not None:
             last = next(m for m in reversed(self.ended) if m.state is not MemberState.ANSWERED)
-            message = chain.handover_message(last.name, self.passing, self.members[following])
-            return Handover(self._in_order(), following, [], self._calls(), message)
+            following = self._askable()
+            if following is not None:
+                message = chain.handover_message(last.name, self.passing, self.members[following])
+                return Handover(self._in_order(), following, [], self._calls(), message)
         return Finished(self._ran_out(), self._in_order())
+
+    def _askable(self) -> int | None:
+        """The next member a hand-over may go to: those that cannot run here are passed over
+        now (noted), so no task goes to a queue that has no worker for them."""
+        while self.next < len(self.members):
+            name = self.members[self.next]
+            why = self.unavailable(name)
+            if why is None:
+                return self.next
+            self.next += 1
+            self._pass_over(name, MemberRole.FALLBACK, why)
+        return None
 
     def _in_order(self) -> list[MemberRun]:
         return sorted(self.ended, key=lambda m: self.members.index(m.name))
