@@ -153,6 +153,26 @@ async def test_the_hand_over_says_who_failed_and_who_answers_while_it_answers(
     assert view.platform_runs[0].answered_by == ["web_gate"]
 
 
+async def test_a_cancel_while_the_fallback_answers_ends_the_run_and_asks_no_one_else(
+    stub: StubSearxServer, tmp_path: Path, runner: Runner
+) -> None:
+    async with runtime(stub, tmp_path, runner) as rt:
+        accepted = rt.service.start(search_body("web_500|web_gate|web_ok"))
+        for _ in range(500):
+            if stub.waiting("fallback"):
+                break
+            await asyncio.sleep(0.01)
+        view = rt.service.cancel(accepted.task_id)
+        ended = asyncio.ensure_future(rt.delivered(accepted.task_id, 10))
+        stub.release("fallback")
+        await ended  # web_gate's delivery saw the cancel after its call, and stopped
+        await asyncio.sleep(0.2)  # a hand-over to web_ok, were there one, would be queued now
+        final = rt.service.status(accepted.task_id)
+    assert view.status is TaskStatus.CANCELLED and final.status is TaskStatus.CANCELLED
+    assert final.platform_runs[0].state is PlatformState.CANCELLED
+    assert asked(stub, "web_ok") == 0
+
+
 async def test_a_slow_primary_is_hedged_and_cancelled_and_both_calls_are_paid(
     stub: StubSearxServer, tmp_path: Path, runner: Runner
 ) -> None:

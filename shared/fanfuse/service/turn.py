@@ -67,7 +67,6 @@ Step = Handover | Finished
 class Asked:
     """One member asked in this delivery."""
 
-    index: int
     name: str
     role: MemberRole
     gate: breaker.Gate
@@ -133,8 +132,8 @@ class Turn:
                     self.note(self.run, chain.hedge_message(latest.name, hedge, following))
                     self.ask(MemberRole.HEDGE)
                     continue
-                winner = self._ended(done)
-                if winner is None and self.passing is not None and self.running:
+                winner, passed = self._ended(done)
+                if winner is None and passed and self.running:
                     self.ask(MemberRole.FALLBACK)  # another still runs: no hand-over yet
         finally:
             await self._cancel_rest(winner)
@@ -175,7 +174,7 @@ class Turn:
             record = RunRecord()
             member = Assignment(name, self.queries, record, self.calls, self.shares.get(name, 1.0))
             work = asyncio.create_task(self.executor.run(self.task, self.run, self.stop, member))
-            asked = Asked(index, name, role, gate, record, self.queries, time.monotonic(), utcnow())
+            asked = Asked(name, role, gate, record, self.queries, time.monotonic(), utcnow())
             self.running[work] = asked
             self.asked.append(asked)
             return
@@ -194,21 +193,31 @@ class Turn:
         following = self.members[self.next] if self.next < len(self.members) else None
         self.note(self.run, chain.skipped_message(name, why, following))
 
-    def _ended(self, done: set[asyncio.Task[Outcome]]) -> tuple[Asked, Outcome] | None:
-        """Take the members that ended: the first good answer wins; the others are noted."""
+    def _ended(self, done: set[asyncio.Task[Outcome]]) -> tuple[tuple[Asked, Outcome] | None, bool]:
+        """Take the members that ended: the first good answer wins; the others are noted.
+        Also whether one of them passed the turn."""
         winner: tuple[Asked, Outcome] | None = None
+        passed = False
         for work in done:
             asked = self.running.pop(work)
             outcome = work.result()
             self._observe(asked, outcome)
-            if winner is None and outcome.state is PlatformState.SUCCEEDED:
-                winner = (asked, outcome)
+            if outcome.state is PlatformState.SUCCEEDED:
+                if winner is None:
+                    winner = (asked, outcome)
+                else:  # two answers at once: the first taken is used
+                    unused = dataclasses.replace(
+                        outcome, error=f"not used: {winner[0].name} answered first"
+                    )
+                    self.ended.append(self._member(asked, unused, MemberState.CANCELLED))
                 continue
-            self.ended.append(self._member(asked, outcome, MemberState.FAILED))
+            cancelled = outcome.state is PlatformState.CANCELLED  # the search's cancel
+            state = MemberState.CANCELLED if cancelled else MemberState.FAILED
+            self.ended.append(self._member(asked, outcome, state))
             self.last = outcome
             if chain.passes_turn(outcome):
-                self.passing = outcome
-        return winner
+                self.passing, passed = outcome, True
+        return winner, passed
 
     async def _cancel_rest(self, winner: tuple[Asked, Outcome] | None) -> None:
         """Cancel the members still running (a winner answered first, or this delivery is
