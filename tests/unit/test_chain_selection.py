@@ -56,6 +56,7 @@ def problem(platform: Any, **fields: Any) -> str:
         ("google|tavily", ["google|tavily"]),  # a spelled chain replaces it
         ("google, brave", ["google", "brave"]),  # brave asked in its own right
         ("builtin", ["builtin|perplexity"]),  # the design's builtin -> perplexity
+        ("builtin, perplexity", ["perplexity"]),  # builtin cannot run itself: only perplexity
     ],
 )
 def test_an_entry_is_one_platform_run_and_each_platform_is_asked_once(

@@ -249,6 +249,8 @@ def taken_here(body: dict[str, Any]) -> bool:
                 " DOCS | vectors , web_gate",
                 ["docs|web_gate", "vectors"],
                 "docs|google",  # a chain may list a platform that cannot run here
+                "google|docs, docs",  # google's run keeps no member that can run: dropped
+                ["google|docs", "docs"],
                 "google|docs",
                 "google|google",
                 "google",

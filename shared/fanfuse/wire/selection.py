@@ -18,9 +18,11 @@ replaces the deployment's.
 
 A platform is asked at most once per search: a name repeated is asked once, where it first
 appears; a platform entered in its own right is dropped from every chain (it answers anyway);
-a fallback is kept in the first chain that names it only. `all` means every platform a request
-may name alone here, each with the deployment's chain, minus the fallbacks of those chains (a
-deployment chain is the deployment saying "ask brave only when google cannot answer").
+a fallback is kept in the first chain that names it only; and a run that is left with no member
+able to run here is dropped (`google|docs, docs` without a Google key is `docs`). `all` means
+every platform a request may name alone here, each with the deployment's chain, minus the
+fallbacks of those chains (a deployment chain is the deployment saying "ask brave only when
+google cannot answer").
 
 What is refused (a 400 naming the field): an empty name in a chain (`google|`), an unknown name,
 a name entered alone that cannot run here (and has no deployment chain that can), a chain none
@@ -142,12 +144,13 @@ def resolve(entries: list[list[str]], here: Here | None) -> list[str]:
         return [entry_of(chain) for chain in _asked_once(entries)]
     _check_known(entries, here)
     chained = [e if len(e) > 1 else [e[0], *here.chains.get(e[0], ())] for e in entries]
-    runs = _asked_once(chained)
     can_run = here.can_run
-    spelled = {entry[0]: entry for entry in reversed(entries)}  # each first name's first entry
-    for chain in runs:
+    for entry, chain in zip(entries, chained, strict=True):
         if not any(name in can_run for name in chain):
-            raise ValueError(_not_here(spelled[chain[0]], chain, here))
+            raise ValueError(_not_here(entry, chain, here))
+    # A run left with no member that can run (its others are asked in their own right) is
+    # dropped: those answer anyway, and it could only fail.
+    runs = [run for run in _asked_once(chained) if any(name in can_run for name in run)]
     if here.max_platforms is not None and len(runs) > here.max_platforms:
         raise ValueError(
             f"at most {here.max_platforms} platforms per request on this deployment, "
