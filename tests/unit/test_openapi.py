@@ -266,6 +266,7 @@ def taken_here(body: dict[str, Any]) -> bool:
         *({"weights": w} for w in [{"": 1}, {"docs": 1}, {" Vectors ": 2}, {"google": 1}]),
         {"platform": "docs", "weights": {"vectors": 1.5}},
         *({"timeout_s": t} for t in [0.5, 5, 5.0, 5.01, 0.49, 120]),
+        *({"hedge_after_s": h} for h in [0, 0.5, 5, 5.01, -1, "p90", "off", "soon", None]),
         *({"query": q} for q in [["a"] * 3, ["a"] * 4, "a"]),
         *({"max_results": n} for n in [10, 10.0, 10.5, 101]),
     ],

@@ -8,12 +8,13 @@ valid in it and refused (an unknown or unconfigured platform, a weight for one, 
 the deadline). A deployment serves the document with those written in (`for_deployment`), so
 that a request valid in it is one the deployment accepts, and one invalid in it is refused with
 a 400 naming the field: `platform` and the keys of `weights` are the platforms available there
-(any case, blanks around, as the validators read them), `timeout_s` at most its deadline,
-`query` at most its `max_queries`. Fallback chains (`a|b`) are written in too: any names known
-there, one of which can run. Known gaps, said in the schema's descriptions: a list item holding
-commas is read as several names (the document says one name or chain an item), `max_platforms`
-below the number of platforms (a count of distinct names no pattern makes), and the bound on
-names counted over all of a list's items (each item's chain is bound alone).
+(any case, blanks around, as the validators read them), `timeout_s` and a number
+`hedge_after_s` at most its deadline, `query` at most its `max_queries`. Fallback chains
+(`a|b`) are written in too: any names known there, one of which can run. Known gaps, said in the
+schema's descriptions: a list item holding commas is read as several names (the document says
+one name or chain an item), `max_platforms` below the number of platforms (a count of distinct
+names no pattern makes), and the bound on names counted over all of a list's items (each item's
+chain is bound alone).
 """
 
 from __future__ import annotations
@@ -150,6 +151,9 @@ def for_deployment(defs: dict[str, Any], deployment: Deployment) -> None:
     named: dict[str, Any] = {"pattern": key} if names else {"not": {}}
     weights["propertyNames"] = named
     request["timeout_s"]["maximum"] = deployment.deadline_seconds
+    for seconds in request["hedge_after_s"]["anyOf"]:
+        if seconds.get("type") == "number":
+            seconds["maximum"] = deployment.deadline_seconds
     for array in arrays(request["query"]):
         array["maxItems"] = min(array["maxItems"], deployment.max_queries)
 
