@@ -280,7 +280,7 @@ class Runner:
                             retry_after=parse_retry_after(response.headers.get("retry-after")),
                         )
         except asyncio.CancelledError:
-            record.error = "cancelled before the answer"
+            record.error = "cancelled before the answer" if attempts else "cancelled unsent"
             if attempts and price_usd:
                 record.cost_usd = price_usd
             raise
