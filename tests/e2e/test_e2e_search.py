@@ -39,7 +39,7 @@ PLATFORM_FIELDS = {
     "task_id", "name", "index", "of", "state", "stage", "stages", "progress", "percent",
     "message", "attempt", "lease", "lease_until", "retry_at", "results", "error", "provider",
     "timings", "calls", "options", "failed_queries", "failure", "cache", "limits", "started_at",
-    "finished_at", "updated_at", "expires_at",
+    "finished_at", "updated_at", "expires_at", "chain", "member", "members", "answered_by",
 }  # fmt: skip
 
 

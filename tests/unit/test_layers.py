@@ -17,7 +17,11 @@ from functools import cache
 from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[2] / "shared" / "fanfuse"
-MAX_LINES = 450
+LONG_MODULE_LINES = 600
+"""Past this many lines a module is named in the test report (`long_modules`, printed by
+tests/conftest.py's terminal summary) as a prompt to check that it still holds one concept.
+Never a failure: a module holds one concept whatever its length (docs/DESIGN.md), and a hard
+cap produced splits and trimmed docstrings that did more harm than a long module."""
 MAX_ROOT_ENTRIES = 22
 
 _BASE = {"settings", "support", "wire", ""}
@@ -294,6 +298,8 @@ def test_each_web_framework_stays_in_its_front() -> None:
     assert frameworks("http", FRAMEWORKS) == set()
 
 
-def test_no_library_module_is_over_the_limit() -> None:
+def long_modules() -> dict[str, int]:
+    """The library modules past LONG_MODULE_LINES, longest first."""
     sizes = {m: len(p.read_text().splitlines()) for m, p in library().items()}
-    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+    long = {name: n for name, n in sizes.items() if n > LONG_MODULE_LINES}
+    return dict(sorted(long.items(), key=lambda item: -item[1]))

@@ -296,7 +296,7 @@ def openapi_document() -> dict[str, Any]:
     from fanfuse.http.openapi import document
 
     config = settings()
-    deployment = Deployment.of(config, service().available())
+    deployment = Deployment.of(config, service().catalog)
     return for_functions(document(deployment), config.function_urls)
 
 

@@ -134,6 +134,9 @@ def check_message(message: TaskMessage) -> None:
     check_task_id(message.task_id)
     if isinstance(message, PlatformMessage) and not PLATFORM.match(message.platform):
         raise InvalidRequest([Problem(field="platform", problem="not a platform name")])
+    member = message.member if isinstance(message, PlatformMessage) else None
+    if member is not None and not PLATFORM.match(member):
+        raise InvalidRequest([Problem(field="member", problem="not a platform name")])
 
 
 def work(tasks: Tasks, message: TaskMessage, run: Runner) -> dict[str, Any]:

@@ -55,6 +55,8 @@ if not any(isinstance(f, SecretFilter) for f in logging.getLogger("httpx").filte
     logging.getLogger("httpx").addFilter(SecretFilter())  # it logs every request's URL at INFO
 
 SleepFn = Callable[[float], Awaitable[None]]
+PaceFn = Callable[[], Awaitable[float]]
+"""Waits for the provider's pace across workers; returns the seconds it waited (pacing.py)."""
 Params = Mapping[str, str | int | float] | Sequence[tuple[str, str | int | float]]
 
 
@@ -223,6 +225,7 @@ class Runner:
         *,
         accept_types: Sequence[str] | None = None,
         price_usd: float = 0.0,
+        pace: PaceFn | None = None,
     ) -> Response:
         """Send `spec` with retries; return the final answer unless it is a retryable failure.
 
@@ -232,6 +235,12 @@ class Runner:
 
         A 4xx other than 429 is returned (the platform decides what it means); a 429/5xx, a
         timeout or a connection error that outlasts `max_attempts` raises `ProviderError`.
+
+        `pace`: awaited before each attempt (the provider's pace across the deployment's
+        workers); its waits are on the record (`paced_s`). A call cancelled once an attempt
+        started (a hedged chain member that lost: service/chains.py) is recorded as such and
+        charged `price_usd`: the provider may have answered it, and the receipt errs on the
+        side of what may have been billed.
         """
         state = self._state()
         started = self.clock()
@@ -259,6 +268,8 @@ class Runner:
         try:
             async for attempt in retrying:
                 with attempt:
+                    if pace is not None:
+                        record.paced_s = round(record.paced_s + await pace(), 4)
                     attempts += 1
                     response = await self._once(state, platform, spec, policy, accept_types)
                     record.status = response.status
@@ -268,6 +279,11 @@ class Runner:
                             status=response.status,
                             retry_after=parse_retry_after(response.headers.get("retry-after")),
                         )
+        except asyncio.CancelledError:
+            record.error = "cancelled before the answer" if attempts else "cancelled unsent"
+            if attempts and price_usd:
+                record.cost_usd = price_usd
+            raise
         except Undecodable as exc:
             record.status, record.error = exc.status, str(exc)
             raise UndecodableBody(platform, f"{exc} (from {shown_url})") from exc

@@ -1,7 +1,8 @@
 """The TaskQueue port: deliver "run this platform" and "aggregate this task" at least once.
 
-Names make delivery idempotent at the queue (`{task_id}--{platform}`, `{task_id}--aggregate`,
-`{task_id}--deadline`); the lifecycle rules make a second delivery harmless anyway.
+Names make delivery idempotent at the queue (`{task_id}--{platform}`, a fallback chain's later
+members `{task_id}--{platform}--{member}`, `{task_id}--aggregate`, `{task_id}--deadline`); the
+lifecycle rules make a second delivery harmless anyway.
 
 Queue ids are named here too (`queue_id`), because two sides must agree on them: whoever creates
 the queues (Terraform, `fanfuse dev`) and the functions that enqueue to them.
@@ -12,16 +13,30 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class PlatformMessage(BaseModel):
-    """Body of a `run_platform` task."""
+    """Body of a `run_platform` task: run `platform` of search `task_id`; `member`: the member of
+    its fallback chain whose turn it is (None: its first, the platform itself), which sends the
+    task to that member's queue (its provider's rate: rules/handover.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
     task_id: str
     platform: str
+    member: str | None = Field(default=None, exclude_if=lambda member: member is None)
+    """Left out of the body when None: the task a platform's first turn has always had."""
+
+    @property
+    def queue(self) -> str:
+        """The platform whose queue carries the task."""
+        return self.member or self.platform
+
+    @property
+    def suffix(self) -> str:
+        """What the task's name adds to the search's id."""
+        return f"{self.platform}--{self.member}" if self.member else self.platform
 
 
 class AggregateMessage(BaseModel):

@@ -105,8 +105,8 @@ class CloudTasksQueue(TaskQueue):
         """(queue, task) for one platform run."""
         dispatch = int(self.settings.deadline_seconds) + DISPATCH_MARGIN
         dispatch = min(max(dispatch, MIN_DISPATCH_DEADLINE), MAX_DISPATCH_DEADLINE)
-        return self.queue_path(message.platform), self._task(
-            name=self.task_path(message.platform, message.task_id, message.platform),
+        return self.queue_path(message.queue), self._task(
+            name=self.task_path(message.queue, message.task_id, message.suffix),
             target="run_platform",
             body=message.model_dump_json().encode(),
             dispatch_seconds=dispatch,

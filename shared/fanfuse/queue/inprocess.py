@@ -39,7 +39,7 @@ class InProcessQueue(TaskQueue):
         """The delayed deliveries still to fire, by name (so `close` can cancel them)."""
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
-        self._submit(task_name(message.task_id, message.platform), message, None)
+        self._submit(task_name(message.task_id, message.suffix), message, None)
 
     def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
         suffix = "deadline" if message.deadline else "aggregate"

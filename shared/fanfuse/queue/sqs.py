@@ -108,7 +108,7 @@ class SqsQueue(TaskQueue):
     # -- TaskQueue ----------------------------------------------------------------------------
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
-        self.send(self.queue_url(message.platform), message, None)
+        self.send(self.queue_url(message.queue), message, None)
 
     def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
         self.send(self.queue_url(AGGREGATE_QUEUE), message, at)

@@ -100,6 +100,15 @@ def refusal(
     )
 
 
+def chain_note(chains: Sequence[Sequence[str]]) -> str:
+    """What a refusal says of the fallback chains in its plan: how they were priced."""
+    spelled = ", ".join("|".join(chain) for chain in chains)
+    return (
+        f"a fallback chain ({spelled}) is estimated at its dearest plausible path, every "
+        "member asked and charged (a hedge asks two at once)"
+    )
+
+
 def share(cost: Cost, name: str) -> float | None:
     """`name`'s part of the search's money, which stops its paging once spent: the part its
     estimate is of the plan's, of the cap (at least its estimate, since the plan fits); under

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fanfuse.wire.cost import Cost, PlatformCost
+from fanfuse.rules.provenance import member_spend
+from fanfuse.wire.cost import Cost, MemberCost, PlatformCost
 from fanfuse.wire.models import PlatformRun
 
 USD_PLACES = 6
@@ -36,8 +37,16 @@ def receipt(cost: Cost, runs: Iterable[PlatformRun]) -> Cost:
     for run in runs:
         charged = [c for c in run.calls if c.cost_usd > 0]
         before = platforms.get(run.name, PlatformCost())
+        members = {
+            name: MemberCost(calls=calls, usd=usd(spent))
+            for name, (calls, spent) in member_spend(run).items()
+        }
         platforms[run.name] = before.model_copy(
-            update={"calls": len(charged), "usd": usd(sum(c.cost_usd for c in charged))}
+            update={
+                "calls": len(charged),
+                "usd": usd(sum(c.cost_usd for c in charged)),
+                "members": members,
+            }
         )
     total = usd(sum(p.usd for p in platforms.values()))
     return cost.model_copy(update={"platforms": platforms, "total_usd": total})

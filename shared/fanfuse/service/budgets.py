@@ -12,13 +12,20 @@ per platform and kept).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.pricing import PlatformEstimate, estimate, price_of, readable_settings
+from fanfuse.platforms.pricing import (
+    ChainEstimate,
+    PlatformEstimate,
+    chain_estimate,
+    estimate,
+    price_of,
+    readable_settings,
+)
 from fanfuse.rules import budget, limits
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import QuotaStore
@@ -61,24 +68,37 @@ class Budgets:
         return self._platform(name)[0]
 
     def estimates(
-        self, names: Sequence[str], queries: int, depth: int, include_content: bool
-    ) -> dict[str, PlatformEstimate]:
-        """Each platform's most expensive run of the plan, with its share of the call cap."""
+        self,
+        names: Sequence[str],
+        queries: int,
+        depth: int,
+        include_content: bool,
+        chains: Mapping[str, Sequence[str]] | None = None,
+    ) -> dict[str, PlatformEstimate | ChainEstimate]:
+        """Each platform's most expensive run of the plan, with its share of the call cap; a
+        fallback chain (`chains`: a run -> its members) at its dearest plausible path."""
         cap = limits.share(self.settings.max_provider_calls_per_search, len(names))
-        return {
-            n: estimate(
-                self.registry.get(n),
-                *self._platform(n),
+
+        def one(name: str) -> PlatformEstimate:
+            return estimate(
+                self.registry.get(name),
+                *self._platform(name),
                 queries=queries,
                 depth=depth,
                 include_content=include_content,
                 call_cap=cap,
             )
-            for n in names
-        }
+
+        found: dict[str, PlatformEstimate | ChainEstimate] = {}
+        for n in names:
+            chain = (chains or {}).get(n)
+            found[n] = chain_estimate(n, [one(m) for m in chain]) if chain else one(n)
+        return found
 
     def _priced(self, request: SearchRequest, names: Sequence[str]) -> dict[str, float]:
-        found = self.estimates(names, len(request.queries), request.depth, request.include_content)
+        found = self.estimates(
+            names, len(request.queries), request.depth, request.include_content, request.chains
+        )
         return {n: e.usd for n, e in found.items()}
 
     def plan(self, request: SearchRequest, caller: Caller | None, now: datetime) -> Planned:
@@ -101,7 +121,8 @@ class Budgets:
                 fit = budget.trim(estimates, names, cap)
                 if not fit.kept or not fit.trimmed:
                     raise self._over(request, list(request.platforms), asked, cap)
-                trimmed += fit.trimmed
+                # a chain is named as spelled: its estimate was its dearest plausible path
+                trimmed += ["|".join(request.chains.get(n, [n])) for n in fit.trimmed]
                 names = fit.kept
                 estimates = self._priced(request, names)
         total = sum(estimates.values())
@@ -109,10 +130,14 @@ class Budgets:
         spent = None
         if caller is not None and daily is not None and total > 0:  # a free plan reserves nothing
             spent = self._reserve(caller.subject, total, daily, now)
+        chains = request.chains
         return Planned(
             platforms=names,
             cost=Cost(
-                platforms={n: PlatformCost(estimate_usd=round(estimates[n], 6)) for n in names},
+                platforms={
+                    n: PlatformCost(estimate_usd=round(estimates[n], 6), chain=chains.get(n, []))
+                    for n in names
+                },
                 estimate_usd=round(total, 6),
                 budget=CostBudget(
                     max_cost_usd=cap,
@@ -129,6 +154,7 @@ class Budgets:
         self, request: SearchRequest, names: list[str], estimates: dict[str, float], cap: float
     ) -> OverBudget:
         by_mode: dict[str, float] = {}
+        chains = request.chains
         for mode, spec in MODES.items():
             if mode == request.mode:
                 continue
@@ -136,11 +162,15 @@ class Budgets:
             if "include_content" not in request.model_fields_set and spec.content is not None:
                 content = spec.content
             found = self.estimates(
-                names, len(request.queries), spec.depth(request.max_results), content
+                names, len(request.queries), spec.depth(request.max_results), content, chains
             )
             by_mode[mode.value] = sum(e.usd for e in found.values())
         total = sum(estimates.values())
-        return OverBudget(budget.refusal(estimates, names, cap, by_mode), total)
+        message = budget.refusal(estimates, names, cap, by_mode)
+        chained = [n for n in names if n in chains]
+        if chained:
+            message += "; " + budget.chain_note([chains[n] for n in chained])
+        return OverBudget(message, total)
 
     def _reserve(self, subject: str, amount: float, daily: float, now: datetime) -> float:
         """Reserve `amount` of the caller's day, or BudgetSpent; the day's spend before it."""

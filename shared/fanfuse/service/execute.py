@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
+from fanfuse.platforms.base import Pace, Platform, PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.pricing import cost_budget, estimate
 from fanfuse.rules import budget, lifecycle, limits
 from fanfuse.rules.limits import Budget
@@ -24,7 +25,15 @@ from fanfuse.settings import Price, Settings
 from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.errors import Cancelled, ProviderError
-from fanfuse.wire.models import FailureKind, PlatformRun, PlatformState, Stage, Task
+from fanfuse.wire.models import (
+    FailureKind,
+    Hit,
+    PlatformRun,
+    PlatformState,
+    QueryFailure,
+    Stage,
+    Task,
+)
 
 if TYPE_CHECKING:
     from fanfuse.content.settings import ContentSettings
@@ -32,6 +41,23 @@ if TYPE_CHECKING:
     from fanfuse.stages.base import Reporter
 
 log = logging.getLogger(__name__)
+
+PaceFor = Callable[[str, Platform[Any]], Pace | None]
+"""A platform's pace wait (service/pacing.py), by name; None: not paced."""
+
+
+@dataclass
+class Assignment:
+    """One chain member's part of a run (service/chains.py): who answers, which of the task's
+    queries (indices), the record its calls go to (the caller's, so that a member cancelled
+    mid-call leaves its calls), the run's share of the search's provider calls (shared by the
+    members of a delivery), and the part of the run's money it may spend."""
+
+    name: str
+    queries: list[int]
+    record: RunRecord
+    calls: Budget
+    money_share: float = 1.0
 
 
 class Executor:
@@ -51,12 +77,14 @@ class Executor:
         content: ContentSettings,
         *,
         prices: Callable[[str], Price],
+        pace: PaceFor | None = None,
     ) -> None:
         self.documents, self.cache = documents, cache
         self.registry, self.settings, self.clock = registry, settings, clock
         self._runner, self._content = runner, content
         self._prices = prices
         """Each platform's price here (budgets.Budgets.price: read once per platform)."""
+        self._pace = pace
 
     @property
     def runner(self) -> Runner:
@@ -72,27 +100,38 @@ class Executor:
         return self._runner
 
     async def run(
-        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+        self,
+        task: Task,
+        run: PlatformRun,
+        stop: Callable[[], bool],
+        member: Assignment | None = None,
     ) -> lifecycle.Outcome:
         """`stop`: checked between steps; True ends the run as `Cancelled` (a cancel, or its
-        lease went to another delivery)."""
+        lease went to another delivery). `member`: a chain member answering for the run (its
+        platform, its queries; progress still goes to the run's document)."""
         started = time.monotonic()
+        name = run.name if member is None else member.name
+        indices = list(range(len(task.queries))) if member is None else member.queries
         params = SearchParams(
-            queries=task.queries,
+            queries=[task.queries[i] for i in indices],
             limit=task.request.depth,
             language=task.request.language,
             include_content=task.request.include_content,
             options=task.request.options,
             now=task.created_at,  # every platform counts a time range back from the same instant
         )
-        record = RunRecord()
+        record = RunRecord() if member is None else member.record
         failure: FailureKind | None = None
         reporter: Reporter | None = None
-        calls = Budget(limits.share(self.settings.max_provider_calls_per_search, run.of))
+        calls = (
+            Budget(limits.share(self.settings.max_provider_calls_per_search, run.of))
+            if member is None
+            else member.calls
+        )
         fetches = Budget(limits.share(self.settings.max_page_fetches_per_search, run.of))
         money: Budget | None = None
         try:
-            platform = self.registry.get(run.name)
+            platform = self.registry.get(name)
             # The run path alone needs the stages and the network layer:
             # imported here, so a status or start request never loads them at cold start.
             from fanfuse.content.compress import within_chars
@@ -100,10 +139,14 @@ class Executor:
             from fanfuse.stages.base import Reporter, StageRun
             from fanfuse.stages.cache import QueryCache, cache_scope
 
-            price = self._prices(run.name)
-            money = self._money(task, run, price, calls.cap)
+            price = self._prices(name)
+            share = 1.0 if member is None else member.money_share
+            money = self._money(task, run, name, price, calls.cap, share)
             planned = pipeline.plan(platform, params)
-            reporter = Reporter(self.documents, run, planned, self.settings.progress_interval)
+            label = None if name == run.name else name
+            reporter = Reporter(
+                self.documents, run, planned, self.settings.progress_interval, label=label
+            )
             ctx = PlatformContext(
                 settings=platform.settings(),
                 runner=self.runner,
@@ -113,10 +156,11 @@ class Executor:
                 call_budget=calls,
                 price=price,
                 cost_budget=money,
+                pace=self._pace(name, platform) if self._pace is not None else None,
             )
             cache = QueryCache.for_run(
                 self.cache,
-                run.name,
+                name,
                 ctx.settings,
                 params,
                 task.request.cache,
@@ -130,7 +174,7 @@ class Executor:
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
                 hits = await pipeline.execute(stage_run, planned, stop)
-            hits = within_chars(hits, self.settings.max_content_chars)
+            hits = renumbered(within_chars(hits, self.settings.max_content_chars), indices)
             state, error, message = PlatformState.SUCCEEDED, None, reporter.message
         except Cancelled:
             hits, state, error, message = [], PlatformState.CANCELLED, None, "Cancelled"
@@ -154,7 +198,7 @@ class Executor:
             timings={**record.timings, "total": round(time.monotonic() - started, 4)},
             calls=record.calls,
             options=record.options,
-            failed_queries=record.failed_queries,
+            failed_queries=renumbered_failures(record.failed_queries, indices),
             cache=record.cache,
             failure=failure,
             limits=limits.cuts(
@@ -166,13 +210,17 @@ class Executor:
             ),
         )
 
-    def _money(self, task: Task, run: PlatformRun, price: Price, calls: int) -> Budget | None:
-        """The run's share of the search's money (rules/budget.py) as the calls it affords,
-        each at its dearest (pricing.py); None: no budget, or a free platform."""
+    def _money(
+        self, task: Task, run: PlatformRun, name: str, price: Price, calls: int, share: float
+    ) -> Budget | None:
+        """The run's share of the search's money (rules/budget.py), or `share` of it for a chain
+        member, as the calls platform `name` affords, each at its dearest (pricing.py); None:
+        no budget, or a free platform."""
         usd = budget.share(task.cost, run.name)
         if usd is None:
             return None
-        platform = self.registry.get(run.name)
+        usd *= share
+        platform = self.registry.get(name)
         planned = estimate(
             platform,
             price,
@@ -183,6 +231,20 @@ class Executor:
             call_cap=calls,
         )
         return cost_budget(usd, planned.per_call_usd)
+
+
+def renumbered(hits: list[Hit], indices: Sequence[int]) -> list[Hit]:
+    """A member asked some of the task's queries numbers its hits among those: back to the
+    task's numbering (`indices[i]` is the task's index of the member's query `i`)."""
+    if list(indices) == list(range(len(indices))):
+        return hits
+    return [h.model_copy(update={"query_index": indices[h.query_index]}) for h in hits]
+
+
+def renumbered_failures(failures: list[QueryFailure], indices: Sequence[int]) -> list[QueryFailure]:
+    if list(indices) == list(range(len(indices))):
+        return failures
+    return [f.model_copy(update={"query_index": indices[f.query_index]}) for f in failures]
 
 
 def searching(reporter: Reporter | None) -> bool:

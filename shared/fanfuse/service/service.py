@@ -17,14 +17,15 @@ from urllib.parse import urlencode
 from fanfuse.fusion import fusers
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.rules import aggregate, lifecycle, progress, spend
+from fanfuse.rules import aggregate, handover, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
 from fanfuse.rules.mutations import Writes
-from fanfuse.service import admission, circuit, events
+from fanfuse.service import admission, chains, circuit, events
 from fanfuse.service.budgets import Budgets
 from fanfuse.service.catalog import Catalog
 from fanfuse.service.execute import Executor
 from fanfuse.service.heartbeat import Heartbeat
+from fanfuse.service.pacing import Pacer
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.support import logs
@@ -93,10 +94,14 @@ class SearchService:
             content = ContentSettings.model_construct()  # the defaults, not the environment
         self._rerank_settings = rerank
         self._budgets = Budgets(store, registry, settings)
+        prices, pace = self._budgets.price, Pacer(store, clock).for_platform
         self._executor = Executor(
-            store, store, registry, settings, clock, runner, content, prices=self._budgets.price
+            store, store, registry, settings, clock, runner, content, prices=prices, pace=pace
         )
         self._circuit = circuit.Circuit(store, clock)
+        self._chains = chains.Chains(
+            store, store, queue, self._executor, self._circuit, self._budgets
+        )
         self.events = events.Events()  # what the metrics count (service/events.py)
         self.catalog = Catalog(store, registry, settings)
 
@@ -168,6 +173,8 @@ class SearchService:
             PlatformRun(task_id=task_id, name=name, index=i, of=len(names), updated_at=now)
             for i, name in enumerate(names, 1)
         ]
+        for run in runs:  # a fallback chain's members (wire/selection.py)
+            run.chain = request.chains.get(run.name, [])
         try:
             self._write(task, runs)
         except Exception:
@@ -237,10 +244,11 @@ class SearchService:
         task_id, name = message.task_id, message.platform
         token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
         lease = timedelta(seconds=self.settings.lease_seconds)
-        claim = lifecycle.claim(name, self.clock(), token, lease=lease)
+        claim = handover.claim(name, message.member, self.clock(), token, lease=lease)
         claimed = self.store.transact(task_id, [name], claim)
         if claimed is None:
             self._resume_fan_in(task_id)
+            self._chains.resume(task_id, name)  # a turn that has passed: the next one's task
             return "skipped"
         run = claimed.runs[0]
         task = self.store.get_task(task_id)
@@ -252,21 +260,23 @@ class SearchService:
                 def stop() -> bool:  # the lease went to another delivery, or a cancel
                     return beat.lost or self._cancelled(task_id)
 
-                outcome = await self._guarded(task, run, stop)
+                step = await self._guarded(task, run, stop)
         except asyncio.CancelledError:
             # This process is stopping mid-run: hand the run back rather than hold it until the
             # lease lapses (a restarted embedded runtime resumes it at once).
             self.store.transact(task_id, [name], lifecycle.release(name, token))
             raise
-        written = self.store.transact(
-            task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
-        )
+        if isinstance(step, chains.Handover):  # the chain's next member: its own task
+            return self._chains.hand_over(task_id, run, token, step)
+        outcome, finish = chains.finishing(name, step, self.clock(), token)
+        written = self.store.transact(task_id, [name], finish)
         try:  # the search's end before the health sample: the answer waits for it, not that
             counted = written.task if written is not None else None
             if counted is not None and counted.counters.done == len(counted.platforms):
                 self._fan_in_complete(counted)
         finally:
-            self._circuit.observe_latency(name, outcome)
+            if not run.chain:  # a chain's members were observed one by one (chains.py)
+                self._circuit.observe_latency(name, outcome)
             self.events.runs_ended(written.runs if written is not None else [])
         if written is None or written.task is None:
             return "discarded"
@@ -274,9 +284,12 @@ class SearchService:
 
     async def _guarded(
         self, task: Task, run: PlatformRun, stop: Callable[[], bool]
-    ) -> lifecycle.Outcome:
+    ) -> lifecycle.Outcome | chains.Step:
         """The run behind its platform's shared breaker (circuit.py): a suspended platform is
-        answered at once, with no provider call, instead of spending the search's deadline."""
+        answered at once, with no provider call, instead of spending the search's deadline.
+        A fallback chain's members each stand behind their own (chains.py)."""
+        if run.chain:
+            return await self._chains.run(task, run, stop)
         gate = self._circuit.admit(run.name)
         if gate.verdict is Verdict.SUSPENDED:
             return circuit.suspended(run.name, gate)
@@ -333,9 +346,7 @@ class SearchService:
                     if run.lease is not None:  # held by this process's previous life: gone
                         release = lifecycle.release(run.name, run.lease)
                         self.store.transact(task.task_id, [run.name], release)
-                    self.queue.enqueue_platform(
-                        PlatformMessage(task_id=task.task_id, platform=run.name)
-                    )
+                    self.queue.enqueue_platform(chains.message_for(run))
             self._enqueue_deadline(task)
         return len(tasks)
 

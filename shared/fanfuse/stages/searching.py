@@ -74,7 +74,11 @@ def _lists(run: StageRun, answers: list[Answer | None]) -> list[list[Hit]]:
     queries = run.params.queries
     failures = [
         QueryFailure(
-            platform=run.platform.name, query_index=qi, query=queries[qi], error=answer.message
+            platform=run.platform.name,
+            query_index=qi,
+            query=queries[qi],
+            error=answer.message,
+            kind=answer.fault,
         )
         for qi, answer in enumerate(answers)
         if isinstance(answer, ProviderError)

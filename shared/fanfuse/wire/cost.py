@@ -17,13 +17,28 @@ def usd(amount: float) -> str:
     return f"${amount:.4f}".rstrip("0").rstrip(".") if amount else "$0"
 
 
+class MemberCost(BaseModel):
+    """What one member of a platform's fallback chain cost in one search."""
+
+    calls: int = Field(default=0, ge=0, description="charged provider calls")
+    usd: float = Field(default=0.0, ge=0)
+
+
 class PlatformCost(BaseModel):
-    """What one platform's provider calls cost in one search."""
+    """What one platform's provider calls cost in one search (a chain's: all its members')."""
 
     calls: int = Field(default=0, ge=0, description="charged provider calls")
     usd: float = Field(default=0.0, ge=0)
     estimate_usd: float = Field(
         default=0.0, ge=0, description="the plan's estimate for it, made before any call"
+    )
+    chain: list[str] = Field(
+        default_factory=list,
+        description="a fallback chain's members: its estimate is the chain at its dearest "
+        "plausible path, every member asked and charged",
+    )
+    members: dict[str, MemberCost] = Field(
+        default_factory=dict, description="a chain: each member's charged calls and cost"
     )
 
 

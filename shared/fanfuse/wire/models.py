@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fanfuse.support.redact import redact
+from fanfuse.wire.chain import MemberRun
 from fanfuse.wire.cost import Cost as Cost
 from fanfuse.wire.health import BreakerState as BreakerState
 from fanfuse.wire.health import FailureKind as FailureKind
@@ -131,6 +132,9 @@ class QueryFailure(BaseModel):
     query_index: int
     query: str
     error: str
+    kind: FailureKind | None = Field(
+        default=None, description="whose failure (a chain passes the query on for the provider's)"
+    )
 
 
 class QueryResults(BaseModel):
@@ -198,6 +202,9 @@ class CallRecord(BaseModel):
         ge=0,
         description="what this call cost, by the platform's price list (pricing.py); 0: free, "
         "or not charged (a call that got no answer)",
+    )
+    paced_s: float = Field(
+        default=0.0, ge=0, description="seconds it waited for the provider's pace (pacing.py)"
     )
 
     @field_validator("url", "error")
@@ -288,6 +295,18 @@ class PlatformRun(BaseModel):
         default_factory=dict,
         description="per-search caps that cut this run (provider_calls, page_fetches); none: "
         "nothing was cut",
+    )
+    chain: list[str] = Field(
+        default_factory=list,
+        description="a fallback chain's members in order, this run's name first (`google|brave`); "
+        "empty: no fallback",
+    )
+    member: int = Field(default=0, description="a chain: the index of the member whose turn it is")
+    members: list[MemberRun] = Field(
+        default_factory=list, description="a chain: each member asked or passed over, and why"
+    )
+    answered_by: list[str] = Field(
+        default_factory=list, description="a chain: the members whose answers are its results"
     )
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -403,4 +422,12 @@ class PlatformInfo(BaseModel):
     rate_limit: str | None = Field(
         default=None,
         description="the provider's documented limit the default concurrency derives from",
+    )
+    pace_per_second: float | None = Field(
+        default=None,
+        description="provider calls a second across the deployment's workers (pacing.py); None: "
+        "not paced",
+    )
+    fallbacks: list[str] = Field(
+        default_factory=list, description="the deployment's chain for it (Settings.chains)"
     )

@@ -48,6 +48,9 @@ class DigestPlatform(BaseModel):
     percent: float
     message: str
     error: str | None = None
+    answered_by: list[str] = Field(
+        default_factory=list, description="a fallback chain (a|b): the members that answered"
+    )
 
 
 class DigestPreview(BaseModel):
@@ -91,6 +94,7 @@ def digest(view: TaskView) -> Digest:
             percent=platform_percent(r),
             message=r.message,
             error=r.error,
+            answered_by=r.answered_by,
         )
         for r in view.platform_runs
     ]

@@ -293,7 +293,7 @@ async def page_file(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
     """What this server's validation takes from its settings and registry, for its document."""
-    return Deployment.of(runtime.settings, runtime.service.available())
+    return Deployment.of(runtime.settings, runtime.service.catalog)
 
 
 def _openapi(runtime: EmbeddedRuntime) -> Response:
