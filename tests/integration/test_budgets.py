@@ -223,9 +223,9 @@ async def test_a_keys_daily_spend_is_settled_to_what_the_search_cost(
         settings, registry=registry(provider, "cheap", "bad"), runner=runner
     ) as rt:
         accepted = rt.service.start({"query": "q", "platform": ["cheap", "bad"]}, caller=key)
-        reserved = spent(rt.service.store, key.subject, datetime.now(UTC))
+        reserved = spent(rt.service.store, key.subject, datetime.now(UTC), key.key_id)
         view = await rt.wait(accepted.task_id)
-        after = spent(rt.service.store, key.subject, datetime.now(UTC))
+        after = spent(rt.service.store, key.subject, datetime.now(UTC), key.key_id)
     assert reserved == pytest.approx(0.03)
     assert {r.name: r.state for r in view.platform_runs} == {
         "cheap": PlatformState.SUCCEEDED,
@@ -256,7 +256,7 @@ def test_a_keys_daily_budget_holds_under_20_searches_from_two_processes(tmp_path
     assert sum(a for a, _ in outcomes) == 5 and sum(r for _, r in outcomes) == 15
     store = SqliteStore(db)
     try:
-        assert spent(store, "key:team") == pytest.approx(DAILY_USD)
+        assert spent(store, "key:team", key_id="k1") == pytest.approx(DAILY_USD)
         with store._lock:
             tasks = store._db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
         assert tasks == 5  # a refused start wrote nothing

@@ -28,6 +28,7 @@ from fanfuse.wire.options import OptionName, OptionUse, SearchOptions
 
 if TYPE_CHECKING:
     from fanfuse.net.guard import AddressPolicy, Resolver
+    from fanfuse.net.holds import CallHold
     from fanfuse.net.runner import Runner
 
 
@@ -130,6 +131,9 @@ class PlatformContext(Generic[S]):
     cost_budget: Budget | None = None
     """This run's share of the search's money, in the calls it affords (pricing.py, limits.py);
     None: no budget, or a free platform."""
+    hold: CallHold | None = None
+    """Counts each priced call before it is sent (net.holds.CallHold, rules/spend.py); None:
+    a free platform, or a run outside a search."""
 
 
 class Platform(ABC, Generic[S]):

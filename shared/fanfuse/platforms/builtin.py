@@ -251,6 +251,7 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
             # fallback's list price (a deployment's override names the run's platform)
             price=ctx.price if settings.api_key is None else self._fallback_price(fallback),
             cost_budget=ctx.cost_budget,
+            hold=ctx.hold,  # counted before they are sent, as the run's own
         )
         lists = await fallback.search(sub_ctx, params)
         ctx.record.provider = fallback.name

@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.pricing import cost_budget, estimate
-from fanfuse.rules import budget, lifecycle, limits
+from fanfuse.rules import budget, lifecycle, limits, spend
 from fanfuse.rules.limits import Budget
+from fanfuse.service.ledger import RunHold
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from fanfuse.stages.base import Reporter
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Executor:
@@ -72,10 +74,15 @@ class Executor:
         return self._runner
 
     async def run(
-        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+        self,
+        task: Task,
+        run: PlatformRun,
+        stop: Callable[[], bool],
+        abort: asyncio.Event | None = None,
     ) -> lifecycle.Outcome:
         """`stop`: checked between steps; True ends the run as `Cancelled` (a cancel, or its
-        lease went to another delivery)."""
+        lease went to another delivery). `abort`, once set, ends it so at once, its calls in
+        flight cut (a cancel in this process: ledger.InFlight)."""
         started = time.monotonic()
         params = SearchParams(
             queries=task.queries,
@@ -101,7 +108,8 @@ class Executor:
             from fanfuse.stages.cache import QueryCache, cache_scope
 
             price = self._prices(run.name)
-            money = self._money(task, run, price, calls.cap)
+            per_call = self._per_call(task, run, price, calls.cap)
+            money = self._money(task, run, per_call)
             planned = pipeline.plan(platform, params)
             reporter = Reporter(self.documents, run, planned, self.settings.progress_interval)
             ctx = PlatformContext(
@@ -113,6 +121,7 @@ class Executor:
                 call_budget=calls,
                 price=price,
                 cost_budget=money,
+                hold=self._hold(task, run, per_call),
             )
             cache = QueryCache.for_run(
                 self.cache,
@@ -129,7 +138,7 @@ class Executor:
             )
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
-                hits = await pipeline.execute(stage_run, planned, stop)
+                hits = await abortable(pipeline.execute(stage_run, planned, stop), abort)
             hits = within_chars(hits, self.settings.max_content_chars)
             state, error, message = PlatformState.SUCCEEDED, None, reporter.message
         except Cancelled:
@@ -166,12 +175,8 @@ class Executor:
             ),
         )
 
-    def _money(self, task: Task, run: PlatformRun, price: Price, calls: int) -> Budget | None:
-        """The run's share of the search's money (rules/budget.py) as the calls it affords,
-        each at its dearest (pricing.py); None: no budget, or a free platform."""
-        usd = budget.share(task.cost, run.name)
-        if usd is None:
-            return None
+    def _per_call(self, task: Task, run: PlatformRun, price: Price, calls: int) -> float:
+        """The most one provider call of this run can cost (pricing.py); 0: a free platform."""
         platform = self.registry.get(run.name)
         planned = estimate(
             platform,
@@ -182,7 +187,42 @@ class Executor:
             include_content=task.request.include_content,
             call_cap=calls,
         )
-        return cost_budget(usd, planned.per_call_usd)
+        return planned.per_call_usd
+
+    def _money(self, task: Task, run: PlatformRun, per_call: float) -> Budget | None:
+        """The run's share of the search's money (rules/budget.py) as the calls it affords,
+        each at its dearest (pricing.py), less what earlier attempts' calls count for (a run
+        taken over after its worker died mid-call: its hold stays counted); None: no budget,
+        or a free platform."""
+        usd = budget.share(task.cost, run.name)
+        if usd is None:
+            return None
+        return cost_budget(max(usd - spend.committed(run), 0.0), per_call)
+
+    def _hold(self, task: Task, run: PlatformRun, per_call: float) -> RunHold | None:
+        """What counts each priced call before it is sent (ledger.py); None: a free platform."""
+        if per_call <= 0 or run.lease is None:
+            return None
+        return RunHold(self.documents, task.task_id, run.name, run.lease, per_call, self.clock)
+
+
+async def abortable(work: Awaitable[T], abort: asyncio.Event | None) -> T:
+    """`work`'s result, or `Cancelled` as soon as `abort` is set: `work` is cancelled then, so
+    its calls in flight are cut (the runner records each as sent and unanswered: counted)."""
+    if abort is None:
+        return await work
+    running = asyncio.ensure_future(work)
+    aborted = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({running, aborted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        aborted.cancel()
+        if not running.done():
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+    if running.cancelled():
+        raise Cancelled("cancelled while calling")
+    return running.result()
 
 
 def searching(reporter: Reporter | None) -> bool:

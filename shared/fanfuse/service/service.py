@@ -20,7 +20,7 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import aggregate, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
 from fanfuse.rules.mutations import Writes
-from fanfuse.service import admission, circuit, events
+from fanfuse.service import admission, circuit, events, ledger
 from fanfuse.service.budgets import Budgets
 from fanfuse.service.catalog import Catalog
 from fanfuse.service.execute import Executor
@@ -93,6 +93,7 @@ class SearchService:
             content = ContentSettings.model_construct()  # the defaults, not the environment
         self._rerank_settings = rerank
         self._budgets = Budgets(store, registry, settings)
+        self._in_flight = ledger.InFlight()  # this process's runs, for a cancel to cut
         self._executor = Executor(
             store, store, registry, settings, clock, runner, content, prices=self._budgets.price
         )
@@ -246,21 +247,30 @@ class SearchService:
         task = self.store.get_task(task_id)
         if task is None:
             raise TaskNotFound(task_id)
+        abort = self._in_flight.enter(task_id)  # a cancel here cuts the calls in flight
         try:
-            async with Heartbeat(self.store, task_id, name, token, lease, self.clock) as beat:
+            async with Heartbeat(
+                self.store, task_id, name, token, lease, self.clock, on_lost=abort.set
+            ) as beat:
 
                 def stop() -> bool:  # the lease went to another delivery, or a cancel
                     return beat.lost or self._cancelled(task_id)
 
-                outcome = await self._guarded(task, run, stop)
+                outcome = await self._guarded(task, run, stop, abort)
         except asyncio.CancelledError:
             # This process is stopping mid-run: hand the run back rather than hold it until the
             # lease lapses (a restarted embedded runtime resumes it at once).
             self.store.transact(task_id, [name], lifecycle.release(name, token))
             raise
+        finally:
+            self._in_flight.leave(task_id, abort)
         written = self.store.transact(
             task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
         )
+        if written is None or written.task is None:  # ended or taken over meanwhile
+            ledger.settle_late(
+                self.store, self._budgets, task_id, name, token, outcome.calls, self.clock()
+            )
         try:  # the search's end before the health sample: the answer waits for it, not that
             counted = written.task if written is not None else None
             if counted is not None and counted.counters.done == len(counted.platforms):
@@ -273,14 +283,18 @@ class SearchService:
         return outcome.state.value
 
     async def _guarded(
-        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+        self,
+        task: Task,
+        run: PlatformRun,
+        stop: Callable[[], bool],
+        abort: asyncio.Event | None = None,
     ) -> lifecycle.Outcome:
         """The run behind its platform's shared breaker (circuit.py): a suspended platform is
         answered at once, with no provider call, instead of spending the search's deadline."""
         gate = self._circuit.admit(run.name)
         if gate.verdict is Verdict.SUSPENDED:
             return circuit.suspended(run.name, gate)
-        outcome = await self._executor.run(task, run, stop)
+        outcome = await self._executor.run(task, run, stop, abort)
         self._circuit.record(run.name, outcome, gate)
         return outcome
 
@@ -432,4 +446,5 @@ class SearchService:
 
     def cancel(self, task_id: str) -> TaskView:
         self._finalized(self.store.transact(task_id, None, lifecycle.cancel(self.clock())))
+        self._in_flight.abort(task_id)  # its runs in this process stop calling at once
         return self.status(task_id)
