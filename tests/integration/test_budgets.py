@@ -288,3 +288,36 @@ def test_no_budget_left_and_no_plan_that_fits_are_refused_writing_nothing(
     assert "the estimated cost $0.03 (dearer $0.02, paid $0.01)" in str(info.value)
     assert stored(settings.db_path) == 2  # the free search and its platform document only
     store.close()
+
+
+def test_two_keys_of_one_owner_keep_their_own_daily_budgets(settings: Settings) -> None:
+    """A budget is its key's (docs/security.md): the owner's key with 2 cents a day spends
+    them and is refused; the same owner's key with 5 cents still has its 5 (two figures, not
+    one shared), and its refusal quotes its own budget."""
+    prices = {"paid": Price(per_request_usd=0.01)}
+    store = SqliteStore(settings.db_path)
+    service = SearchService(
+        store,
+        HeldQueue(),
+        Registry.of([FakePlatform("paid")]),
+        settings.model_copy(update={"prices": prices}),
+    )
+    small = Caller(subject="key:team", via="api_key", key_id="k2", daily_budget_usd=0.02)
+    large = Caller(subject="key:team", via="api_key", key_id="k5", daily_budget_usd=0.05)
+    payload = {"query": "q", "platform": "paid", "max_results": 1}
+
+    def starts(key: Caller) -> int:
+        for n in range(10):  # bounded: more than either budget affords
+            try:
+                service.start(payload, caller=key)
+            except BudgetSpent as exc:
+                assert f"daily budget of ${key.daily_budget_usd:g}" in str(exc)
+                return n
+        return 10
+
+    assert starts(small) == 2
+    assert starts(large) == 5
+    today = datetime.now(UTC)
+    assert spent(store, "key:team", today, "k2") == pytest.approx(0.02)
+    assert spent(store, "key:team", today, "k5") == pytest.approx(0.05)
+    store.close()
