@@ -216,7 +216,7 @@ async def eventually(check: Callable[[], bool], what: str, at_most: float = 60.0
     raise AssertionError(f"{what}: not after {at_most:g} s")
 
 
-async def settled(rt: EmbeddedRuntime, task_ids: list[str]) -> None:
+async def settled(rt: EmbeddedRuntime, task_ids: list[str], at_most: float = 30.0) -> None:
     """Until no platform run of `task_ids` still holds a call nobody settled: every worker
     (each call is 1.5 s at most) has ended, and its late settlement landed."""
 
@@ -224,7 +224,7 @@ async def settled(rt: EmbeddedRuntime, task_ids: list[str]) -> None:
         runs = [r for t in task_ids for r in rt.service.store.get_runs(t)]
         return all(r.state.terminal and not r.held_calls for r in runs)
 
-    await eventually(done, "calls still held", at_most=30)
+    await eventually(done, "calls still held", at_most)
 
 
 # -- a worker killed mid-call ------------------------------------------------------------------

@@ -20,15 +20,20 @@ from werkzeug import Request, Response
 from fanfuse.net.holds import Departure
 from fanfuse.net.policy import CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner
+from fanfuse.platforms import Registry
 from fanfuse.rules import lifecycle, spend
 from fanfuse.rules.mutations import Snapshot
+from fanfuse.service.budgets import Budgets
 from fanfuse.service.execute import abortable
 from fanfuse.service.heartbeat import Heartbeat
-from fanfuse.service.ledger import InFlight
+from fanfuse.service.ledger import InFlight, settle_late
+from fanfuse.service.service import SearchService
+from fanfuse.settings import Price, Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.cost import Cost, PlatformCost
 from fanfuse.wire.errors import Cancelled, ProviderError
 from fanfuse.wire.models import (
+    Caller,
     CallRecord,
     HeldCall,
     PlatformRun,
@@ -37,7 +42,8 @@ from fanfuse.wire.models import (
     TaskStatus,
     utcnow,
 )
-from tests.fakes import make_task
+from tests.budget_checks import spent
+from tests.fakes import FakePlatform, HeldQueue, make_task
 
 LEASE = timedelta(seconds=30)
 
@@ -312,4 +318,34 @@ async def test_a_renewal_that_raced_another_write_keeps_the_run_until_it_is_take
                 break
             await asyncio.sleep(0.02)
     assert beat.lost and lost == [True]
+    store.close()
+
+
+# -- a late settlement moves the key's day ---------------------------------------------------
+
+
+def test_a_late_answer_cheaper_than_its_hold_gives_the_difference_back_to_the_day(
+    tmp_path: Path,
+) -> None:
+    """A call held at its dearest ($1.50) is in flight when its search is cancelled: the day
+    keeps the $1.50; its answer then settles at $1 (fewer results than the dearest), and the
+    receipt and the key's day follow: $1 both."""
+    prices = {"paid": Price(per_request_usd=1.5)}
+    settings = Settings(db_path=tmp_path / "f.db").model_copy(update={"prices": prices})
+    store = SqliteStore(settings.db_path)
+    registry = Registry.of([FakePlatform("paid")])
+    service = SearchService(store, HeldQueue(), registry, settings)
+    key = Caller(subject="key:team", via="api_key", key_id="k1", daily_budget_usd=5.0)
+    task_id = service.start(
+        {"query": "q", "platform": "paid", "max_results": 1}, caller=key
+    ).task_id
+    store.transact(task_id, ["paid"], lifecycle.claim("paid", utcnow(), "w1", lease=LEASE))
+    store.transact(task_id, ["paid"], spend.hold("paid", held("h1", usd=1.5)))
+    service.cancel(task_id)
+    day = utcnow()
+    assert spent(store, key.subject, day, "k1") == pytest.approx(1.5)
+    budgets = Budgets(store, registry, settings)
+    settle_late(store, budgets, task_id, "paid", "w1", [record("h1", 1.0)], utcnow())
+    assert service.status(task_id).cost.total_usd == pytest.approx(1.0)
+    assert spent(store, key.subject, day, "k1") == pytest.approx(1.0)
     store.close()
