@@ -38,8 +38,8 @@ TASK_FIELDS = {
 PLATFORM_FIELDS = {
     "task_id", "name", "index", "of", "state", "stage", "stages", "progress", "percent",
     "message", "attempt", "lease", "lease_until", "retry_at", "results", "error", "provider",
-    "timings", "calls", "options", "failed_queries", "failure", "cache", "limits", "started_at",
-    "finished_at", "updated_at", "expires_at",
+    "timings", "calls", "held_calls", "options", "failed_queries", "failure", "cache", "limits",
+    "started_at", "finished_at", "updated_at", "expires_at",
 }  # fmt: skip
 
 
