@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from fanfuse.service.ledger import InFlight, settle_late
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Price, Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.cost import Cost, PlatformCost
 from fanfuse.wire.errors import Cancelled, ProviderError
 from fanfuse.wire.models import (
@@ -233,16 +235,47 @@ async def test_a_held_call_cut_before_its_request_left_costs_nothing() -> None:
     assert [(c.hold, c.cost_usd) for c in calls] == [("h1", 0.0)]
 
 
+async def test_a_held_call_cut_before_httpcore_wrote_anything_costs_nothing() -> None:
+    """httpx's own transport with a kept-alive connection, and the deadline already past when
+    the hold returns (a slow store): the call is cut at its first wait, before httpcore wrote
+    or reported anything; the provider received nothing, and nothing is counted."""
+
+    class SlowHold(Holds):
+        def __call__(self) -> tuple[str, float]:
+            time.sleep(0.2)  # the store's transaction, past the deadline below
+            return super().__call__()
+
+    runner = Runner()
+    calls: list[CallRecord] = []
+    with StubSearxServer() as stub:
+        spec = RequestSpec(url=stub.url("delay/0") + "/search", params={"q": "first"})
+        await runner.request("paid", spec, POLICY, [])  # the connection, kept alive
+        spec = RequestSpec(url=stub.url("delay/0") + "/search", params={"q": "cut"})
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.05):  # the search's deadline, as the executor's
+                    await runner.request(
+                        "paid", spec, POLICY, calls, price_usd=1.0, hold=SlowHold([])
+                    )
+        finally:
+            await runner.aclose()
+        assert stub.requests["delay/0"] == 1  # the first call only
+    assert [(c.hold, c.status, c.cost_usd) for c in calls] == [("h1", None, 0.0)]
+
+
 async def test_departure_reads_httpcore_trace_events() -> None:
-    untold = Departure()
+    untold = Departure(tracing=False)
     assert untold.may_have_left  # a transport that tells nothing: counted as sent
-    connecting = Departure()
-    await connecting.trace("connection.connect_tcp.started", {})
-    assert not connecting.may_have_left
-    sent = Departure()
-    await sent.trace("connection.connect_tcp.complete", {})
-    await sent.trace("http11.send_request_headers.started", {})
-    assert sent.may_have_left
+    waiting = Departure(tracing=True)
+    assert not waiting.may_have_left  # httpcore wrote nothing yet (waiting for a connection)
+    for tracing in (False, True):
+        connecting = Departure(tracing=tracing)
+        await connecting.trace("connection.connect_tcp.started", {})
+        assert not connecting.may_have_left
+        sent = Departure(tracing=tracing)
+        await sent.trace("connection.connect_tcp.complete", {})
+        await sent.trace("http11.send_request_headers.started", {})
+        assert sent.may_have_left
 
 
 # -- cutting calls in flight ---------------------------------------------------------------------

@@ -22,11 +22,13 @@ so a call held is a call sent unless the send itself fails."""
 
 class Departure:
     """Whether a held call's request may have left, learnt from httpcore's trace events (the
-    `trace` request extension): a call cut while it was still connecting was never sent, so no
-    provider can bill it. A transport that reports no events (a test's) tells nothing: its
-    calls count as sent."""
+    `trace` request extension): a call cut before its request headers started out (waiting for
+    a connection, connecting) was never sent, so no provider can bill it. httpcore reports
+    every request it writes (`tracing`: the runner's transport is httpx's own); a transport
+    that reports nothing (a test's) tells nothing, and its calls count as sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tracing: bool) -> None:
+        self.tracing = tracing
         self.traced = self.sent = False
 
     async def trace(self, event: str, info: Mapping[str, object]) -> None:
@@ -36,4 +38,4 @@ class Departure:
 
     @property
     def may_have_left(self) -> bool:
-        return self.sent or not self.traced
+        return self.sent or not (self.tracing or self.traced)

@@ -249,7 +249,9 @@ class Runner:
         shown_url = redact_url(str(full), spec.secret_params)
         record = CallRecord(platform=platform, method=spec.method, url=shown_url)
         held_usd = 0.0
-        departure = Departure()
+        departure = Departure(
+            tracing=self.transport is None or isinstance(self.transport, httpx.AsyncHTTPTransport)
+        )
         if hold is not None:
             spec = replace(spec, extensions={**spec.extensions, "trace": departure.trace})
 
