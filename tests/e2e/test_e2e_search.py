@@ -38,8 +38,9 @@ TASK_FIELDS = {
 PLATFORM_FIELDS = {
     "task_id", "name", "index", "of", "state", "stage", "stages", "progress", "percent",
     "message", "attempt", "lease", "lease_until", "retry_at", "results", "error", "provider",
-    "timings", "calls", "options", "failed_queries", "failure", "cache", "limits", "started_at",
-    "finished_at", "updated_at", "expires_at", "chain", "member", "members", "answered_by",
+    "timings", "calls", "held_calls", "options", "failed_queries", "failure", "cache", "limits",
+    "started_at", "finished_at", "updated_at", "expires_at", "chain", "member", "members",
+    "answered_by",
 }  # fmt: skip
 
 

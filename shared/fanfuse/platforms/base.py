@@ -28,6 +28,7 @@ from fanfuse.wire.options import OptionName, OptionUse, SearchOptions
 
 if TYPE_CHECKING:
     from fanfuse.net.guard import AddressPolicy, Resolver
+    from fanfuse.net.holds import CallHold
     from fanfuse.net.runner import Runner
 
 
@@ -142,6 +143,9 @@ class PlatformContext(Generic[S]):
     pace: Pace | None = None
     """Waits for this provider's pace across the deployment's workers before each attempt
     (service/pacing.py), returning the seconds it waited; None: not paced."""
+    hold: CallHold | None = None
+    """Counts each priced call before it is sent (net.holds.CallHold, rules/spend.py); None:
+    a free platform, or a run outside a search."""
 
 
 class Platform(ABC, Generic[S]):

@@ -186,6 +186,7 @@ class HttpPlatform(Platform[H]):
             ctx.record.calls,
             price_usd=ctx.price.per_request_usd,
             pace=ctx.pace,
+            hold=ctx.hold,
         )
         if response.truncated:
             raise ProviderError(

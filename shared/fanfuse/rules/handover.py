@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from fanfuse.rules import lifecycle, progress
+from fanfuse.rules import lifecycle, progress, spend
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.wire.chain import MemberRun, MemberState
 from fanfuse.wire.models import CallRecord, Hit, PlatformRun, Stage
@@ -85,6 +85,7 @@ def hand_over(
                 "answered_by": [*run.answered_by, *answered(ended)],
                 "results": [*run.results, *hits],
                 "calls": [*run.calls, *calls],
+                "held_calls": spend.settled_holds(run, calls),  # answered: now records
                 "lease": None,
                 "lease_until": None,
                 "stage": progress.stage_name(name, Stage.SEARCHING.value, run.of),

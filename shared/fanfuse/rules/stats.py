@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from fanfuse.rules import spend
 from fanfuse.rules.health import COLD_START, LATENCY_PLACES, percentile, warm_seconds
 from fanfuse.rules.spend import usd
 from fanfuse.wire.errors import kind_for_status
@@ -73,7 +74,9 @@ def latency_sample(run: PlatformRun) -> float | None:
 
 
 def run_spend(run: PlatformRun) -> float:
-    return usd(sum(call.cost_usd for call in run.calls))
+    """What the run's calls cost, as its receipt counts them: records and the holds no record
+    settled yet (rules/spend.py)."""
+    return spend.committed(run)
 
 
 @dataclass

@@ -128,8 +128,9 @@ class Budgets:
         total = sum(estimates.values())
         daily = caller.daily_budget_usd if caller is not None else None
         spent = None
+        key_id = caller.key_id if caller is not None and daily is not None else None
         if caller is not None and daily is not None and total > 0:  # a free plan reserves nothing
-            spent = self._reserve(caller.subject, total, daily, now)
+            spent = self._reserve(caller.subject, key_id, total, daily, now)
         chains = request.chains
         return Planned(
             platforms=names,
@@ -145,6 +146,7 @@ class Budgets:
                     policy=request.budget,
                     daily_budget_usd=daily,
                     daily_spent_usd=spent,
+                    key_id=key_id,
                 ),
                 trimmed=trimmed,
             ),
@@ -172,8 +174,10 @@ class Budgets:
             message += "; " + budget.chain_note([chains[n] for n in chained])
         return OverBudget(message, total)
 
-    def _reserve(self, subject: str, amount: float, daily: float, now: datetime) -> float:
-        """Reserve `amount` of the caller's day, or BudgetSpent; the day's spend before it."""
+    def _reserve(
+        self, subject: str, key_id: str | None, amount: float, daily: float, now: datetime
+    ) -> float:
+        """Reserve `amount` of the key's day, or BudgetSpent; the day's spend before it."""
         before: list[float] = []
         reserve = budget.reserve(amount, daily, now)
 
@@ -181,7 +185,7 @@ class Budgets:
             before.append(bucket.tokens if bucket is not None else 0.0)
             return reserve(bucket)
 
-        left = self.store.take_quota(budget.day_key(subject, now), mutate)
+        left = self.store.take_quota(budget.day_key(subject, now, key_id), mutate)
         if left is not None:
             wait = (budget.day_end(now) - now).total_seconds()
             raise BudgetSpent(
@@ -194,17 +198,21 @@ class Budgets:
 
     def release(self, task: Task) -> None:
         """Give back a start's whole reservation (its task was withdrawn, never run)."""
-        self._adjust(task, -task.cost.estimate_usd)
+        self.adjust(task, -task.cost.estimate_usd)
 
     def settle(self, task: Task) -> None:
         """Settle a terminal task's reservation to what it cost: called once per search, after
-        the one write that made it terminal (finalized or cancelled)."""
-        self._adjust(task, task.cost.total_usd - task.cost.estimate_usd)
+        the one write that made it terminal (finalized or cancelled). Its receipt counts the
+        calls still in flight then (rules/spend.py), so their money stays counted."""
+        self.adjust(task, task.cost.total_usd - task.cost.estimate_usd)
 
-    def _adjust(self, task: Task, delta: float) -> None:
+    def adjust(self, task: Task, delta: float) -> None:
+        """Add `delta` to the day `task` was reserved from: a settlement, or what a late
+        worker's calls changed in its terminal receipt (ledger.py)."""
         if task.cost.budget.daily_budget_usd is None or task.owner is None or not delta:
             return
-        key = budget.day_key(task.owner, task.created_at)  # the day the reservation was made
+        # The day the reservation was made, of the key it was made from.
+        key = budget.day_key(task.owner, task.created_at, task.cost.budget.key_id)
         try:
             self.store.take_quota(key, budget.adjust(delta, task.created_at))
         except Exception:  # the estimate stays counted: errs on the safe side

@@ -20,6 +20,7 @@ breaker and measured latency are its own (circuit.py).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -31,6 +32,7 @@ from fanfuse.rules import budget, chain, handover, health, lifecycle, limits, pr
 from fanfuse.rules.lifecycle import Outcome
 from fanfuse.rules.limits import Budget
 from fanfuse.rules.mutations import Mutator
+from fanfuse.service import ledger
 from fanfuse.service.budgets import Budgets
 from fanfuse.service.circuit import Circuit
 from fanfuse.service.execute import Executor
@@ -81,8 +83,15 @@ class Chains:
 
     # -- one delivery ---------------------------------------------------------------------
 
-    async def run(self, task: Task, run: PlatformRun, stop: Callable[[], bool]) -> Step:
-        """Ask the member whose turn it is (and, hedging, the next ones): see the module."""
+    async def run(
+        self,
+        task: Task,
+        run: PlatformRun,
+        stop: Callable[[], bool],
+        abort: asyncio.Event | None = None,
+    ) -> Step:
+        """Ask the member whose turn it is (and, hedging, the next ones): see the module.
+        `abort`, once set, cuts every member's calls in flight (a cancel in this process)."""
         queries = chain.pending(run, len(task.queries))
         hedge = self.hedge_after(task, run)
         share = limits.share(self.settings.max_provider_calls_per_search, run.of)
@@ -99,6 +108,7 @@ class Chains:
             circuit=self.circuit,
             note=self.note,
             unavailable=self.unavailable,
+            abort=abort,
         )
         return await turn.play(hedge)
 
@@ -176,6 +186,10 @@ class Chains:
             now=self.clock(),
         )
         if self.store.transact(task_id, [run.name], mutate) is None:
+            # ended or taken over meanwhile: the turn's calls still count (ledger.py)
+            ledger.settle_late(
+                self.store, self.budgets, task_id, run.name, token, step.calls, self.clock()
+            )
             return "discarded"
         member = run.chain[step.following]
         self.queue.enqueue_platform(

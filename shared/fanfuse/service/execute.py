@@ -11,16 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import Pace, Platform, PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.pricing import cost_budget, estimate
-from fanfuse.rules import budget, lifecycle, limits
+from fanfuse.rules import budget, lifecycle, limits, spend
 from fanfuse.rules.limits import Budget
+from fanfuse.service.ledger import RunHold
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from fanfuse.stages.base import Reporter
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 PaceFor = Callable[[str, Platform[Any]], Pace | None]
 """A platform's pace wait (service/pacing.py), by name; None: not paced."""
@@ -105,10 +107,13 @@ class Executor:
         run: PlatformRun,
         stop: Callable[[], bool],
         member: Assignment | None = None,
+        abort: asyncio.Event | None = None,
     ) -> lifecycle.Outcome:
         """`stop`: checked between steps; True ends the run as `Cancelled` (a cancel, or its
         lease went to another delivery). `member`: a chain member answering for the run (its
-        platform, its queries; progress still goes to the run's document)."""
+        platform, its queries; progress still goes to the run's document). `abort`, once set,
+        ends it so at once, its calls in flight cut (a cancel in this process:
+        ledger.InFlight)."""
         started = time.monotonic()
         name = run.name if member is None else member.name
         indices = list(range(len(task.queries))) if member is None else member.queries
@@ -141,7 +146,8 @@ class Executor:
 
             price = self._prices(name)
             share = 1.0 if member is None else member.money_share
-            money = self._money(task, run, name, price, calls.cap, share)
+            per_call = self._per_call(task, name, price, calls.cap)
+            money = self._money(task, run, per_call, share)
             planned = pipeline.plan(platform, params)
             label = None if name == run.name else name
             reporter = Reporter(
@@ -157,6 +163,7 @@ class Executor:
                 price=price,
                 cost_budget=money,
                 pace=self._pace(name, platform) if self._pace is not None else None,
+                hold=self._hold(task, run, per_call),
             )
             cache = QueryCache.for_run(
                 self.cache,
@@ -173,7 +180,7 @@ class Executor:
             )
             remaining = (task.deadline_at - self.clock()).total_seconds()
             async with asyncio.timeout(max(remaining, 0.001)):
-                hits = await pipeline.execute(stage_run, planned, stop)
+                hits = await abortable(pipeline.execute(stage_run, planned, stop), abort)
             hits = renumbered(within_chars(hits, self.settings.max_content_chars), indices)
             state, error, message = PlatformState.SUCCEEDED, None, reporter.message
         except Cancelled:
@@ -210,16 +217,9 @@ class Executor:
             ),
         )
 
-    def _money(
-        self, task: Task, run: PlatformRun, name: str, price: Price, calls: int, share: float
-    ) -> Budget | None:
-        """The run's share of the search's money (rules/budget.py), or `share` of it for a chain
-        member, as the calls platform `name` affords, each at its dearest (pricing.py); None:
-        no budget, or a free platform."""
-        usd = budget.share(task.cost, run.name)
-        if usd is None:
-            return None
-        usd *= share
+    def _per_call(self, task: Task, name: str, price: Price, calls: int) -> float:
+        """The most one provider call of platform `name` (the run's, or a chain member's) can
+        cost in this run (pricing.py); 0: a free platform."""
         platform = self.registry.get(name)
         planned = estimate(
             platform,
@@ -230,7 +230,46 @@ class Executor:
             include_content=task.request.include_content,
             call_cap=calls,
         )
-        return cost_budget(usd, planned.per_call_usd)
+        return planned.per_call_usd
+
+    def _money(
+        self, task: Task, run: PlatformRun, per_call: float, share: float = 1.0
+    ) -> Budget | None:
+        """The run's share of the search's money (rules/budget.py), or `share` of it for a chain
+        member, as the calls it affords, each at its dearest (pricing.py), and never more than
+        what the run's calls so far leave of it (every attempt's and member's: a run taken over
+        after its worker died mid-call keeps its hold counted); None: no budget, or a free
+        platform."""
+        usd = budget.share(task.cost, run.name)
+        if usd is None:
+            return None
+        left = min(usd * share, usd - spend.committed(run))
+        return cost_budget(max(left, 0.0), per_call)
+
+    def _hold(self, task: Task, run: PlatformRun, per_call: float) -> RunHold | None:
+        """What counts each priced call before it is sent (ledger.py); None: a free platform."""
+        if per_call <= 0 or run.lease is None:
+            return None
+        return RunHold(self.documents, task.task_id, run.name, run.lease, per_call, self.clock)
+
+
+async def abortable(work: Awaitable[T], abort: asyncio.Event | None) -> T:
+    """`work`'s result, or `Cancelled` as soon as `abort` is set: `work` is cancelled then, so
+    its calls in flight are cut (the runner records each as sent and unanswered: counted)."""
+    if abort is None:
+        return await work
+    running = asyncio.ensure_future(work)
+    aborted = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({running, aborted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        aborted.cancel()
+        if not running.done():
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+    if running.cancelled():
+        raise Cancelled("cancelled while calling")
+    return running.result()
 
 
 def renumbered(hits: list[Hit], indices: Sequence[int]) -> list[Hit]:

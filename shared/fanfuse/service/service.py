@@ -20,7 +20,7 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import aggregate, handover, lifecycle, progress, spend
 from fanfuse.rules.breaker import Verdict
 from fanfuse.rules.mutations import Writes
-from fanfuse.service import admission, chains, circuit, events
+from fanfuse.service import admission, chains, circuit, events, ledger
 from fanfuse.service.budgets import Budgets
 from fanfuse.service.catalog import Catalog
 from fanfuse.service.execute import Executor
@@ -95,6 +95,7 @@ class SearchService:
         self._rerank_settings = rerank
         self._budgets = Budgets(store, registry, settings)
         prices, pace = self._budgets.price, Pacer(store, clock).for_platform
+        self._in_flight = ledger.InFlight()  # this process's runs, for a cancel to cut
         self._executor = Executor(
             store, store, registry, settings, clock, runner, content, prices=prices, pace=pace
         )
@@ -254,22 +255,31 @@ class SearchService:
         task = self.store.get_task(task_id)
         if task is None:
             raise TaskNotFound(task_id)
+        abort = self._in_flight.enter(task_id)  # a cancel here cuts the calls in flight
         try:
-            async with Heartbeat(self.store, task_id, name, token, lease, self.clock) as beat:
+            async with Heartbeat(
+                self.store, task_id, name, token, lease, self.clock, on_lost=abort.set
+            ) as beat:
 
                 def stop() -> bool:  # the lease went to another delivery, or a cancel
                     return beat.lost or self._cancelled(task_id)
 
-                step = await self._guarded(task, run, stop)
+                step = await self._guarded(task, run, stop, abort)
         except asyncio.CancelledError:
             # This process is stopping mid-run: hand the run back rather than hold it until the
             # lease lapses (a restarted embedded runtime resumes it at once).
             self.store.transact(task_id, [name], lifecycle.release(name, token))
             raise
+        finally:
+            self._in_flight.leave(task_id, abort)
         if isinstance(step, chains.Handover):  # the chain's next member: its own task
             return self._chains.hand_over(task_id, run, token, step)
         outcome, finish = chains.finishing(name, step, self.clock(), token)
         written = self.store.transact(task_id, [name], finish)
+        if written is None or written.task is None:  # ended or taken over meanwhile
+            ledger.settle_late(
+                self.store, self._budgets, task_id, name, token, outcome.calls, self.clock()
+            )
         try:  # the search's end before the health sample: the answer waits for it, not that
             counted = written.task if written is not None else None
             if counted is not None and counted.counters.done == len(counted.platforms):
@@ -283,17 +293,21 @@ class SearchService:
         return outcome.state.value
 
     async def _guarded(
-        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+        self,
+        task: Task,
+        run: PlatformRun,
+        stop: Callable[[], bool],
+        abort: asyncio.Event | None = None,
     ) -> lifecycle.Outcome | chains.Step:
         """The run behind its platform's shared breaker (circuit.py): a suspended platform is
         answered at once, with no provider call, instead of spending the search's deadline.
         A fallback chain's members each stand behind their own (chains.py)."""
         if run.chain:
-            return await self._chains.run(task, run, stop)
+            return await self._chains.run(task, run, stop, abort)
         gate = self._circuit.admit(run.name)
         if gate.verdict is Verdict.SUSPENDED:
             return circuit.suspended(run.name, gate)
-        outcome = await self._executor.run(task, run, stop)
+        outcome = await self._executor.run(task, run, stop, abort=abort)
         self._circuit.record(run.name, outcome, gate)
         return outcome
 
@@ -443,4 +457,5 @@ class SearchService:
 
     def cancel(self, task_id: str) -> TaskView:
         self._finalized(self.store.transact(task_id, None, lifecycle.cancel(self.clock())))
+        self._in_flight.abort(task_id)  # its runs in this process stop calling at once
         return self.status(task_id)

@@ -92,12 +92,14 @@ class Turn:
         circuit: Circuit,
         note: Callable[[PlatformRun, str], None],
         unavailable: Callable[[str], str | None],
+        abort: asyncio.Event | None = None,
     ) -> None:
         """`queries`: the task's queries no earlier turn answered; `calls`: the run's share of
         the search's provider calls left; `shares`: each member's part of the run's money;
         `note`: writes a message on the run's document; `unavailable`: why a member cannot be
-        asked here (None: it can)."""
-        self.task, self.run, self.stop = task, run, stop
+        asked here (None: it can); `abort`: once set, cuts the members' calls in flight (a
+        cancel in this process: ledger.InFlight)."""
+        self.task, self.run, self.stop, self.abort = task, run, stop, abort
         self.queries, self.calls, self.shares = queries, calls, shares
         self.executor, self.circuit, self.note, self.unavailable = (
             executor,
@@ -173,7 +175,9 @@ class Turn:
                 continue
             record = RunRecord()
             member = Assignment(name, self.queries, record, self.calls, self.shares.get(name, 1.0))
-            work = asyncio.create_task(self.executor.run(self.task, self.run, self.stop, member))
+            work = asyncio.create_task(
+                self.executor.run(self.task, self.run, self.stop, member, self.abort)
+            )
             asked = Asked(name, role, gate, record, self.queries, time.monotonic(), utcnow())
             self.running[work] = asked
             self.asked.append(asked)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from fanfuse.support.redact import redact
 from fanfuse.wire.chain import MemberRun
 from fanfuse.wire.cost import Cost as Cost
+from fanfuse.wire.cost import HeldCall as HeldCall
 from fanfuse.wire.health import BreakerState as BreakerState
 from fanfuse.wire.health import FailureKind as FailureKind
 from fanfuse.wire.health import PlatformHealth as PlatformHealth
@@ -201,7 +202,13 @@ class CallRecord(BaseModel):
         default=0.0,
         ge=0,
         description="what this call cost, by the platform's price list (pricing.py); 0: free, "
-        "or not charged (a call that got no answer)",
+        "or not charged (a call the provider refused); a call sent that got no answer (cut by "
+        "a cancel, the deadline or a timeout) counts at its held price: it may be billed",
+    )
+    hold: str | None = Field(
+        default=None,
+        description="the id of the hold that counted this call before it was sent "
+        "(`PlatformRun.held_calls`); None: a free call, counted by nobody",
     )
     paced_s: float = Field(
         default=0.0, ge=0, description="seconds it waited for the provider's pace (pacing.py)"
@@ -278,6 +285,11 @@ class PlatformRun(BaseModel):
     provider: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     calls: list[CallRecord] = Field(default_factory=list)
+    held_calls: list[HeldCall] = Field(
+        default_factory=list,
+        description="provider calls counted before they were sent whose answers are not yet "
+        "in `calls` (in flight, or their worker died): each counts as paid at its price",
+    )
     options: dict[str, OptionUse] = Field(
         default_factory=dict, description="per request option: native, post_filter, not_applied"
     )
