@@ -18,16 +18,18 @@ from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[2] / "shared" / "fanfuse"
 MAX_LINES = 450
-MAX_ROOT_ENTRIES = 22
+MAX_ROOT_ENTRIES = 23
 
-_BASE = {"settings", "support", "wire", ""}
+_BASE = {"settings", "support", "tracing", "wire", ""}
 """What any layer above the wire formats may use; `""` is the package root, for its `__version__`
-(its own imports, the public API, are lazy)."""
+(its own imports, the public API, are lazy); `tracing`: its spans are no-ops until configured."""
 LAYERS: dict[str, set[str]] = {
     # the bottom: stdlib-only helpers, the settings, the wire formats
     "settings": set(),
     "support": set(),
     "wire": {"support"},
+    # spans, and what a queued task carries (tracing/): OpenTelemetry behind a no-op facade
+    "tracing": {"support", "wire"},
     # pure rules
     "fusion": {"wire", "support", ""},
     "rules": {"fusion", "wire", "support", ""},

@@ -37,11 +37,12 @@ it parses the body, so that an invalid body spends the caller's token as a valid
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import flask
@@ -61,6 +62,7 @@ from fanfuse.http.api import (
 )
 from fanfuse.runtimes.cloud import authenticator, loops, service, settings
 from fanfuse.support import logs
+from fanfuse.tracing import setup, spans
 from fanfuse.wire.errors import FanfuseError, Unavailable
 from fanfuse.wire.models import Caller, ErrorBody, PlatformInfo, utcnow
 
@@ -171,7 +173,12 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
 
         @functools.wraps(answer)
         def handle(request: flask.Request) -> flask.Response:
-            with logs.request_context(dict(request.headers)):
+            headers = dict(request.headers)
+            with (
+                logs.request_context(headers),
+                spans.server(f"{request.method} {target}", headers, _http_attributes(request)),
+                flushed(),
+            ):
                 origins = _cors_origins()
                 origin = request.headers.get("Origin")
                 if request.method == "OPTIONS":
@@ -194,6 +201,22 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
         return handle
 
     return wrap
+
+
+def _http_attributes(request: flask.Request) -> dict[str, str]:
+    """A server span's HTTP attributes (the semantic conventions'): the path, never the query
+    (`?task_id=` is fine, but a key could be sent there by mistake)."""
+    return {"http.request.method": request.method, "url.path": request.path}
+
+
+@contextlib.contextmanager
+def flushed() -> Iterator[None]:
+    """The spans of the block exported before the answer leaves: a function's instance may be
+    frozen once it has answered (tracing/setup.py)."""
+    try:
+        yield
+    finally:
+        setup.flush()
 
 
 def _cors_origins() -> list[str]:
@@ -220,14 +243,15 @@ def task_target(target: str) -> Handler:
         except FanfuseError as exc:
             log.warning("%s: refused a delivery: %s", target, exc)
             return error_response(exc)
-        verdict = deliveries.verdict(
-            target,
-            dict(request.headers),
-            request.get_data(cache=True),
-            settings=settings(),
-            tasks=service,
-            run=loops.run,
-        )
+        with flushed():
+            verdict = deliveries.verdict(
+                target,
+                dict(request.headers),
+                request.get_data(cache=True),
+                settings=settings(),
+                tasks=service,
+                run=loops.run,
+            )
         return verdict_response(verdict)
 
     handle.__name__ = handle.__qualname__ = target

@@ -44,6 +44,7 @@ from fanfuse.net.codings import ACCEPT_ENCODING, BoundedBody, Undecodable
 from fanfuse.net.policy import USER_AGENT, CallPolicy
 from fanfuse.support.redact import SecretFilter, credentials, redact, redact_url, remember
 from fanfuse.support.retry_after import parse_retry_after
+from fanfuse.tracing import http, spans
 from fanfuse.wire.errors import ProviderError, kind_for_status
 from fanfuse.wire.models import CallRecord
 
@@ -224,6 +225,25 @@ class Runner:
         accept_types: Sequence[str] | None = None,
         price_usd: float = 0.0,
     ) -> Response:
+        """`_request` in an HTTP client span (tracing on): one span per call, its retries as
+        events, its attributes the semantic conventions' with the URL's secrets masked
+        (`fanfuse.tracing.http`)."""
+        url = redact_url(spec.url, spec.secret_params)
+        with spans.span(spec.method, http.target(platform, url), kind="client"):
+            return await self._request(
+                platform, spec, policy, calls, accept_types=accept_types, price_usd=price_usd
+            )
+
+    async def _request(
+        self,
+        platform: str,
+        spec: RequestSpec,
+        policy: CallPolicy,
+        calls: list[CallRecord] | None = None,
+        *,
+        accept_types: Sequence[str] | None = None,
+        price_usd: float = 0.0,
+    ) -> Response:
         """Send `spec` with retries; return the final answer unless it is a retryable failure.
 
         `price_usd`: what the provider charges for this call (the platform's price list); the
@@ -246,8 +266,11 @@ class Runner:
         def wait(retry_state: RetryCallState) -> float:
             exc = retry_state.outcome.exception() if retry_state.outcome else None
             if isinstance(exc, _Retryable) and exc.retry_after is not None:
-                return min(exc.retry_after, policy.max_retry_after)
-            return backoff(retry_state.attempt_number, self.rng)
+                seconds = min(exc.retry_after, policy.max_retry_after)
+            else:
+                seconds = backoff(retry_state.attempt_number, self.rng)
+            spans.event("retry", http.retry(retry_state.attempt_number, exc, seconds))
+            return seconds
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(policy.max_attempts, 1)),
@@ -292,6 +315,8 @@ class Runner:
                 record.cost_usd = price_usd
             if calls is not None and len(calls) < MAX_RECORDED_CALLS:
                 calls.append(record)
+            spans.annotate(http.call(record, shown_url))
+        spans.annotate({"http.response.body.size": len(response.body)})
         return Response(
             status=response.status,
             headers=response.headers,

@@ -13,6 +13,8 @@
   OIDC token of the tasks service account for the target URL; where an HMAC secret is set (the
   local stack: the emulator ignores tokens but forwards headers), a signature of the target, the
   body and its validity window (from the schedule time) in `X-Fanfuse-Signature`.
+- Each task's headers also carry its trace and the moment it was enqueued
+  (`fanfuse.tracing.delivery`), which the target continues.
 
 The Google client is imported and created on first use: search_status and cancel_search never
 enqueue, so they never import it.
@@ -35,6 +37,7 @@ from fanfuse.queue.base import (
     task_name,
 )
 from fanfuse.settings import Settings
+from fanfuse.tracing import delivery
 
 if TYPE_CHECKING:
     from google.cloud.tasks_v2 import CloudTasksClient, Task
@@ -110,6 +113,7 @@ class CloudTasksQueue(TaskQueue):
             target="run_platform",
             body=message.model_dump_json().encode(),
             dispatch_seconds=dispatch,
+            platform=message.platform,
         )
 
     def aggregate_task(
@@ -132,12 +136,13 @@ class CloudTasksQueue(TaskQueue):
         body: bytes,
         schedule: datetime | None = None,
         dispatch_seconds: int | None = None,
+        platform: str | None = None,
     ) -> Task:
         from google.cloud import tasks_v2
         from google.protobuf import duration_pb2
 
         url = self.target_url(target)
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **delivery.outbound(target, platform)}
         secret = hmac_secret(self.settings)
         if secret is not None:
             headers[SIGNATURE_HEADER] = signature_for(target, body, secret, self.settings, schedule)

@@ -11,6 +11,8 @@
   attribute `signature`: anyone who may send to a queue could otherwise run any platform of any
   search, or cut one short with a forged deadline. The handler checks it like a task target
   checks `X-Fanfuse-Signature` (`fanfuse.fronts.aws_lambda.front`).
+- Its other attributes are the carrier of `fanfuse.tracing.delivery` (the trace, the moment it
+  was enqueued), which the Lambda front hands on as the delivery's headers.
 - No deduplication here: standard queues deliver at least once and a second enqueue is a second
   message; the store's rules (claim, lease, count once, finalize once) make either harmless.
 - The deadline task uses `DelaySeconds`, which SQS caps at 15 minutes. A later one carries its
@@ -41,6 +43,7 @@ from fanfuse.queue.base import (
     queue_id,
 )
 from fanfuse.settings import Settings
+from fanfuse.tracing import delivery
 from fanfuse.wire.models import utcnow
 
 if TYPE_CHECKING:
@@ -115,9 +118,13 @@ class SqsQueue(TaskQueue):
 
     def send(self, url: str, message: BaseModel, at: datetime | None) -> None:
         target = "aggregate" if isinstance(message, AggregateMessage) else "run_platform"
-        self.send_body(url, message.model_dump_json(), at, target)
+        self.send_body(
+            url, message.model_dump_json(), at, target, getattr(message, "platform", None)
+        )
 
-    def send_body(self, url: str, body: str, at: datetime | None, target: str) -> None:
+    def send_body(
+        self, url: str, body: str, at: datetime | None, target: str, platform: str | None = None
+    ) -> None:
         """Send `body` for `target` signed, delayed until `at` (15 minutes at most per hop, see
         module); the signature is valid from the moment this hop becomes visible."""
         now = utcnow()
@@ -130,6 +137,8 @@ class SqsQueue(TaskQueue):
             attributes[SIGNATURE_ATTRIBUTE] = string_attribute(signature)
         if due is not None:
             attributes[DUE_ATTRIBUTE] = string_attribute(due.isoformat())
+        for name, value in delivery.outbound(target, platform, now).items():  # trace, enqueued
+            attributes[name] = string_attribute(value)
         self.client.send_message(
             QueueUrl=url, MessageBody=body, DelaySeconds=delay, MessageAttributes=attributes
         )

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from fanfuse.rules import quota
@@ -51,6 +52,9 @@ class Ticket:
 
     caller: Caller | None
     at: datetime
+    task_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    """The id the search will have: made here, so that whatever is traced or logged from the
+    request's admission on names it (a start refused later leaves it unused)."""
 
 
 def admit(

@@ -22,6 +22,7 @@ from fanfuse.platforms.pricing import PlatformEstimate, estimate, price_of, read
 from fanfuse.rules import budget, limits
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import QuotaStore
+from fanfuse.tracing import spans
 from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, usd
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, QuotaBucket, SearchRequest, Task
@@ -81,6 +82,7 @@ class Budgets:
         found = self.estimates(names, len(request.queries), request.depth, request.include_content)
         return {n: e.usd for n, e in found.items()}
 
+    @spans.traced("budget")
     def plan(self, request: SearchRequest, caller: Caller | None, now: datetime) -> Planned:
         """The platforms this start may run and its receipt's opening, or OverBudget (400) /
         BudgetSpent (429): a refusal has written nothing. Reserves the estimate from the

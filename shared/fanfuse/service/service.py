@@ -28,6 +28,7 @@ from fanfuse.service.heartbeat import Heartbeat
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.support import logs
+from fanfuse.tracing import delivery, spans
 from fanfuse.wire.errors import (
     QueueUnavailable,
     StartTooSlow,
@@ -117,9 +118,12 @@ class SearchService:
         process) is not limited, nor is a `local` caller (fronts/mcp/access.py). The ticket's time
         is when the request arrived."""
         now = self.clock()
-        if caller is not None and caller.via != "local":
-            admission.admit(self.store, caller, self.settings, now)
-        return admission.Ticket(caller=caller, at=now)
+        ticket = admission.Ticket(caller=caller, at=now)
+        spans.bind_task(ticket.task_id)
+        with spans.span("admit", {spans.TASK_ID: ticket.task_id}):
+            if caller is not None and caller.via != "local":
+                admission.admit(self.store, caller, self.settings, now)
+        return ticket
 
     def start(
         self,
@@ -143,11 +147,15 @@ class SearchService:
             ticket = self.admit(caller)
         elif caller is not None:
             raise TypeError("start takes a caller or the ticket it was admitted with, not both")
+        with logs.task_context(ticket.task_id), spans.span("start"):
+            return self._start(payload, ticket)
+
+    def _start(self, payload: Any, ticket: admission.Ticket) -> Accepted:
         request = self.validate(payload)
         now, caller = ticket.at, ticket.caller
         owner = caller.subject if caller is not None else None
         planned = self._budgets.plan(request, caller, now)  # refused: nothing written or sent
-        task_id = uuid.uuid4().hex
+        task_id = ticket.task_id
         names = planned.platforms
         budget = request.timeout_s or self.settings.deadline_seconds
         task = Task(
@@ -163,6 +171,7 @@ class SearchService:
             updated_at=now,
             deadline_at=now + timedelta(seconds=budget),
             expires_at=now + timedelta(minutes=self.settings.ttl_minutes),
+            trace=spans.traceparent(),
         )
         runs = [
             PlatformRun(task_id=task_id, name=name, index=i, of=len(names), updated_at=now)
@@ -231,7 +240,12 @@ class SearchService:
 
     # -- run_platform ----------------------------------------------------------------------
 
+    def _kept_trace(self, task_id: str) -> str | None:
+        task = self.store.get_task(task_id)
+        return task.trace if task is not None else None
+
     @logs.in_task_context  # every line logged meanwhile names the task and the platform
+    @delivery.handled("run_platform", _kept_trace)  # its span, in the search's trace
     async def run_platform(self, message: PlatformMessage) -> str:
         """Run one platform's stages; a no-op when it (or its task) is already terminal."""
         task_id, name = message.task_id, message.platform
@@ -352,6 +366,7 @@ class SearchService:
     # -- aggregate, status, cancel -----------------------------------------------------------
 
     @logs.in_task_context  # every line logged meanwhile names the task
+    @delivery.handled("aggregate", _kept_trace)
     async def aggregate(self, message: AggregateMessage) -> str:
         """Finalize exactly once: a no-op when terminal, or still running before the deadline."""
         task = self.store.get_task(message.task_id)

@@ -38,6 +38,7 @@ from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.surfacing import surfacing, until_won
 from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.wire.models import (
     TERMINAL_TASK,
@@ -76,6 +77,7 @@ class Contended(Exception):
     """A conditional write found an item changed since it was read: read again."""
 
 
+@spans.traced_methods("dynamodb")
 @surfacing("DynamoDB", codec.stalled, lambda store: store.retry_after_s())
 class DynamoStore(TaskStore):
     """TaskStore on one DynamoDB table; `client` is a low-level boto3 client (aws_clients.py
@@ -274,6 +276,7 @@ class DynamoStore(TaskStore):
     def _transact_once(
         self, task_id: str, names: Sequence[str] | None, mutate: Mutator
     ) -> Writes | None:
+        spans.event("attempt")  # one per try: a lost race reads again
         pk = codec.task_pk(task_id)
         stored = self._get(pk, codec.TASK_SK)
         if stored is None:

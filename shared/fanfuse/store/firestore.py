@@ -58,6 +58,7 @@ from fanfuse.store.firestore_calls import (
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
 from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.wire.models import (
     TERMINAL_TASK,
@@ -95,6 +96,7 @@ CONTENTS = "contents"
 # The store
 
 
+@spans.traced_methods("firestore")
 @surfaced
 class FirestoreStore(TaskStore):
     """TaskStore on Firestore (sync client). `client` defaults to one for `project`.
@@ -231,6 +233,7 @@ class FirestoreStore(TaskStore):
         @firestore.transactional
         def run(transaction: Transaction) -> Writes | None:
             self.bounds.check(deadline, f"a transaction on {task_ref.path}")
+            spans.event("attempt")  # one per try: a contended transaction runs again
             written.clear()
             # Named runs are read with the task in one round trip; "all" needs the task first.
             refs = [task_ref] + [self._run_ref(task_id, n) for n in names or ()]

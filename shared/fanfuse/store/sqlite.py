@@ -20,6 +20,7 @@ from fanfuse.rules.lifecycle import progress_accepted
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Snapshot, Writes
 from fanfuse.rules.stats import Recorded
 from fanfuse.store.base import TaskStore
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import TaskNotFound
 from fanfuse.wire.models import (
     TERMINAL_TASK,
@@ -90,6 +91,7 @@ def _ts(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
 
+@spans.traced_methods("sqlite")
 class SqliteStore(TaskStore):
     def __init__(self, path: Path | str, *, resident: str | None = None) -> None:
         """`resident`: the id of the resident process (serve, mcp) that opens this store; the

@@ -334,6 +334,11 @@ class Task(BaseModel):
     deadline_at: datetime
     expires_at: datetime
     finalized_at: datetime | None = None
+    trace: str | None = Field(
+        default=None,
+        description="the W3C traceparent of the search's start, when it was traced: its trace "
+        "id finds every span of the search in the tracing backend",
+    )
 
 
 class Preview(BaseModel):

@@ -57,6 +57,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.base import KeyStore
 from fanfuse.support import logs
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
 from fanfuse.wire.models import Accepted, Caller, Problem, utcnow
 
@@ -133,7 +134,14 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
 
     def wrap(answer: Endpoint) -> Route:
         async def handle(request: Request) -> Response:
-            with logs.request_context(request.headers):  # the request's trace, as the functions'
+            with (
+                logs.request_context(request.headers),  # the request's trace, as the functions'
+                spans.server(
+                    f"{request.method} {target}",
+                    request.headers,
+                    {"http.request.method": request.method, "url.path": request.url.path},
+                ),
+            ):
                 try:
                     api.require_method(target, request.method, allowed)
                     runtime: EmbeddedRuntime = request.app.state.runtime
