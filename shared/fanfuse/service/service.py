@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from fanfuse.fusion import fusers
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.rules import aggregate, lifecycle, progress, spend
+from fanfuse.rules import aggregate, lifecycle, progress, spend, timeline
 from fanfuse.rules.breaker import Verdict
 from fanfuse.rules.mutations import Writes
 from fanfuse.service import admission, circuit, events
@@ -190,7 +190,9 @@ class SearchService:
             # The task is written but cannot run: finalize it as failed rather than leave it.
             log.exception("enqueue failed for %s", task_id)
             self._finalized(
-                self.store.transact(task_id, None, lifecycle.finalize(self.clock(), force=True))
+                self.store.transact(
+                    task_id, None, timeline.finalize(self.clock(), force=True, by="start")
+                )
             )
             raise QueueUnavailable(f"could not enqueue the search: {exc}") from exc
         return Accepted(
@@ -240,12 +242,8 @@ class SearchService:
 
     # -- run_platform ----------------------------------------------------------------------
 
-    def _kept_trace(self, task_id: str) -> str | None:
-        task = self.store.get_task(task_id)
-        return task.trace if task is not None else None
-
     @logs.in_task_context  # every line logged meanwhile names the task and the platform
-    @delivery.handled("run_platform", _kept_trace)  # its span, in the search's trace
+    @delivery.handled("run_platform")  # its span, in the search's trace
     async def run_platform(self, message: PlatformMessage) -> str:
         """Run one platform's stages; a no-op when it (or its task) is already terminal."""
         task_id, name = message.task_id, message.platform
@@ -260,6 +258,7 @@ class SearchService:
         task = self.store.get_task(task_id)
         if task is None:
             raise TaskNotFound(task_id)
+        working, queued = self.clock(), delivery.delivered().enqueued_at  # for the timeline
         try:
             async with Heartbeat(self.store, task_id, name, token, lease, self.clock) as beat:
 
@@ -272,9 +271,8 @@ class SearchService:
             # lease lapses (a restarted embedded runtime resumes it at once).
             self.store.transact(task_id, [name], lifecycle.release(name, token))
             raise
-        written = self.store.transact(
-            task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
-        )
+        finish = timeline.finish(name, outcome, self.clock(), token, queued, working)
+        written = self.store.transact(task_id, [name], finish)
         try:  # the search's end before the health sample: the answer waits for it, not that
             counted = written.task if written is not None else None
             if counted is not None and counted.counters.done == len(counted.platforms):
@@ -310,7 +308,7 @@ class SearchService:
         if self._finalize_at_fan_in and lifecycle.finalized_at_fan_in(task):
             try:
                 self.store.transact(
-                    task.task_id, None, lifecycle.finalize(self.clock(), force=False)
+                    task.task_id, None, timeline.finalize(self.clock(), force=False, by="fan_in")
                 )
             except Exception:
                 log.warning("finalizing at fan-in failed; the aggregate task will", exc_info=True)
@@ -339,7 +337,7 @@ class SearchService:
             now = self.clock()
             if task.deadline_at <= now:
                 self._finalized(
-                    self.store.transact(task.task_id, None, lifecycle.finalize(now, force=True))
+                    self.store.transact(task.task_id, None, timeline.finalize(now, force=True))
                 )
                 continue
             for run in self.store.get_runs(task.task_id):
@@ -366,7 +364,7 @@ class SearchService:
     # -- aggregate, status, cancel -----------------------------------------------------------
 
     @logs.in_task_context  # every line logged meanwhile names the task
-    @delivery.handled("aggregate", _kept_trace)
+    @delivery.handled("aggregate")
     async def aggregate(self, message: AggregateMessage) -> str:
         """Finalize exactly once: a no-op when terminal, or still running before the deadline."""
         task = self.store.get_task(message.task_id)
@@ -378,7 +376,7 @@ class SearchService:
         written = self.store.transact(
             message.task_id,
             None,
-            lifecycle.finalize(self.clock(), force=message.deadline, reranked=reranked),
+            timeline.finalize(self.clock(), force=message.deadline, reranked=reranked),
         )
         if written is None:
             latest = self.store.get_task(message.task_id)
@@ -446,5 +444,5 @@ class SearchService:
                     r.content = contents.get(r.content_id)
 
     def cancel(self, task_id: str) -> TaskView:
-        self._finalized(self.store.transact(task_id, None, lifecycle.cancel(self.clock())))
+        self._finalized(self.store.transact(task_id, None, timeline.cancel(self.clock())))
         return self.status(task_id)

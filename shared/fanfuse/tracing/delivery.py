@@ -115,20 +115,38 @@ class Message(Protocol):
     def task_id(self) -> str: ...
 
 
-Owner = TypeVar("Owner")
+class Kept(Protocol):
+    """A task document, as far as its kept trace goes (`Task.trace`)."""
+
+    @property
+    def trace(self) -> str | None: ...
+
+
+class Documents(Protocol):
+    def get_task(self, task_id: str) -> Kept | None: ...
+
+
+class Handler(Protocol):
+    """What handles deliveries: the service, with the store it reads the task document from."""
+
+    @property
+    def store(self) -> Documents: ...
+
+
+Owner = TypeVar("Owner", bound=Handler)
 Msg = TypeVar("Msg", bound=Message)
 
 
 def handled(
-    target: str, kept: Callable[[Owner, str], str | None]
+    target: str,
 ) -> Callable[
     [Callable[[Owner, Msg], Awaitable[str]]], Callable[[Owner, Msg], Coroutine[Any, Any, str]]
 ]:
     """A service method handling one delivery of `target`, in a span of its own (kind
     consumer) that ends with the method's outcome (`fanfuse.outcome`). Its parent: the span
-    that enqueued the task when its trace came with the delivery (`inbound`), else the one
-    `kept(owner, task_id)` names (the task document's `trace`: a direct call, a redelivery that
-    lost its carrier), read only while tracing is on."""
+    that enqueued the task when its trace came with the delivery (`inbound`), else the one its
+    task document keeps (`Task.trace`: a direct call, a redelivery that lost its carrier), read
+    only while tracing is on."""
 
     def wrap(
         handle: Callable[[Owner, Msg], Awaitable[str]],
@@ -137,7 +155,8 @@ def handled(
         async def traced(owner: Owner, message: Msg) -> str:
             parent = None
             if spans.enabled() and not delivered().traced:
-                parent = spans.from_traceparent(kept(owner, message.task_id))
+                task = owner.store.get_task(message.task_id)
+                parent = spans.from_traceparent(task.trace if task is not None else None)
             with spans.span(target, kind="consumer", parent=parent) as span:
                 outcome = await handle(owner, message)
                 if span is not None:
