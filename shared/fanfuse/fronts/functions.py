@@ -42,6 +42,7 @@ import functools
 import json
 import logging
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -278,9 +279,10 @@ def start_search(request: flask.Request) -> flask.Response:
 
     The caller is verified and admitted (a rate token spent) before the body is read: an
     invalid body costs its caller a start, so refusing bodies has a limit (admission.py)."""
-    who = caller(request)
-    svc = service()
-    ticket = svc.admit(who)
+    with logs.task_context(uuid.uuid4().hex):  # the search's id, from the caller's check on
+        who = caller(request)
+        svc = service()
+        ticket = svc.admit(who)
     accepted = svc.start(read_json(request), ticket=ticket)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 

@@ -77,7 +77,7 @@ class Contended(Exception):
     """A conditional write found an item changed since it was read: read again."""
 
 
-@spans.traced_methods("dynamodb")
+@spans.traced_methods("dynamodb", TaskStore)
 @surfacing("DynamoDB", codec.stalled, lambda store: store.retry_after_s())
 class DynamoStore(TaskStore):
     """TaskStore on one DynamoDB table; `client` is a low-level boto3 client (aws_clients.py

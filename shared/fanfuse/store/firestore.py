@@ -96,7 +96,7 @@ CONTENTS = "contents"
 # The store
 
 
-@spans.traced_methods("firestore")
+@spans.traced_methods("firestore", TaskStore)
 @surfaced
 class FirestoreStore(TaskStore):
     """TaskStore on Firestore (sync client). `client` defaults to one for `project`.

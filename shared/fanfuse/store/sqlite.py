@@ -91,7 +91,7 @@ def _ts(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
 
-@spans.traced_methods("sqlite")
+@spans.traced_methods("sqlite", TaskStore)
 class SqliteStore(TaskStore):
     def __init__(self, path: Path | str, *, resident: str | None = None) -> None:
         """`resident`: the id of the resident process (serve, mcp) that opens this store; the

@@ -243,3 +243,30 @@ def tree(spans: Iterable[ReceivedSpan]) -> str:
     for root in roots(spans):
         draw(root, 0)
     return "\n".join(lines)
+
+
+STORE_SERVICES = ("google.firestore.v1.Firestore", "DynamoDB")
+"""The store's services, as the gRPC and botocore client spans name them (`rpc.service`)."""
+
+
+def store_round_trips(spans: Iterable[ReceivedSpan]) -> list[ReceivedSpan]:
+    """The store's client calls among `spans`: one round trip each."""
+    return [s for s in spans if s.attributes.get("rpc.service") in STORE_SERVICES]
+
+
+def critical_path(spans: Iterable[ReceivedSpan], run: ReceivedSpan) -> list[ReceivedSpan]:
+    """The store round trips of one `run_platform` span from its start (the delivery) until its
+    fan-in committed (the end of its `transact finish`, or of the transaction that finishes and
+    finalizes at once): what stands between a platform's answer and its count on the task."""
+    under = descendants(spans, run)
+    fan_in = [
+        s
+        for s in under
+        if (s.name.startswith("transact ") and "fan_in" in s.name) or s.name == "transact finish"
+    ]
+    if not fan_in:
+        return []
+    until = max(s.end_ns for s in fan_in)
+    return sorted(
+        (s for s in store_round_trips(under) if s.start_ns <= until), key=lambda s: s.start_ns
+    )

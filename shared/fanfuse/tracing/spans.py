@@ -223,13 +223,15 @@ def traced(name: str) -> Callable[[F], F]:
     return wrap
 
 
-def traced_methods(system: str) -> Callable[[C], C]:
-    """A class decorator for a store: each public method call is a span `store <method>` (a
-    transaction with its attempts, a progress write), its round trips the client spans inside."""
+def traced_methods(system: str, port: type) -> Callable[[C], C]:
+    """A class decorator for a store: each call of a method its `port` declares is a span
+    `store <method>` (a transaction with its attempts, a progress write), the round trips the
+    client spans inside it."""
+    declared = {n for n in dir(port) if not n.startswith("_")} - {"close"}
 
     def decorate(cls: C) -> C:
         for name, method in list(vars(cls).items()):
-            if not name.startswith("_") and name != "close" and inspect.isfunction(method):
+            if name in declared and inspect.isfunction(method):
                 setattr(cls, name, _traced(method, system))
         return cls
 

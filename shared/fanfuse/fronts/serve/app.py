@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
@@ -118,7 +119,8 @@ async def admitted_start(request: Request, runtime: EmbeddedRuntime) -> Accepted
     """Verify the caller, admit it (a token spent), then decode and validate the body off the
     loop, then start: the service validates the (then small and valid) payload again, on the
     loop, with the store as it is at that moment, and writes the search."""
-    ticket = runtime.service.admit(caller_of(request))
+    with logs.task_context(uuid.uuid4().hex):  # the search's id, from the caller's check on
+        ticket = runtime.service.admit(caller_of(request))
 
     def valid(raw: bytes, content_type: str | None) -> Any:
         payload = api.decode_json(raw, content_type)
