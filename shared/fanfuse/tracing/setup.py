@@ -110,6 +110,8 @@ def configure(environ: Mapping[str, str] | None = None) -> bool:
     """Turn tracing on if the environment asks for it (see the module); idempotent. Returns
     whether it is on. A setting that cannot be honoured (an exporter not installed, the
     `tracing` extra missing) is logged and leaves tracing off: telemetry never stops a search.
+    `environ` decides whether and which exporters; the exporters themselves read their own
+    variables from the process's environment, as OpenTelemetry's do.
 
     A program that embeds fanfuse and has set up OpenTelemetry itself (a tracer provider of its
     own, set globally before this runs) gets fanfuse's spans in its traces, whatever the
@@ -142,7 +144,7 @@ def configure(environ: Mapping[str, str] | None = None) -> bool:
         if not _global_is_ours:  # the API takes one global provider per process
             trace.set_tracer_provider(_provider)
             _global_is_ours = True
-            _instrument_clients()
+        _instrument_clients(_provider)
         _use(_provider)
         return True
 
@@ -191,23 +193,35 @@ def _build(environ: Mapping[str, str]) -> TracerProvider:
     return provider
 
 
-def _instrument_clients() -> None:
-    """The store's and the queue's client calls as spans, where the instrumentation is
-    installed (the gRPC one leaves out OTLP's own export calls)."""
+def _instrumentors() -> list[Any]:
+    """The client instrumentations installed here: gRPC (Firestore, Cloud Tasks), botocore
+    (DynamoDB, SQS)."""
+    found: list[Any] = []
     try:
-        from opentelemetry.instrumentation.grpc import GrpcInstrumentorClient, filters
+        from opentelemetry.instrumentation.grpc import GrpcInstrumentorClient
 
-        GrpcInstrumentorClient().instrument(  # type: ignore[no-untyped-call]
-            filter_=filters.negate(filters.service_prefix("opentelemetry.proto"))
-        )
+        found.append(GrpcInstrumentorClient())  # type: ignore[no-untyped-call]
     except ImportError:
         log.debug("no gRPC instrumentation: Firestore and Cloud Tasks calls are not spans")
     try:
         from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
 
-        BotocoreInstrumentor().instrument()  # type: ignore[no-untyped-call]
+        found.append(BotocoreInstrumentor())  # type: ignore[no-untyped-call]
     except ImportError:
         log.debug("no botocore instrumentation: DynamoDB and SQS calls are not spans")
+    return found
+
+
+def _instrument_clients(provider: TracerProvider) -> None:
+    """The store's and the queue's client calls as spans of `provider` (the gRPC ones but
+    OTLP's own export calls)."""
+    for instrumentor in _instrumentors():
+        options: dict[str, Any] = {"tracer_provider": provider}
+        if type(instrumentor).__name__ == "GrpcInstrumentorClient":
+            from opentelemetry.instrumentation.grpc import filters
+
+            options["filter_"] = filters.negate(filters.service_prefix("opentelemetry.proto"))
+        instrumentor.instrument(**options)
 
 
 def flush(timeout_ms: int = FLUSH_TIMEOUT_MS) -> None:
@@ -225,4 +239,6 @@ def shutdown() -> None:
     spans.use(None)
     logs.use_span_ids(None)
     if provider is not None:
+        for instrumentor in _instrumentors():
+            instrumentor.uninstrument()
         provider.shutdown()
