@@ -54,6 +54,16 @@ def run_entry(
     )
 
 
+def live(task: Task, runs: list[PlatformRun]) -> Timeline:
+    """The timeline as it stands: the task document's entries, and one for each platform not
+    ended yet, from its platform document (while a search runs, its status shows them)."""
+    known = {e.platform for e in task.timeline.runs}
+    running = [run_entry(task, r, None, None) for r in runs if r.name not in known]
+    by_name = {e.platform: e for e in [*task.timeline.runs, *running]}
+    ordered = [by_name[p] for p in task.platforms if p in by_name]
+    return task.timeline.model_copy(update={"runs": ordered})
+
+
 def _with_runs(task: Task, entries: list[RunTimeline]) -> Timeline:
     """The task's timeline with `entries` in (a platform's newer entry replaces its older one),
     in the task's platform order, and the fan-in once every platform has one."""
