@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from fanfuse.queue.base import (
     AggregateMessage,
     PlatformMessage,
     TaskQueue,
+    concurrently,
     queue_id,
     task_name,
 )
@@ -163,6 +165,9 @@ class CloudTasksQueue(TaskQueue):
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
         self._create(*self.platform_task(message))
+
+    def enqueue_platforms(self, messages: Sequence[PlatformMessage]) -> None:
+        concurrently(self, messages)  # one CreateTask round trip each, at once
 
     def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
         self._create(*self.aggregate_task(message, at))

@@ -28,7 +28,7 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -40,6 +40,7 @@ from fanfuse.queue.base import (
     AggregateMessage,
     PlatformMessage,
     TaskQueue,
+    concurrently,
     queue_id,
 )
 from fanfuse.settings import Settings
@@ -112,6 +113,9 @@ class SqsQueue(TaskQueue):
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
         self.send(self.queue_url(message.platform), message, None)
+
+    def enqueue_platforms(self, messages: Sequence[PlatformMessage]) -> None:
+        concurrently(self, messages)  # one SendMessage round trip each, at once
 
     def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
         self.send(self.queue_url(AGGREGATE_QUEUE), message, at)

@@ -7,6 +7,7 @@ in-process queue, the Cloud Functions pass Firestore and Cloud Tasks.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import uuid
 from collections.abc import Callable
@@ -17,9 +18,9 @@ from urllib.parse import urlencode
 from fanfuse.fusion import fusers
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.rules import aggregate, lifecycle, progress, spend, timeline
-from fanfuse.rules.breaker import Verdict
-from fanfuse.rules.mutations import Writes
+from fanfuse.rules import aggregate, fan_in, lifecycle, progress, spend, timeline
+from fanfuse.rules.breaker import Gate, Verdict
+from fanfuse.rules.mutations import Snapshot, Writes
 from fanfuse.service import admission, circuit, events
 from fanfuse.service.budgets import Budgets
 from fanfuse.service.catalog import Catalog
@@ -183,8 +184,9 @@ class SearchService:
             self._budgets.release(task)  # withdrawn: nothing of it runs
             raise
         try:
-            for name in names:
-                self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
+            self.queue.enqueue_platforms(
+                [PlatformMessage(task_id=task_id, platform=n) for n in names]
+            )
             self._enqueue_deadline(task)
         except Exception as exc:
             # The task is written but cannot run: finalize it as failed rather than leave it.
@@ -249,35 +251,45 @@ class SearchService:
         task_id, name = message.task_id, message.platform
         token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
         lease = timedelta(seconds=self.settings.lease_seconds)
+        seen: list[Task] = []
         claim = lifecycle.claim(name, self.clock(), token, lease=lease)
-        claimed = self.store.transact(task_id, [name], claim)
+
+        def claiming(snap: Snapshot) -> Writes | None:  # the task it read: no second read
+            seen.append(snap.task)
+            return claim(snap)
+
+        claiming.__qualname__ = claim.__qualname__  # the rule it runs (a trace's span name)
+        claimed = self.store.transact(task_id, [name], claiming)
         if claimed is None:
             self._resume_fan_in(task_id)
             return "skipped"
-        run = claimed.runs[0]
-        task = self.store.get_task(task_id)
-        if task is None:
-            raise TaskNotFound(task_id)
+        run, task = claimed.runs[0], seen[-1]
         working, queued = self.clock(), delivery.delivered().enqueued_at  # for the timeline
+        checks = itertools.count()
         try:
             async with Heartbeat(self.store, task_id, name, token, lease, self.clock) as beat:
 
-                def stop() -> bool:  # the lease went to another delivery, or a cancel
-                    return beat.lost or self._cancelled(task_id)
+                def stop() -> bool:  # the lease went to another delivery, or a cancel (the
+                    # claim has just read the task: the first check reads it again no sooner)
+                    return beat.lost or (next(checks) > 0 and self._cancelled(task_id))
 
-                outcome = await self._guarded(task, run, stop)
+                outcome, gate = await self._guarded(task, run, stop)
         except asyncio.CancelledError:
             # This process is stopping mid-run: hand the run back rather than hold it until the
             # lease lapses (a restarted embedded runtime resumes it at once).
             self.store.transact(task_id, [name], lifecycle.release(name, token))
             raise
-        finish = timeline.finish(name, outcome, self.clock(), token, queued, working)
+        last = self._finalize_at_fan_in  # the last fan-in finalizes too (rules/fan_in.py)
+        finish = fan_in.fan_in(name, outcome, self.clock(), token, queued, working, finalize=last)
         written = self.store.transact(task_id, [name], finish)
-        try:  # the search's end before the health sample: the answer waits for it, not that
+        try:  # the search's end before the breaker and health: the answer waits for it, not those
             counted = written.task if written is not None else None
-            if counted is not None and counted.counters.done == len(counted.platforms):
+            if counted is not None and counted.status.terminal:
+                self._finalized(Writes(task=counted))  # at its fan-in (its run: counted below)
+            elif counted is not None and counted.counters.done == len(counted.platforms):
                 self._fan_in_complete(counted)
         finally:
+            self._circuit.record(name, outcome, gate)
             self._circuit.observe_latency(name, outcome)
             self.events.runs_ended(written.runs if written is not None else [])
         if written is None or written.task is None:
@@ -286,38 +298,26 @@ class SearchService:
 
     async def _guarded(
         self, task: Task, run: PlatformRun, stop: Callable[[], bool]
-    ) -> lifecycle.Outcome:
+    ) -> tuple[lifecycle.Outcome, Gate]:
         """The run behind its platform's shared breaker (circuit.py): a suspended platform is
-        answered at once, with no provider call, instead of spending the search's deadline."""
+        answered at once, with no provider call, instead of spending the search's deadline. The
+        outcome is recorded in the breaker after the fan-in (`run_platform`), off the path of
+        the answer."""
         gate = self._circuit.admit(run.name)
         if gate.verdict is Verdict.SUSPENDED:
-            return circuit.suspended(run.name, gate)
-        outcome = await self._executor.run(task, run, stop)
-        self._circuit.record(run.name, outcome, gate)
-        return outcome
+            return circuit.suspended(run.name, gate), gate
+        return await self._executor.run(task, run, stop), gate
 
     def _fan_in_complete(self, task: Task) -> None:
-        """Every platform has ended: finalize here if this runtime does and nothing slow is
-        left (`lifecycle.finalized_at_fan_in`), then enqueue the fan-in's aggregate task.
-
-        The aggregator's own transaction (`lifecycle.finalize`, only from a non-terminal
-        status): with a deadline task, a redelivery or the aggregate delivery, still exactly one
-        finalization. Before the enqueue, so that delivery finds the search final (a read) and
-        does not contend for the task document. The aggregate task stays the path of a mode that
-        reranks and of a finalization that could not commit here (logged)."""
-        if self._finalize_at_fan_in and lifecycle.finalized_at_fan_in(task):
-            try:
-                self.store.transact(
-                    task.task_id, None, timeline.finalize(self.clock(), force=False, by="fan_in")
-                )
-            except Exception:
-                log.warning("finalizing at fan-in failed; the aggregate task will", exc_info=True)
+        """Every platform has ended and the fan-in did not finalize (a mode that reranks, or a
+        runtime that leaves it to the aggregate task): enqueue the aggregate task, which does.
+        Its transaction (`lifecycle.finalize`, only from a non-terminal status): with a deadline
+        task or a redelivery, still exactly one finalization."""
         self.queue.enqueue_aggregate(AggregateMessage(task_id=task.task_id))
 
     def _resume_fan_in(self, task_id: str) -> None:
-        """A redelivery after the fan-in committed but its finalization (or aggregate enqueue)
-        failed: do it again (finalize lands once; the task name makes a second enqueue
-        harmless) instead of waiting for the deadline."""
+        """A redelivery after the fan-in committed but its aggregate enqueue failed: do it again
+        (the task name makes a second enqueue harmless) instead of waiting for the deadline."""
         task = self.store.get_task(task_id)
         if (
             task is not None

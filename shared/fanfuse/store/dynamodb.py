@@ -26,8 +26,8 @@ from fanfuse.rules.mutations import (
     HealthChange,
     Mutator,
     QuotaMutator,
-    Snapshot,
     Writes,
+    applied,
     health_swap,
 )
 from fanfuse.rules.stats import Recorded
@@ -283,14 +283,20 @@ class DynamoStore(TaskStore):
             raise TaskNotFound(task_id)
         task = codec.model_of(stored, Task)
         versions = {codec.TASK_SK: codec.version(stored)}
-        runs: dict[str, PlatformRun] = {}
-        for item in self._query(pk, codec.RUN_PREFIX):
-            run = codec.model_of(item, PlatformRun)
-            if names is None or run.name in names:
-                runs[run.name] = run
-                versions[codec.run_sk(run.name)] = codec.version(item)
-        runs = dict(sorted(runs.items(), key=lambda kv: kv[1].index))
-        writes = mutate(Snapshot(task=task, runs=runs))
+        every = {
+            run.name: (run, codec.version(item))
+            for item in self._query(pk, codec.RUN_PREFIX)
+            for run in [codec.model_of(item, PlatformRun)]
+        }
+
+        def read(wanted: Sequence[str]) -> list[PlatformRun]:
+            """The named runs, each conditioned on the version read (the other runs: not)."""
+            found = [every[name] for name in wanted if name in every]
+            versions.update({codec.run_sk(run.name): ver for run, ver in found})
+            return [run for run, _ in found]
+
+        found = read(list(every) if names is None else names)
+        writes = applied(mutate, task, found, read)  # all runs, if it asks (NeedsAllRuns)
         if writes is None:
             return None
         items = self._task_items(task_id, task.expires_at, writes, versions)
