@@ -46,14 +46,14 @@ def runs_of(spans: list[ReceivedSpan], platform: str) -> list[ReceivedSpan]:
 
 def complete(spans: list[ReceivedSpan], trace_id: str, runs: int = 1) -> bool:
     """Every hop of the search exported: the start's request span, each platform's run (`runs`
-    of web_ok's), the aggregate delivery the fan-in enqueued."""
+    of web_ok's), each with its fan-in (the last one finalizes: rules/fan_in.py)."""
     mine = [s for s in spans if s.trace_id == trace_id]
-    names = {s.name for s in mine}
+    names = [s.name for s in mine]
     return (
         "POST start_search" in names
         and all(runs_of(mine, p) for p in PLATFORMS)
         and len(runs_of(mine, "web_ok")) >= runs
-        and "aggregate" in names
+        and names.count("transact fan_in") >= len(PLATFORMS)
     )
 
 
@@ -94,7 +94,8 @@ def test_a_search_is_one_trace_across_the_queue_hops(
         else:
             assert calls == []
         assert critical_path(spans, run), "the store's round trips are spans too"
-    assert any(s.name.startswith("transact finalize") for s in spans)
+    assert view["timeline"]["finalized_by"] == "fan_in"  # no aggregate hop
+    assert not [s for s in spans if s.name in ("aggregate", "transact finalize")]
 
     # A duplicate delivery of web_ok, with no carrier: a second run in the same trace, skipped,
     # with no provider call under it.
