@@ -69,6 +69,8 @@ async def test_the_last_fan_in_finalizes_once_in_its_own_transaction(
     transactions = [c for c in calls if c.startswith("transact")]
     assert transactions == ["transact claim", "transact fan_in"], calls
     assert "get_task" not in calls, calls
+    # its answer is cached after it was counted, off the path to the final answer
+    assert calls.index("put_cached") > calls.index("transact fan_in"), calls
     # Nothing is left to the aggregate task; a late one, the deadline's or a redelivered
     # platform task answer from a read and change nothing.
     assert fan_ins(svc.queue) == []
@@ -96,6 +98,10 @@ class Counting(SqliteStore):
     def get_task(self, task_id: str) -> Any:
         self.calls.append("get_task")
         return super().get_task(task_id)
+
+    def put_cached(self, entry: Any) -> None:
+        self.calls.append("put_cached")
+        super().put_cached(entry)
 
 
 async def test_only_the_last_fan_in_finalizes(settings: Settings) -> None:

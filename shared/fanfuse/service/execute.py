@@ -24,7 +24,7 @@ from fanfuse.settings import Price, Settings
 from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.errors import Cancelled, ProviderError
-from fanfuse.wire.models import FailureKind, PlatformRun, PlatformState, Stage, Task
+from fanfuse.wire.models import CacheEntry, FailureKind, PlatformRun, PlatformState, Stage, Task
 
 if TYPE_CHECKING:
     from fanfuse.content.settings import ContentSettings
@@ -72,10 +72,16 @@ class Executor:
         return self._runner
 
     async def run(
-        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+        self,
+        task: Task,
+        run: PlatformRun,
+        stop: Callable[[], bool],
+        unsaved: list[CacheEntry] | None = None,
     ) -> lifecycle.Outcome:
         """`stop`: checked between steps; True ends the run as `Cancelled` (a cancel, or its
-        lease went to another delivery)."""
+        lease went to another delivery). `unsaved`: where the run's new cache entries go
+        instead of the store, for `save_cache` once the run has been counted (None: written as
+        the run goes)."""
         started = time.monotonic()
         params = SearchParams(
             queries=task.queries,
@@ -124,6 +130,7 @@ class Executor:
                 clock=self.clock,
                 scope=cache_scope(task.owner, shared=self.settings.cache_scope == "shared"),
             )
+            cache.deferred = unsaved
             stage_run = StageRun(
                 platform, ctx, params, reporter, self._content, cache, fetch_budget=fetches
             )
@@ -165,6 +172,17 @@ class Executor:
                 }
             ),
         )
+
+    def save_cache(self, entries: list[CacheEntry]) -> None:
+        """Write a run's cache entries (`run(unsaved=...)`): the cache is advice, so a store
+        error here is logged, never the run's failure."""
+        from fanfuse.stages.cache import put
+
+        for entry in entries:
+            try:
+                put(self.cache, entry)
+            except Exception:
+                log.warning("could not cache %s's answer", entry.platform, exc_info=True)
 
     def _money(self, task: Task, run: PlatformRun, price: Price, calls: int) -> Budget | None:
         """The run's share of the search's money (rules/budget.py) as the calls it affords,

@@ -38,6 +38,7 @@ from fanfuse.wire.errors import (
 )
 from fanfuse.wire.models import (
     Accepted,
+    CacheEntry,
     Caller,
     PlatformInfo,
     PlatformRun,
@@ -251,7 +252,7 @@ class SearchService:
         task_id, name = message.task_id, message.platform
         token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
         lease = timedelta(seconds=self.settings.lease_seconds)
-        seen: list[Task] = []
+        seen, unsaved = list[Task](), list[CacheEntry]()  # the claim's read; the cache's writes
         claim = lifecycle.claim(name, self.clock(), token, lease=lease)
 
         def claiming(snap: Snapshot) -> Writes | None:  # the task it read: no second read
@@ -273,7 +274,7 @@ class SearchService:
                     # claim has just read the task: the first check reads it again no sooner)
                     return beat.lost or (next(checks) > 0 and self._cancelled(task_id))
 
-                outcome, gate = await self._guarded(task, run, stop)
+                outcome, gate = await self._guarded(task, run, stop, unsaved)
         except asyncio.CancelledError:
             # This process is stopping mid-run: hand the run back rather than hold it until the
             # lease lapses (a restarted embedded runtime resumes it at once).
@@ -289,6 +290,7 @@ class SearchService:
             elif counted is not None and counted.counters.done == len(counted.platforms):
                 self._fan_in_complete(counted)
         finally:
+            self._executor.save_cache(unsaved)  # the run's cache entries, once it is counted
             self._circuit.record(name, outcome, gate)
             self._circuit.observe_latency(name, outcome)
             self.events.runs_ended(written.runs if written is not None else [])
@@ -297,7 +299,7 @@ class SearchService:
         return outcome.state.value
 
     async def _guarded(
-        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
+        self, task: Task, run: PlatformRun, stop: Callable[[], bool], unsaved: list[CacheEntry]
     ) -> tuple[lifecycle.Outcome, Gate]:
         """The run behind its platform's shared breaker (circuit.py): a suspended platform is
         answered at once, with no provider call, instead of spending the search's deadline. The
@@ -306,7 +308,7 @@ class SearchService:
         gate = self._circuit.admit(run.name)
         if gate.verdict is Verdict.SUSPENDED:
             return circuit.suspended(run.name, gate), gate
-        return await self._executor.run(task, run, stop), gate
+        return await self._executor.run(task, run, stop, unsaved), gate
 
     def _fan_in_complete(self, task: Task) -> None:
         """Every platform has ended and the fan-in did not finalize (a mode that reranks, or a
