@@ -60,6 +60,7 @@ from fanfuse.tools.stubs import (
     stub_platforms,
 )
 from fanfuse.wire.models import TaskView
+from fanfuse.wire.timeline import Timeline
 
 QUIET_LOAD = 1.5
 """Below this load average (1 min) the machine counts as quiet for the targets' verdicts."""
@@ -81,10 +82,53 @@ class LatencySeries(Series):
         "(empty: the runtime has no preview, or none was seen before the end)",
     )
     first_preview_warmup: float | None = None
+    spent: dict[str, float] = Field(
+        default_factory=dict,
+        description="medians over the measured runs, from each search's timeline: where the "
+        "time around the slowest platform went (`spent_on`)",
+    )
 
     @property
     def first_preview_median(self) -> float | None:
         return statistics.median(self.first_preview) if self.first_preview else None
+
+
+SPENT = ("start", "dispatch", "claim", "stages", "fan_in", "finalize", "seen")
+
+
+def spent_on(kept: Timeline, seen: float) -> dict[str, float]:
+    """One search's time around its slowest platform, from its timeline (seconds after the
+    request arrived) and when the poller saw it final (`seen`, seconds after it sent it):
+    start (the request to that platform's enqueue), dispatch (enqueued to claimed), claim (to
+    its stages' start: the claim and the breaker's look), stages (the platform's own work, the
+    stub's delay included), fan_in (the end of its stages to its fan-in committed), finalize
+    (fan-in to final), seen (final to the poller's seeing it: the poll, the status read, the
+    answer's way back, and the request's way in)."""
+    ended = [e for e in kept.runs if e.finished is not None]
+    if not ended or kept.finalized is None:
+        return {}
+    slow = max(ended, key=lambda e: e.finished or 0.0)
+    queued = slow.queued if slow.queued is not None else 0.0
+    started = slow.started if slow.started is not None else queued
+    working = slow.working if slow.working is not None else started
+    worked = working + sum(slow.stages.values())
+    finished = slow.finished if slow.finished is not None else worked
+    return {
+        "start": queued,
+        "dispatch": started - queued,
+        "claim": working - started,
+        "stages": worked - working,
+        "fan_in": finished - worked,
+        "finalize": kept.finalized - finished,
+        "seen": seen - kept.finalized,
+    }
+
+
+def median_spent(runs: list[dict[str, float]]) -> dict[str, float]:
+    measured = [r for r in runs if r]
+    if not measured:
+        return {}
+    return {k: round(statistics.median(r[k] for r in measured), 4) for k in SPENT}
 
 
 class FirstPreview:
@@ -100,7 +144,12 @@ class FirstPreview:
             self.at = time.perf_counter() - self.started
 
 
-def _series(runtime: str, timings: list[float], previews: list[float | None]) -> LatencySeries:
+def _series(
+    runtime: str,
+    timings: list[float],
+    previews: list[float | None],
+    spent: list[dict[str, float]] | None = None,
+) -> LatencySeries:
     """The warm-up run apart; preview times only when every measured run saw one (a median of
     some runs would hide the others)."""
     measured = previews[1:]
@@ -111,6 +160,7 @@ def _series(runtime: str, timings: list[float], previews: list[float | None]) ->
         samples=timings[1:],
         first_preview=seen if len(seen) == len(measured) else [],
         first_preview_warmup=previews[0],
+        spent=median_spent((spent or [])[1:]),
     )
 
 
@@ -171,6 +221,10 @@ class LatencyReport(BaseModel):
             f"sum of the delays: {sum(self.delays):g} s; "
             f"first results' limit (quickest platform): {min(self.delays):g} s"
         )
+        for s in self.series:
+            if s.spent:
+                parts = ", ".join(f"{k} {v * 1000:.0f}" for k, v in s.spent.items())
+                lines.append(f"{s.runtime} timeline, slowest platform, medians in ms: {parts}")
         targets = (("embedded", EMBEDDED_TARGET), ("emulator", STACK_TARGET), ("aws", STACK_TARGET))
         for runtime, target in targets:
             found = self.get(runtime)
@@ -216,6 +270,7 @@ async def measure_embedded(
     settings = Settings(db_path=workdir / "bench.db", extra_platforms=platforms)
     timings: list[float] = []
     previews: list[float | None] = []
+    spent: list[dict[str, float]] = []
     async with EmbeddedRuntime(settings) as runtime:
         for _ in range(runs + 1):
             first = FirstPreview()
@@ -223,8 +278,9 @@ async def measure_embedded(
             view = await runtime.wait(accepted.task_id, on_update=first, poll=poll)
             timings.append(time.perf_counter() - first.started)
             previews.append(first.at)
+            spent.append(spent_on(view.timeline, timings[-1]))
             check_completed(view.status.value, "embedded")
-    return _series("embedded", timings, previews)
+    return _series("embedded", timings, previews, spent)
 
 
 async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> LatencySeries:
@@ -293,6 +349,7 @@ async def _measure_http(
 
     timings: list[float] = []
     previews: list[float | None] = []
+    spent: list[dict[str, float]] = []
     async with api_http(30) as http:
         client = HttpSearchClient(url, poll=poll, http=http, api_key=api_key)
         for _ in range(runs + 1):
@@ -300,8 +357,9 @@ async def _measure_http(
             view = await client.search(payload, on_update=first)
             timings.append(time.perf_counter() - first.started)
             previews.append(first.at)
+            spent.append(spent_on(view.timeline, timings[-1]))
             check_completed(view.status.value, runtime)
-    return _series(runtime, timings, previews)
+    return _series(runtime, timings, previews, spent)
 
 
 def run_latency(
