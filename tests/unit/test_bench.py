@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from fanfuse.cli.bench import bench_app
 from fanfuse.tools.bench.cache import run_cache
-from fanfuse.tools.bench.latency import LatencyReport, LatencySeries, run_latency, spent_on
+from fanfuse.tools.bench.latency import LatencyReport, LatencySeries, run_latency
+from fanfuse.tools.bench.spent import spent_on
 from fanfuse.tools.stubs import (
     DATE_STEP_DAYS,
     RESULTS_PER_PAGE,

@@ -58,6 +58,7 @@ OTLP_PROTOCOLS = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
 
 _provider: TracerProvider | None = None
 _global_is_ours = False
+_missing_said = False
 """The global provider was set here (once per process: later configurations, in tests, keep
 the client instrumentations on the first one)."""
 _lock = threading.Lock()
@@ -130,10 +131,14 @@ def configure(environ: Mapping[str, str] | None = None) -> bool:
         try:
             _provider = _build(environ)
         except ImportError as exc:
-            log.warning(
-                "OTEL_* is set but tracing is not installed (%s): pip install 'fanfuse[tracing]'",
-                exc,
-            )
+            global _missing_said
+            if not _missing_said:  # once a process, not once a runtime
+                _missing_said = True
+                log.warning(
+                    "OTEL_* is set but tracing is not installed (%s): "
+                    "pip install 'fanfuse[tracing]'",
+                    exc,
+                )
             return False
         except Exception:
             log.exception("tracing could not be configured; it stays off")
