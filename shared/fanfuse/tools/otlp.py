@@ -93,6 +93,8 @@ class OtlpReceiver:
     port: int = 0
     spans: list[ReceivedSpan] = field(default_factory=list)
     requests: int = 0
+    max_spans: int = 200_000
+    """The newest spans kept (a session of tests exports many: bounded memory)."""
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -126,6 +128,7 @@ class OtlpReceiver:
                 received = decode(body)
                 with receiver._lock:
                     receiver.spans.extend(received)
+                    del receiver.spans[: max(0, len(receiver.spans) - receiver.max_spans)]
                     receiver.requests += 1
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
