@@ -107,12 +107,16 @@ class DynamoStore(TaskStore):
         got = self.client.get_item(TableName=self.table, Key=codec.key(pk, sk), ConsistentRead=True)
         return got.get("Item")
 
-    def _query(self, pk: str, prefix: str | None = None, **extra: Any) -> Iterator[dict[str, Any]]:
-        """Every item of partition `pk` (whose sort key starts with `prefix`), page by page."""
-        condition = "pk = :pk" + (" AND begins_with(sk, :prefix)" if prefix else "")
+    def _query(
+        self, pk: str, prefix: str | None = None, *, since: str | None = None, **extra: Any
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of partition `pk` whose sort key starts with `prefix` (or is >= `since`)."""
+        sk = " AND begins_with(sk, :prefix)" if prefix else " AND sk >= :since" if since else ""
         values: dict[str, Any] = {":pk": {"S": pk}}
-        if prefix:
-            values[":prefix"] = {"S": prefix}
+        values |= (
+            {":prefix": {"S": prefix}} if prefix else {":since": {"S": since}} if since else {}
+        )
+        condition = "pk = :pk" + sk
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression=condition,
@@ -276,21 +280,17 @@ class DynamoStore(TaskStore):
     def _transact_once(
         self, task_id: str, names: Sequence[str] | None, mutate: Mutator
     ) -> Writes | None:
-        spans.event("attempt")  # one per try: a lost race reads again
         pk = codec.task_pk(task_id)
-        stored = self._get(pk, codec.TASK_SK)
+        got = {i["sk"]["S"]: i for i in self._query(pk, since=codec.RUN_PREFIX)}  # runs < task
+        stored = got.pop(codec.TASK_SK, None)  # one round trip, and no content (content# < run#)
         if stored is None:
             raise TaskNotFound(task_id)
         task = codec.model_of(stored, Task)
         versions = {codec.TASK_SK: codec.version(stored)}
-        every = {
-            run.name: (run, codec.version(item))
-            for item in self._query(pk, codec.RUN_PREFIX)
-            for run in [codec.model_of(item, PlatformRun)]
-        }
+        runs = [(codec.model_of(item, PlatformRun), codec.version(item)) for item in got.values()]
+        every = {run.name: (run, version) for run, version in runs}
 
-        def read(wanted: Sequence[str]) -> list[PlatformRun]:
-            """The named runs, each conditioned on the version read (the other runs: not)."""
+        def read(wanted: Sequence[str]) -> list[PlatformRun]:  # conditioned on the versions read
             found = [every[name] for name in wanted if name in every]
             versions.update({codec.run_sk(run.name): ver for run, ver in found})
             return [run for run, _ in found]
