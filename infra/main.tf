@@ -15,8 +15,9 @@ locals {
     } if contains(keys(var.platforms), platform)
   ]...)
 
-  # Every function gets these; function URLs are added per function, only those it calls.
-  common_env = {
+  # Every function gets these; function URLs are added per function, only those it calls. The
+  # OTEL_* ones only when tracing is on (tracing.tf).
+  common_env = merge(local.tracing_env, {
     GOOGLE_CLOUD_PROJECT       = var.project_id
     FANFUSE_PROJECT            = var.project_id
     FANFUSE_REGION             = var.region
@@ -25,7 +26,7 @@ locals {
     FANFUSE_DEPLOYED_PLATFORMS = jsonencode(sort(keys(var.platforms)))
     FANFUSE_CACHE_DIR          = "/tmp/fanfuse" # the docs index; an instance's disk is its memory
     LOG_EXECUTION_ID           = "true"
-  }
+  })
 }
 
 resource "google_project_service" "apis" {

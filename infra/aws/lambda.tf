@@ -82,10 +82,12 @@ resource "aws_lambda_function" "fanfuse" {
   memory_size                    = each.value.memory
   reserved_concurrent_executions = var.reserved_concurrency
   kms_key_arn                    = aws_kms_key.fanfuse.arn
+  layers                         = local.tracing_layers # the ADOT collector (tracing.tf)
 
   environment {
     variables = merge(
       local.common_env,
+      local.tracing_env,
       each.key == "http" ? local.caller_env : {},
       each.key == "worker" ? local.worker_env : {},
     )

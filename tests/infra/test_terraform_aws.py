@@ -71,7 +71,8 @@ def test_functions_run_the_aws_ports_and_sign_their_messages() -> None:
     (function,) = resources("aws_lambda_function").values()
     assert function["environment"] == [
         {
-            "variables": '${merge(local.common_env, each.key == "http" ? local.caller_env : {}, '
+            "variables": "${merge(local.common_env, local.tracing_env, "
+            'each.key == "http" ? local.caller_env : {}, '
             'each.key == "worker" ? local.worker_env : {})}'
         }
     ]

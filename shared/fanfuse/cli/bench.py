@@ -69,13 +69,17 @@ def latency(
     poll: Annotated[float, typer.Option(min=0.001, help="poll interval, seconds")] = DEFAULT_POLL,
     stack: Annotated[bool, typer.Option(help="also measure the emulator stack")] = True,
     aws: Annotated[bool, typer.Option(help="also measure the AWS stack (moto)")] = True,
+    tracing: Annotated[
+        bool,
+        typer.Option(help="each runtime again with tracing on (a local OTLP receiver): overhead"),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Time fan-out searches against stub platforms: embedded, emulator stack, AWS stack on
-    moto, sequential."""
+    moto, sequential; with --tracing, what tracing costs and the round trips it counts."""
     from fanfuse.tools.bench.latency import run_latency
 
-    report = run_latency(_parse_delays(delays), runs, poll, stack=stack, aws=aws)
+    report = run_latency(_parse_delays(delays), runs, poll, stack=stack, aws=aws, tracing=tracing)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
 
 

@@ -439,11 +439,13 @@ def _register_groups() -> None:
     from fanfuse.cli.index import index
     from fanfuse.cli.keys import keys_app
     from fanfuse.cli.stats import stats_command
+    from fanfuse.cli.trace import trace_command
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(keys_app, name="keys")
     app.command("stats")(stats_command)
     app.command("index")(index)
+    app.command("trace")(trace_command)
 
 
 _register_groups()

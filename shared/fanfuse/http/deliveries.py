@@ -48,6 +48,7 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
 from fanfuse.support import logs
 from fanfuse.support.retry_after import parse_retry_after
+from fanfuse.tracing import delivery
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
 from fanfuse.wire.models import Problem
 
@@ -183,7 +184,10 @@ def verdict(
             check_message(message)
         except FanfuseError as exc:
             return _permanent(target, folded, exc)
-        with logs.task_context(message.task_id, getattr(message, "platform", None)):
+        with (
+            logs.task_context(message.task_id, getattr(message, "platform", None)),
+            delivery.inbound(headers, target),  # the trace continued (tracing/delivery.py)
+        ):
             try:
                 return done(work(tasks(), message, run))
             except FanfuseError as exc:

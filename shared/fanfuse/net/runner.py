@@ -46,6 +46,7 @@ from fanfuse.net.holds import CallHold, Departure
 from fanfuse.net.policy import USER_AGENT, CallPolicy
 from fanfuse.support.redact import SecretFilter, credentials, redact, redact_url, remember
 from fanfuse.support.retry_after import parse_retry_after
+from fanfuse.tracing import http, spans
 from fanfuse.wire.errors import Cancelled, ProviderError, kind_for_status
 from fanfuse.wire.models import CallRecord
 
@@ -230,6 +231,34 @@ class Runner:
         pace: PaceFn | None = None,
         hold: CallHold | None = None,
     ) -> Response:
+        """`_request` in an HTTP client span (tracing on): one span per call, its retries as
+        events, its attributes the semantic conventions' with the URL's secrets masked
+        (`fanfuse.tracing.http`)."""
+        url = redact_url(spec.url, spec.secret_params)
+        with spans.span(spec.method, http.target(platform, url), kind="client"):
+            return await self._request(
+                platform,
+                spec,
+                policy,
+                calls,
+                accept_types=accept_types,
+                price_usd=price_usd,
+                pace=pace,
+                hold=hold,
+            )
+
+    async def _request(
+        self,
+        platform: str,
+        spec: RequestSpec,
+        policy: CallPolicy,
+        calls: list[CallRecord] | None = None,
+        *,
+        accept_types: Sequence[str] | None = None,
+        price_usd: float = 0.0,
+        pace: PaceFn | None = None,
+        hold: CallHold | None = None,
+    ) -> Response:
         """Send `spec` with retries; return the final answer unless it is a retryable failure.
 
         `price_usd`: what the provider charges for this call (the platform's price list); the
@@ -273,8 +302,11 @@ class Runner:
         def wait(retry_state: RetryCallState) -> float:
             exc = retry_state.outcome.exception() if retry_state.outcome else None
             if isinstance(exc, _Retryable) and exc.retry_after is not None:
-                return min(exc.retry_after, policy.max_retry_after)
-            return backoff(retry_state.attempt_number, self.rng)
+                seconds = min(exc.retry_after, policy.max_retry_after)
+            else:
+                seconds = backoff(retry_state.attempt_number, self.rng)
+            spans.event("retry", http.retry(retry_state.attempt_number, exc, seconds))
+            return seconds
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(policy.max_attempts, 1)),
@@ -333,6 +365,8 @@ class Runner:
                 record.cost_usd = held_usd  # sent, never answered: the provider may bill it
             if calls is not None and len(calls) < MAX_RECORDED_CALLS:
                 calls.append(record)
+            spans.annotate(http.call(record, shown_url))
+        spans.annotate({"http.response.body.size": len(response.body)})
         return Response(
             status=response.status,
             headers=response.headers,

@@ -29,6 +29,7 @@ from fanfuse.platforms.pricing import (
 from fanfuse.rules import budget, limits
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import QuotaStore
+from fanfuse.tracing import spans
 from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, usd
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, QuotaBucket, SearchRequest, Task
@@ -101,6 +102,7 @@ class Budgets:
         )
         return {n: e.usd for n, e in found.items()}
 
+    @spans.traced("budget")
     def plan(self, request: SearchRequest, caller: Caller | None, now: datetime) -> Planned:
         """The platforms this start may run and its receipt's opening, or OverBudget (400) /
         BudgetSpent (429): a refusal has written nothing. Reserves the estimate from the

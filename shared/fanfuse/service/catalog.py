@@ -16,6 +16,7 @@ from fanfuse.platforms import Registry
 from fanfuse.rules import health
 from fanfuse.settings import Settings
 from fanfuse.store.base import HealthStore
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import InvalidRequest, problems_of
 from fanfuse.wire.models import PlatformInfo, Problem, SearchRequest
 
@@ -31,6 +32,7 @@ class Catalog:
         self.store, self.registry, self.settings = store, registry, settings
         self._reasons: tuple[float, dict[str, str | None]] | None = None
 
+    @spans.traced("validate")
     def validate(self, payload: Any) -> SearchRequest:
         if isinstance(payload, SearchRequest):
             payload = payload.model_dump(exclude_none=True)

@@ -27,6 +27,7 @@ from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.errors import Cancelled, ProviderError
 from fanfuse.wire.models import (
+    CacheEntry,
     FailureKind,
     Hit,
     PlatformRun,
@@ -108,12 +109,14 @@ class Executor:
         stop: Callable[[], bool],
         member: Assignment | None = None,
         abort: asyncio.Event | None = None,
+        unsaved: list[CacheEntry] | None = None,
     ) -> lifecycle.Outcome:
         """`stop`: checked between steps; True ends the run as `Cancelled` (a cancel, or its
         lease went to another delivery). `member`: a chain member answering for the run (its
         platform, its queries; progress still goes to the run's document). `abort`, once set,
         ends it so at once, its calls in flight cut (a cancel in this process:
-        ledger.InFlight)."""
+        ledger.InFlight). `unsaved`: where the run's new cache entries go instead of the store,
+        for `save_cache` once the run has been counted (None: written as the run goes)."""
         started = time.monotonic()
         name = run.name if member is None else member.name
         indices = list(range(len(task.queries))) if member is None else member.queries
@@ -175,6 +178,7 @@ class Executor:
                 clock=self.clock,
                 scope=cache_scope(task.owner, shared=self.settings.cache_scope == "shared"),
             )
+            cache.deferred = unsaved
             stage_run = StageRun(
                 platform, ctx, params, reporter, self._content, cache, fetch_budget=fetches
             )
@@ -216,6 +220,17 @@ class Executor:
                 }
             ),
         )
+
+    def save_cache(self, entries: list[CacheEntry]) -> None:
+        """Write a run's cache entries (`run(unsaved=...)`): the cache is advice, so a store
+        error here is logged, never the run's failure."""
+        from fanfuse.stages.cache import put
+
+        for entry in entries:
+            try:
+                put(self.cache, entry)
+            except Exception:
+                log.warning("could not cache %s's answer", entry.platform, exc_info=True)
 
     def _per_call(self, task: Task, name: str, price: Price, calls: int) -> float:
         """The most one provider call of platform `name` (the run's, or a chain member's) can

@@ -25,6 +25,7 @@ from fanfuse.wire.identity import Caller as Caller
 from fanfuse.wire.options import CacheMode, OptionUse
 from fanfuse.wire.request import FusionMethod as FusionMethod
 from fanfuse.wire.request import SearchRequest as SearchRequest
+from fanfuse.wire.timeline import Timeline
 
 
 def utcnow() -> datetime:
@@ -365,6 +366,16 @@ class Task(BaseModel):
     deadline_at: datetime
     expires_at: datetime
     finalized_at: datetime | None = None
+    timeline: Timeline = Field(
+        default_factory=Timeline,
+        description="where the search's time went: per platform queued, started, first result, "
+        "stages, finished; the fan-in and the finalization (wire/timeline.py)",
+    )
+    trace: str | None = Field(
+        default=None,
+        description="the W3C traceparent of the search's start, when it was traced: its trace "
+        "id finds every span of the search in the tracing backend",
+    )
 
 
 class Preview(BaseModel):
