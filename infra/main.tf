@@ -16,7 +16,8 @@ locals {
   ]...)
 
   # Every function gets these; function URLs are added per function, only those it calls.
-  common_env = {
+  # (and the corpus platforms' settings: corpus.tf)
+  common_env = merge(local.corpus_env, {
     GOOGLE_CLOUD_PROJECT       = var.project_id
     FANFUSE_PROJECT            = var.project_id
     FANFUSE_REGION             = var.region
@@ -25,7 +26,7 @@ locals {
     FANFUSE_DEPLOYED_PLATFORMS = jsonencode(sort(keys(var.platforms)))
     FANFUSE_CACHE_DIR          = "/tmp/fanfuse" # the docs index; an instance's disk is its memory
     LOG_EXECUTION_ID           = "true"
-  }
+  })
 }
 
 resource "google_project_service" "apis" {

@@ -47,6 +47,14 @@ def deployed_platforms(cloud: str, var_files: list[Path]) -> list[str]:
     return sorted(variables(cloud, var_files)["platforms"])
 
 
+def deployed_engines(cloud: str, var_files: list[Path]) -> list[str]:
+    """The engines the deployed platforms run: a corpus platform (corpus.tf) runs its engine's
+    code (`handbook_vectors` is `vectors`), so it needs that engine's extra."""
+    corpora = variables(cloud, var_files).get("corpus_platforms") or {}
+    engines = {name: str(spec["engine"]) for name, spec in corpora.items()}
+    return sorted({engines.get(p, p) for p in deployed_platforms(cloud, var_files)})
+
+
 def extras_for(cloud: str, platforms: list[str]) -> list[str]:
     extra = [PLATFORM_EXTRAS[p] for p in platforms if p in PLATFORM_EXTRAS]
     return list(dict.fromkeys([*BASE_EXTRAS[cloud], *extra]))
@@ -114,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("var_files", type=Path, nargs="*")
     args = parser.parse_args(argv)
     platforms = deployed_platforms(args.cloud, args.var_files)
-    extras = extras_for(args.cloud, platforms)
+    extras = extras_for(args.cloud, deployed_engines(args.cloud, args.var_files))
     if args.cloud == "gcp":
         package_gcp(args.out, extras)
     else:
