@@ -33,6 +33,10 @@ BASE_EXTRAS = {"gcp": ["cloud", "web"], "aws": ["lambda", "web"]}
 PLATFORM_EXTRAS = {"docs": "docs", "vectors": "vectors", "web_search_mcp": "web-search-mcp"}
 """Platforms that need more than the core: their extra, installed only where they are deployed."""
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
+LAMBDA_AL2023_PLATFORM = "manylinux_2_28_x86_64"
+"""Wheels built for glibc 2.28 load on the python3.12+ runtimes (Amazon Linux 2023, glibc 2.34);
+onnxruntime (the `vectors` extra) ships no manylinux2014 wheel any more. Older runtimes (Amazon
+Linux 2, glibc 2.26) take manylinux2014 only."""
 
 
 def variables(cloud: str, var_files: list[Path]) -> dict[str, Any]:
@@ -98,13 +102,21 @@ def package_gcp(out: Path, extras: list[str]) -> None:
         _zip(tree, out)
 
 
+def lambda_platforms(python: str) -> list[str]:
+    """pip's `--platform` flags for the wheels a Lambda runtime of `python` (3.X) can load."""
+    platforms = [LAMBDA_PLATFORM]
+    if int(python.split(".")[1]) >= 12:
+        platforms.append(LAMBDA_AL2023_PLATFORM)
+    return [flag for platform in platforms for flag in ("--platform", platform)]
+
+
 def package_aws(out: Path, extras: list[str], python: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "lambda"
         wheel = build_wheel(Path(tmp) / "wheels")
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             "--target", str(tree), "--platform", LAMBDA_PLATFORM, "--implementation", "cp",
+             "--target", str(tree), *lambda_platforms(python), "--implementation", "cp",
              "--python-version", python, "--only-binary=:all:",
              f"{wheel}[{','.join(extras)}]"],
             check=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},

@@ -354,9 +354,14 @@ class Subscription:
     """
 
     def __init__(
-        self, url: str, refresh_s: float = REFRESH_S, cache_root: Path | None = None
+        self,
+        url: str,
+        refresh_s: float = REFRESH_S,
+        cache_root: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = url
+        self.clock = clock
         self.refresh_s = refresh_s
         self.root = (cache_root or cache_dir()).expanduser() / "published" / _folder_name(url)
         self._bucket: Bucket | None = None
@@ -368,7 +373,7 @@ class Subscription:
     def current(self) -> CorpusVersion:
         with self._lock:
             held = self._held
-            if held is not None and time.monotonic() - self._checked < self.refresh_s:
+            if held is not None and self.clock() - self._checked < self.refresh_s:
                 return held
             try:
                 if self._bucket is None:
@@ -379,7 +384,7 @@ class Subscription:
                     raise
                 log.warning("corpus %s: keeping version %s: %s", self.url, held.version, exc)
                 return held
-            self._checked = time.monotonic()
+            self._checked = self.clock()
             if held is not None and pointer.version == held.version:
                 return held
             fresh = download(
