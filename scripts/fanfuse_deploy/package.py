@@ -32,6 +32,15 @@ BASE_EXTRAS = {"gcp": ["cloud", "web"], "aws": ["lambda", "web"]}
 """What every function imports on each cloud (the store, the queue, the front; page content)."""
 PLATFORM_EXTRAS = {"docs": "docs", "vectors": "vectors", "web_search_mcp": "web-search-mcp"}
 """Platforms that need more than the core: their extra, installed only where they are deployed."""
+CORPUS_ENGINES = frozenset({"docs", "vectors"})
+"""Engines whose hits carry their documents' text (a local or published corpus): a deployment of
+only these fetches no page, so it needs no `web` extra (stages/pipeline.py imports it on first
+use only)."""
+LAMBDA_UNUSED = ("onnxruntime/capi/libonnxruntime.so*", "hf_xet", "hf_xet-*.dist-info")
+"""What no Lambda process loads, left out of the zip (Lambda's limit is 250 MB unzipped):
+onnxruntime's C API library (35 MB; its Python binding is self-contained) and hf_xet (12 MB,
+Hugging Face hub transfers: the model ships inside fanfuse and tokenizers reads it from a file).
+The rehearsal runs a `vectors` search from the zip, so a release that needs them fails there."""
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
 LAMBDA_AL2023_PLATFORM = "manylinux_2_28_x86_64"
 """Wheels built for glibc 2.28 load on the python3.12+ runtimes (Amazon Linux 2023, glibc 2.34);
@@ -61,7 +70,10 @@ def deployed_engines(cloud: str, var_files: list[Path]) -> list[str]:
 
 def extras_for(cloud: str, platforms: list[str]) -> list[str]:
     extra = [PLATFORM_EXTRAS[p] for p in platforms if p in PLATFORM_EXTRAS]
-    return list(dict.fromkeys([*BASE_EXTRAS[cloud], *extra]))
+    base = BASE_EXTRAS[cloud]
+    if platforms and set(platforms) <= CORPUS_ENGINES:
+        base = [name for name in base if name != "web"]
+    return list(dict.fromkeys([*base, *extra]))
 
 
 def runtime_python(cloud: str, var_files: list[Path]) -> str:
@@ -124,6 +136,12 @@ def package_aws(out: Path, extras: list[str], python: str) -> None:
         shutil.copy(ROOT / "functions" / "aws_lambda.py", tree / "aws_lambda.py")
         for cache in tree.rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
+        for pattern in LAMBDA_UNUSED:
+            for unused in tree.glob(pattern):
+                if unused.is_dir():
+                    shutil.rmtree(unused)
+                else:
+                    unused.unlink()
         _zip(tree, out)
 
 
