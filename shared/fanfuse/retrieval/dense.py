@@ -14,6 +14,7 @@ when both match this installation; `fanfuse index --bundle` writes it anew.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
@@ -78,12 +79,29 @@ def encode(
     done = 0
     with _progress(len(texts), show_progress) as advance:
         for chunk in chunks:
+            if _exiting.is_set():
+                raise RuntimeError("the process is exiting: encoding abandoned")
             rows[chunk] = model.encode([texts[i] for i in chunk])
             advance(len(chunk))
             done += len(chunk)
             if on_progress is not None:
                 on_progress(done, len(texts))
     return rows
+
+
+_exiting = threading.Event()
+
+
+@atexit.register
+def _abandon_background_encoding() -> None:
+    """At exit, stop a background encoding (`DenseIndex.ready`) after its current chunk and
+    wait for it: ONNX Runtime aborts the process if the interpreter finalizes while one of its
+    sessions runs in another thread. Nothing is cached of an abandoned encoding."""
+    _exiting.set()
+    with DenseIndex._building_lock:
+        threads = list(DenseIndex._building.values())
+    for thread in threads:
+        thread.join(timeout=60)
 
 
 @functools.cache
@@ -321,8 +339,8 @@ class DenseIndex:
             stored = cls._stored(corpus, path)
             if stored is None:
                 thread = threading.Thread(
-                    target=cls.load_or_build,
-                    args=(corpus, cache_root, False),
+                    target=cls._encode_in_background,
+                    args=(corpus, cache_root),
                     name=f"encode-{corpus.name}",
                     daemon=True,
                 )
@@ -330,6 +348,14 @@ class DenseIndex:
                 thread.start()
                 return None
         return cls._memo.get(path, corpus, lambda: cls(corpus, stored, path))
+
+    @classmethod
+    def _encode_in_background(cls, corpus: Corpus, cache_root: Path | None) -> None:
+        try:
+            cls.load_or_build(corpus, cache_root, show_progress=False)
+        except RuntimeError:
+            if not _exiting.is_set():
+                raise
 
     @classmethod
     def building(cls, corpus: Corpus, cache_root: Path | None = None) -> threading.Thread | None:
