@@ -11,8 +11,9 @@ loop.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Self
+from typing import Protocol, Self
 
 from pydantic import Field, model_validator
 
@@ -110,10 +111,23 @@ def open_published(platform: str, settings: CorpusSettings) -> CorpusVersion:
         raise ProviderError(platform, str(exc)) from exc
 
 
-def published_hits(
-    version: CorpusVersion, ranked: list[Ranked], params: SearchParams
+class Searcher(Protocol):
+    def search(self, queries: list[str], k: int) -> list[Ranked]: ...
+
+
+def search_published(
+    platform: str,
+    settings: CorpusSettings,
+    params: SearchParams,
+    index: Callable[[CorpusVersion], Searcher],
 ) -> list[list[Hit]]:
-    """`to_hits`, each hit naming the corpus URL and version that answered it."""
+    """Search the published corpus's current version with its `index` (BM25 or dense); each
+    hit names the corpus URL and the version that answered it."""
+    version = open_published(platform, settings)
+    try:
+        ranked = index(version).search(params.queries, params.limit)
+    except CorpusError as exc:
+        raise ProviderError(platform, str(exc)) from exc
     lists = to_hits(version.corpus, ranked, params)
     for hits in lists:
         for hit in hits:
@@ -142,12 +156,7 @@ class DocsPlatform(Platform[DocsSettings]):
         from fanfuse.retrieval.bm25 import Bm25Index
 
         if settings.corpus_url:
-            version = open_published(self.name, settings)
-            try:
-                ranked = version.bm25().search(params.queries, params.limit)
-            except CorpusError as exc:
-                raise ProviderError(self.name, str(exc)) from exc
-            return published_hits(version, ranked, params)
+            return search_published(self.name, settings, params, CorpusVersion.bm25)
         corpus = open_corpus(self.name, settings.corpus)
         try:
             index = Bm25Index.load_or_build(corpus)

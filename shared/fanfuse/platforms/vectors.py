@@ -29,13 +29,12 @@ from fanfuse.platforms.docs import (
     CorpusSettings,
     corpus_problem,
     open_corpus,
-    open_published,
-    published_hits,
+    search_published,
     to_hits,
 )
 from fanfuse.retrieval.corpus import Corpus, default_corpus_path
 from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
-from fanfuse.wire.errors import CorpusError, ProviderError
+from fanfuse.retrieval.published import CorpusVersion
 from fanfuse.wire.models import Hit
 
 log = logging.getLogger(__name__)
@@ -85,12 +84,7 @@ class VectorsPlatform(Platform[VectorsSettings]):
         from fanfuse.retrieval.dense import DenseIndex
 
         if settings.corpus_url:
-            version = open_published(self.name, settings)
-            try:
-                ranked = version.dense().search(params.queries, params.limit)
-            except CorpusError as exc:
-                raise ProviderError(self.name, str(exc)) from exc
-            return published_hits(version, ranked, params)
+            return search_published(self.name, settings, params, CorpusVersion.dense)
         corpus = open_corpus(self.name, settings.corpus)
         if corpus.source == default_corpus_path().resolve():
             # Its embeddings ship with the package; when they do not fit this model or corpus,
