@@ -28,7 +28,14 @@ from numpy.typing import NDArray
 
 from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
 from fanfuse.retrieval.corpus import DATA_DIR, Corpus, indexable_text
-from fanfuse.retrieval.minilm import DIMENSION, MODEL_NAME, encoder, model_hash, unavailable_reason
+from fanfuse.retrieval.minilm import (
+    DIMENSION,
+    MODEL_NAME,
+    Encoder,
+    encoder,
+    model_hash,
+    unavailable_reason,
+)
 from fanfuse.wire.errors import CorpusError
 
 SCHEMA = 3
@@ -168,6 +175,15 @@ def index_meta(corpus: Corpus) -> dict[str, Any]:
         "documents": len(corpus),
         "normalized": True,
     }
+
+
+_meta = index_meta  # the name other modules used before `index_meta` was public
+
+
+def load_model() -> Encoder:
+    """The process's query encoder, made now (about a second: the files' hashes, the session)
+    rather than by a search's first query, whose latency it would count."""
+    return encoder("query")
 
 
 def quantize(embeddings: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
