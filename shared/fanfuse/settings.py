@@ -59,7 +59,9 @@ class Settings(BaseSettings):
         default="demo-fanfuse",
         validation_alias=AliasChoices("FANFUSE_PROJECT", "GOOGLE_CLOUD_PROJECT"),
     )
+    """the Google Cloud project (Firestore, Cloud Tasks, ID tokens' audiences)."""
     region: str = "us-central1"
+    """the region of the functions and their queues."""
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
         description="root of the on-disk caches (the docs and vectors indexes; corpus.cache_dir "
@@ -67,8 +69,11 @@ class Settings(BaseSettings):
         "place on Lambda",
     )
     db_path: Path = Field(default_factory=lambda: default_cache_dir() / "fanfuse.db")
+    """the embedded runtime's SQLite store (searches, health, keys, quotas)."""
     ttl_minutes: float = Field(default=30.0, gt=0)
+    """a search expires (and is deleted) this long after its start."""
     deadline_seconds: float = Field(default=120.0, gt=0)
+    """a search is finalized by then at the latest: late platforms become `timed_out`."""
     cache_ttl_seconds: float = Field(
         default=600.0,
         ge=0,
@@ -99,11 +104,20 @@ class Settings(BaseSettings):
         "DynamoDB + SQS (aws: the Lambda handlers, docs/aws.md)",
     )
     queue_prefix: str = "fanfuse"
+    """the queues are `{prefix}-{platform}` and `{prefix}-aggregate`."""
     tasks_emulator_host: str | None = None
+    """the Cloud Tasks emulator's `host:port` (insecure gRPC); unset: Cloud Tasks itself."""
     function_urls: dict[str, str] = Field(default_factory=dict)
+    """function target -> URL (`run_platform`, `aggregate`, `search_status`, `cancel_search`: where
+    tasks are delivered and the links a search is given)."""
     status_url_base: str | None = None
+    """base of the `status_url` start_search returns (an API Gateway URL, say); unset: the
+    search_status function's URL."""
     tasks_service_account: str | None = None
+    """the service account whose OIDC token Cloud Tasks sends to the task targets, which accept no
+    other (docs/security.md)."""
     collection: str = "searches"
+    """the store's collection (Firestore) or key prefix of the task documents."""
     store_write_log: Path | None = Field(
         default=None,
         description="append one JSON line per document write of a cloud store, Firestore or "
@@ -114,11 +128,16 @@ class Settings(BaseSettings):
     )
     # AWS path (docs/aws.md): DynamoDB and SQS; the endpoint is moto's server in dev and tests.
     aws_region: str = "us-east-1"
+    """the AWS region of the table and the queues."""
     aws_endpoint_url: str | None = Field(
         default=None, description="e.g. moto's http://127.0.0.1:PORT; None: AWS itself"
     )
     dynamodb_table: str = "fanfuse"
+    """the DynamoDB table of the AWS deployment."""
     extra_platforms: dict[str, ExtraPlatform] = Field(default_factory=dict)
+    """named instances of a built-in engine with their own settings, e.g. `{"team": {"engine":
+    "searxng", "settings": {"base_url": "http://searx.internal"}}}` (the local corpora `fanfuse
+    index` registers come on top)."""
     deployed_platforms: list[str] | None = Field(
         default=None,
         description="set where platforms run elsewhere (start_search holds no provider keys): "
@@ -140,6 +159,13 @@ class Settings(BaseSettings):
         description="the Lambda front takes the IAM principal API Gateway verified (the "
         "event's requestContext.authorizer.iam) as the caller `aws:<userArn>` (only true when "
         'every route is AWS_IAM-authorized: infra/aws api_access = "iam")',
+    )
+    iam_session_owners: bool = Field(
+        default=False,
+        description="with trust_iam_authorizer: each STS session (an assumed role's "
+        "RoleSessionName, a federated user's name) is an owner of its own; by default the role "
+        "(or the account's federation) is, since whoever may assume the role names the session. "
+        "A convenience that separates one tenant's workers, never a security boundary",
     )
     id_token_audiences: list[str] = Field(
         default_factory=list,
@@ -172,10 +198,31 @@ class Settings(BaseSettings):
         "firebase_project, the emulators' offline projects: `fanfuse dev` and tests, never a "
         "deployment",
     )
+    cloud_runtime: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("K_SERVICE", "AWS_LAMBDA_FUNCTION_NAME"),
+        description="read, never set: the service or function name a cloud runtime gives this "
+        "process (Cloud Run and Cloud Functions set K_SERVICE, Lambda AWS_LAMBDA_FUNCTION_NAME); "
+        "where it is set, no emulator's unsigned token is accepted (auth/tokens.py)",
+    )
+    auth_emulator_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FIREBASE_AUTH_EMULATOR_HOST"),
+        description="read, never set: the Firebase Auth emulator this process's users sign in "
+        "with (the variable Firebase's SDKs read)",
+    )
+    firestore_emulator_host: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("FIRESTORE_EMULATOR_HOST"),
+        description="read, never set: the Firestore emulator this process talks to (whose "
+        "mockUserToken also makes unsigned Firebase ID tokens)",
+    )
     google_certs_url: str = "https://www.googleapis.com/oauth2/v1/certs"
+    """where Google's ID-token signing certificates are fetched."""
     firebase_certs_url: str = (
         "https://www.googleapis.com/robot/v1/metadata/x509/securetoken@system.gserviceaccount.com"
     )
+    """where Firebase's ID-token signing certificates are fetched."""
     mcp_require_auth: bool = Field(
         default=False,
         description="`fanfuse mcp --http` verifies callers (API key or ID token) on a loopback "
@@ -211,9 +258,18 @@ class Settings(BaseSettings):
     max_in_flight: int = Field(
         default=10, ge=1, description="searches not yet finished per caller (a key may set its own)"
     )
+    max_streams_per_caller: int = Field(
+        default=32,
+        ge=1,
+        description="streams one caller (every key of one owner together) holds open at once: "
+        "`fanfuse serve`'s event streams, an MCP server's subscriptions/listen; one more is 429 "
+        "with Retry-After (fanfuse.http.streams)",
+    )
     # Per-deployment limits on what one request may ask for.
     max_queries: int = Field(default=5, ge=1, le=5)
+    """queries one request may carry (1-5)."""
     max_platforms: int | None = Field(default=None, ge=1)
+    """platforms one search may run; `all` then means the quickest that many (unset: no cap)."""
     max_content_chars: int | None = Field(
         default=20_000,
         ge=1,

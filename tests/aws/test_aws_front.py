@@ -54,6 +54,9 @@ class FakeService:
     def status(self, task_id: str) -> TaskView:
         return task_view(task_id, "key:alice")
 
+    def available(self) -> list[str]:
+        return ["docs"]
+
     def _answer(self, message: Any) -> str:
         self.delivered.append(message)
         if isinstance(self.outcome, Exception):
@@ -149,6 +152,20 @@ def test_a_function_url_event_reaches_the_public_target(
 def test_the_openapi_document_needs_no_credential(settings: Settings) -> None:
     answer = front.http(url_event("GET", "/search_status/openapi.json"), None)
     assert answer["statusCode"] == 200 and json.loads(answer["body"])["openapi"]
+
+
+def test_a_trace_header_of_thousands_of_digits_is_no_500_on_lambda(settings: Settings) -> None:
+    """Issue 29, item 3, at the Lambda: the public targets behind apig-wsgi read the trace
+    header with bounded digits, inside their error handling (tests/unit/test_trace_headers.py
+    has the other fronts)."""
+    serve(settings)
+    hostile = {"x-cloud-trace-context": f"{'a' * 32}/{'9' * 4_400};o=1"}
+    document = front.http(url_event("GET", "/search_status/openapi.json", headers=hostile), None)
+    assert document["statusCode"] == 200 and json.loads(document["body"])["openapi"]
+    status = front.http(
+        url_event("GET", "/search_status/t1", headers={**hostile, keys.API_KEY_HEADER: KEY}), None
+    )
+    assert status["statusCode"] == 200 and json.loads(status["body"])["task_id"] == "t1"
 
 
 # -- the IAM principal of a SigV4-signed call, as API Gateway hands it over ---------------------

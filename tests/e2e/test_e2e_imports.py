@@ -76,7 +76,9 @@ def test_a_platform_worker_imports_only_its_platform(e2e: Cloud) -> None:
     e2e.store.create(*make_task("imp1", ["docs", "vectors"]))
     worker = probe(e2e, "run_platform", "POST", {"task_id": "imp1", "platform": "docs"})
     assert worker["status"] == 200 and worker["body"]["outcome"] == "succeeded", worker
-    shared = ["fanfuse.platforms.base", "fanfuse.platforms.pricing"]  # the package's, no adapter
+    # the package's, no adapter: the contract, the prices, the local corpora's manifests (read
+    # by every registry; a cloud worker finds none, and imports no retrieval module for that)
+    shared = ["fanfuse.platforms.base", "fanfuse.platforms.corpora", "fanfuse.platforms.pricing"]
     assert worker["platforms"] == sorted([*shared, "fanfuse.platforms.docs"])
     assert not worker["torch"]  # the vectors model stays out of a docs worker
     assert not worker["tasks_client"]  # not the last platform: nothing to enqueue

@@ -58,6 +58,7 @@ from fanfuse.auth import keys
 from fanfuse.http.openapi import document
 from fanfuse.queue.base import AGGREGATE_QUEUE
 from fanfuse.wire.models import ErrorBody, utcnow
+from tests.e2e import schemathesis_cli
 from tests.e2e.cloud import Cloud
 
 SEED = int(os.environ.get("FANFUSE_FUZZ_SEED", "20251010"))
@@ -371,3 +372,40 @@ def test_paths_functions_framework_cannot_route_are_json_404s(e2e: Cloud, path: 
         response = e2e.http.get(e2e.url(target) + path)
         assert response.status_code == 404, (target, response.text)
         assert error_body_problem(404, response.headers["Content-Type"], response.content) is None
+
+
+CLI_EXAMPLES = 5
+"""Per operation and phase for the CLI's runs: the Python-driven fuzz above sends the volume."""
+CLI_SECONDS = 600
+
+
+def test_schemathesis_checks_all_in_every_phase_finds_nothing_against_the_functions(
+    e2e: Cloud, tmp_path: Path
+) -> None:
+    """schemathesis' own CLI, `--checks all`, every phase, against the functions from the
+    document they serve (`{search_status URL}/openapi.json`): their platforms and limits
+    written in, each path's server the function that answers it, so the stateful phase follows
+    the links from a started search to its status and its cancel across three functions. The
+    platform queues are held as above; the key is this test's own."""
+    key = stored_key(e2e)
+    schema = f"{e2e.url('search_status')}/openapi.json"
+    runs = {}
+    with platforms_held(e2e):
+        for phases in (schemathesis_cli.UNIT_PHASES, "stateful"):
+            runs[phases] = schemathesis_cli.run(
+                schema,
+                key,
+                tmp_path,
+                phases,
+                max_examples=CLI_EXAMPLES,
+                seed=str(SEED),
+                timeout=CLI_SECONDS,
+            )
+    unit, stateful = runs[schemathesis_cli.UNIT_PHASES], runs["stateful"]
+    assert unit.generated() > 0 and not unit.failed(), unit.output[-8000:]
+    for phase in ("Examples", "Coverage", "Fuzzing"):
+        assert unit.phase_passed(phase), (phase, unit.output[-4000:])
+    assert "API Links:" in stateful.output and not stateful.failed(), stateful.output[-8000:]
+    calls = schemathesis_cli.stateful_calls(tmp_path)
+    cancels = calls[("POST", "/cancel_search", 200)] + calls[("POST", "/cancel_search", 409)]
+    assert cancels > 0, sorted(calls.items())  # a started search's real task id, cancelled

@@ -1,26 +1,25 @@
-"""schemathesis' own CLI against a real `fanfuse serve` (issue 22, item 3): `schemathesis run
+"""schemathesis' own CLI against a real `fanfuse serve` (issues 22 and 29): `schemathesis run
 URL/openapi.json --checks all`, every phase (examples, coverage, fuzzing, and the stateful one,
 which follows the document's links from a started search to its status, events and cancel), must
-report no failure and no error.
+report no failure and no error; the stateful phase must have cancelled a search it started (its
+HAR report says so), and the examples phase must have run (the document carries examples).
 
 What this adds to test_e2e_schemathesis.py (the functions on the emulator stack, driven from
 Python with a chosen set of checks): every check schemathesis has, among them that a request the
 schema allows is accepted (the API and the document agree: an empty query or task id is not
 schema-valid) and that each Server-Sent Event matches the stream's schema, on the routes only
 `serve` has. Bounded: a few examples per operation (`EXAMPLES`), a 5 s deadline so that `/search`
-and the event streams end soon, and the run itself killed past `RUN_SECONDS`. The server is
+and the event streams end soon, and each run killed past `RUN_SECONDS`. The server is
 `fanfuse serve` on 127.0.0.1 over a four-document corpus; the key is this test's own, with limits
-far above what the run sends (the quota is another test's subject). Seeded (FANFUSE_FUZZ_SEED).
+far above what the run sends (the quota is another test's subject), and an operator's
+(FANFUSE_OPERATORS), so that `/metrics` and another owner's `/stats` are answered, not refused.
+Seeded (FANFUSE_FUZZ_SEED).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from fanfuse.auth import keys
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.wire.models import utcnow
+from tests.e2e import schemathesis_cli
 
 SEED = os.environ.get("FANFUSE_FUZZ_SEED", "20251122")
 EXAMPLES = 10
@@ -60,6 +60,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProc
         "FANFUSE_VECTORS_CORPUS": str(corpus),
         "FANFUSE_PROGRESS_INTERVAL": "0",
         "FANFUSE_DEADLINE_SECONDS": "5",
+        "FANFUSE_OPERATORS": '["key:fuzz"]',
     }
     with ServeProcess("--warm", "docs", env=env, log_dir=tmp) as server:
         store = SqliteStore(env["FANFUSE_DB_PATH"])
@@ -81,40 +82,36 @@ def test_schemathesis_checks_all_finds_nothing_against_serve(
     served: tuple[ServeProcess, str], tmp_path: Path
 ) -> None:
     server, key = served
-    cli = shutil.which("schemathesis") or str(Path(sys.executable).with_name("schemathesis"))
-    command = [
-        cli,
-        "run",
+    unit = schemathesis_cli.run(
         f"{server.url}/openapi.json",
-        "--url",
-        server.url,
-        "--checks",
-        "all",
-        "--max-examples",
-        str(EXAMPLES),
-        "--seed",
-        SEED,
-        "--request-timeout",
-        "30",
-        "--no-color",
-        "--report",
-        "junit",
-        "--report-dir",
-        str(tmp_path),
-        "-H",
-        f"{keys.API_KEY_HEADER}: {key}",
-    ]
-    run = subprocess.run(
-        command, capture_output=True, text=True, timeout=RUN_SECONDS, cwd=tmp_path, check=False
+        key,
+        tmp_path,
+        schemathesis_cli.UNIT_PHASES,
+        base_url=server.url,
+        max_examples=EXAMPLES,
+        seed=SEED,
+        timeout=RUN_SECONDS,
     )
-    output = run.stdout + run.stderr
-    shown = [*command[:-1], f"{keys.API_KEY_HEADER}: $FANFUSE_API_KEY"]
-    print(f"\n{' '.join(shown)}\n{output[-4000:]}")
-    summary = re.search(r"Test cases:\s*\n\s*(\d+) generated", output)
-    assert summary and int(summary.group(1)) > 0, output[-4000:]
-    assert "Stateful" in output and "API Links:" in output, output[-4000:]  # the phase ran
-    assert run.returncode == 0, output[-8000:]
-    assert not re.search(r"\d+ (failures?|errors?)", output.rsplit("SUMMARY", 1)[-1]), output
+    assert unit.generated() > 0 and not unit.failed(), unit.output[-8000:]
+    for phase in ("Examples", "Coverage", "Fuzzing"):
+        assert unit.phase_passed(phase), (phase, unit.output[-4000:])
+    stateful = schemathesis_cli.run(
+        f"{server.url}/openapi.json",
+        key,
+        tmp_path,
+        "stateful",
+        base_url=server.url,
+        max_examples=EXAMPLES,
+        seed=SEED,
+        timeout=RUN_SECONDS,
+    )
+    assert "API Links:" in stateful.output and not stateful.failed(), stateful.output[-8000:]
+    calls = schemathesis_cli.stateful_calls(tmp_path)
+    # The links took the phase from a started search to its cancel with its real task id: 200
+    # (cancelled) or 409 (over already: the corpus answers at once), never only 404s.
+    cancels = calls[("POST", "/cancel_search", 200)] + calls[("POST", "/cancel_search", 409)]
+    assert cancels > 0, sorted(calls.items())
+    assert calls[("GET", "/search_status/{task_id}/events", 200)] > 0, sorted(calls.items())
     (tmp_path / "schemathesis-serve.json").write_text(
-        json.dumps({"seed": SEED, "generated": int(summary.group(1)), "returncode": 0})
+        json.dumps({"seed": SEED, "generated": unit.generated() + stateful.generated()})
     )

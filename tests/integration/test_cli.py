@@ -138,6 +138,15 @@ def test_unknown_platform_is_one_error_line_naming_the_available_ones() -> None:
     assert f"available: {', '.join(available)}" in line
 
 
+def test_version_and_the_exit_codes_in_the_help() -> None:
+    from fanfuse import __version__
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout == f"fanfuse {__version__}\n"
+    text = " ".join(invoke("--help").stdout.split())
+    assert "Exit codes: 0 the search completed" in text and "2 the input was refused" in text
+
+
 def test_too_many_queries_is_one_error_line() -> None:
     queries = [f"query {i}" for i in range(MAX_QUERIES + 1)]
     line = error_line(invoke("search", *queries, "--platform", "docs"))
@@ -191,10 +200,10 @@ def test_platforms_shows_each_platforms_health(tmp_path: Path) -> None:
     assert rows["vectors"]["health"] is None
     result = invoke("platforms")
     assert result.exit_code == 0, result.output
-    [line] = [line for line in result.stdout.splitlines() if " docs " in line]
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("docs ")]
     assert " open " in line and " 0.25s " in line
-    words = " ".join(result.stdout.replace("│", " ").split())  # the notes column wraps
-    assert "suspended (rate limited) until 2030-01-01 12:00:00Z" in words
+    words = " ".join(result.stdout.split())  # the notes under the table wrap at spaces
+    assert "docs: suspended (rate limited) until 2030-01-01 12:00:00Z" in words
 
 
 def test_platforms_json_lists_availability_and_reasons() -> None:
@@ -580,13 +589,31 @@ def test_keys_round_trip_on_sqlite_as_on_every_store(tmp_path: Path) -> None:
         keys_round_trip(env, flags, f"SQLite {db}", lambda: SqliteStore(db))
 
 
+def test_keys_revoke_takes_the_whole_key_as_create_printed_it(tmp_path: Path) -> None:
+    plaintext, record = keys.new_key("team", "", None, None, utcnow())
+    store = SqliteStore(tmp_path / "state" / "fanfuse.db")
+    store.put_key(record)
+    store.close()
+    result = invoke("keys", "revoke", plaintext)
+    assert result.exit_code == 0, result.output
+    assert f"revoked key {record.key_id} of team" in result.stdout
+    assert plaintext not in result.output
+    store = SqliteStore(tmp_path / "state" / "fanfuse.db")
+    stored = store.get_key(record.key_id)
+    store.close()
+    assert stored is not None and stored.revoked_at is not None
+
+
 def test_keys_revoke_refuses_what_is_not_a_stored_key_id_without_echoing_it() -> None:
     assert error_line(invoke("keys", "revoke", "0123456789abcdef")).startswith(
         "error: no key 0123456789abcdef in SQLite "
     )
     pasted, _ = keys.new_key("x", "", None, None, utcnow())
-    line = error_line(invoke("keys", "revoke", pasted))
-    assert line.startswith("error: not a key id") and pasted not in line
+    garbled = pasted[:-1] + "!"
+    line = error_line(invoke("keys", "revoke", garbled))
+    assert line.startswith("error: not a key id nor a key") and garbled not in line
+    unknown = error_line(invoke("keys", "revoke", pasted))  # a whole key: its id is looked up
+    assert unknown.startswith("error: no key ") and pasted not in unknown
     empty = invoke("keys", "create", "--owner", " ")
     assert error_line(empty) == "error: --owner must not be empty"
     for bad in ("-1", "nan", "inf"):
@@ -645,16 +672,34 @@ def test_search_endpoint_without_a_key_says_the_apis_401_and_never_prints_a_key(
     message = "no credentials: send an API key as X-Api-Key (`fanfuse keys create`)"
     body = {"error": "unauthorized", "message": message, "problems": []}
     server.expect_request("/start_search").respond_with_json(body, 401)
+    hint = (
+        "give a key with --api-key KEY or FANFUSE_API_KEY=KEY (`fanfuse serve` and `fanfuse "
+        "dev` print one on their `api_key` line; `fanfuse keys create` makes one)"
+    )
     line = error_line(invoke("search", "laser", "--endpoint", server.url_for("/start_search")))
-    assert line == f"error: {message}"
+    assert line == f"error: {message}; {hint}"
     wrong, _ = keys.new_key("x", "", None, None, utcnow())
     body["message"] = "X-Api-Key: not a valid API key"
     server.clear()
     server.expect_request("/start_search").respond_with_json(body, 401)
     url = server.url_for("/start_search")
     result = invoke("search", "q", "--endpoint", url, "--api-key", wrong)
-    assert error_line(result) == "error: X-Api-Key: not a valid API key"
+    assert error_line(result) == f"error: X-Api-Key: not a valid API key; {hint}"
     assert wrong not in result.output
+
+
+@pytest.mark.parametrize("given", ["", "/"])
+def test_search_endpoint_takes_the_servers_base_url(server: HTTPServer, given: str) -> None:
+    """`fanfuse serve`'s printed `url` (or a deployment's base URL) works as --endpoint: the
+    client posts to its /start_search, not to the page at its root."""
+    accepted = {"task_id": "t1", "status": "pending", "status_url": server.url_for("/status/t1")}
+    server.expect_request("/start_search", method="POST").respond_with_json(accepted, 202)
+    server.expect_request("/status/t1").respond_with_json(_completed("t1"))
+    base = server.url_for("/").rstrip("/") + given
+    assert ok_json(invoke("search", "laser", "--endpoint", base, "--json"))["status"] == (
+        "completed"
+    )
+    assert [entry[0].path for entry in server.log] == ["/start_search", "/status/t1"]
 
 
 # -- budgets: `--max-cost-usd`, `--budget`, and the receipt ------------------------------------
@@ -681,5 +726,5 @@ def test_search_over_its_cost_cap_is_refused_naming_the_field_and_trim_prints_th
     assert trimmed.exit_code == 0, trimmed.output
     assert (
         "cost $0 (no paid call) (estimate $0; cap $0.5 from the request, trim: dropped docs)"
-        in trimmed.stdout
+        in " ".join(trimmed.stdout.split())  # wrapped at the terminal's width
     )

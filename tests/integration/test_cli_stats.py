@@ -44,13 +44,17 @@ def test_the_json_holds_the_expected_percentiles_and_unique_counts(db: Path) -> 
 def test_the_table_shows_them_one_row_a_platform(db: Path) -> None:
     code, out, err = stats(db)
     assert code == 0, err
-    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") > 5}
-    alpha = [cell.strip() for cell in rows["alpha"].split("│")[1:-1]]
-    assert alpha[:8] == ["alpha", "5", "0.30s", "0.88s", "", "6", "3", "$0.0500"]
-    gamma = [cell.strip() for cell in rows["gamma"].split("│")[1:-1]]
-    assert gamma[:8] == ["gamma", "5", "2.50s", "2.95s", "50%", "3", "1", "$0.0000"]
-    assert "error 1, rate_limited 1" in rows["beta"]
-    assert "5 searches (4 finished), last 24 h, scope all" in out
+    lines = out.splitlines()
+    heads = lines[1].split()
+    assert heads == ["platform", "runs", "p50", "p95", "cache", "results", "unique", "spend"]
+    rows = {line.split()[0]: line for line in lines[3:] if not line.split()[0].endswith(":")}
+    alpha = rows["alpha"]
+    cells = [alpha[: len("platform")].strip(), *alpha[len("platform") :].split()]
+    assert cells == ["alpha", "5", "0.30s", "0.88s", "6", "3", "$0.0500"]  # no cache figure
+    assert rows["gamma"].split() == ["gamma", "5", "2.50s", "2.95s", "50%", "3", "1", "$0.0000"]
+    notes = {line.split(":")[0]: line for line in lines if line.split()[0].endswith(":")}
+    assert "failures: error 1, rate_limited 1" in notes["beta"]
+    assert lines[0] == "5 searches (4 finished), last 24 h, scope all"
 
 
 def test_one_owner_and_a_narrower_window(db: Path) -> None:

@@ -43,7 +43,12 @@ DOCS = {
     "D3": "A laser produces coherent light by stimulated emission.",
     "D4": "Plasma waves propagate in the ionosphere.",
 }
-WEB = {"web_ok": "delay/0", "web_slow": "delay/0.3", "web_gate": "gate/serve"}
+WEB = {
+    "web_ok": "delay/0",
+    "web_slow": "delay/0.3",
+    "web_gate": "gate/serve",
+    "web_first": "gate/first",
+}
 CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
 JSON = {"Content-Type": "application/json"}
@@ -355,28 +360,30 @@ def test_a_reconnect_with_last_event_id_gets_the_current_state_then_the_live_str
     """Ids name states, not positions in one connection: a client that drops, misses events
     and comes back with `Last-Event-ID` gets the current state first (never one it has, never an
     older one), then the live stream to `done`; a terminal search answers `done` whatever the id."""
-    stub.reset()  # a closed gate: the search waits on web_gate while docs finishes
+    stub.reset()  # closed gates: web_first ends when the test says, web_gate after it
     accepted = http.post(
         "/start_search",
-        json={"query": "waves", "platform": "docs, web_gate", "cache": "bypass"},
+        json={"query": "waves", "platform": "web_first, web_gate", "cache": "bypass"},
     ).json()
     url = f"{accepted['status_url']}/events"
 
-    def docs_state() -> str:
+    def first_state() -> str:
         runs = http.get(accepted["status_url"]).json()["platform_runs"]
-        return str(next(run["state"] for run in runs if run["name"] == "docs"))
+        return str(next(run["state"] for run in runs if run["name"] == "web_first"))
 
     try:
         [(name, first_id, first)] = id_events(http, url, count=1)
         assert name == "progress" and first["status"] in ("pending", "running")
+        assert {r["name"]: r["state"] for r in first["platform_runs"]}["web_first"] != "succeeded"
+        stub.release("first")  # while the client is away
         give_up = time.monotonic() + 20
-        while docs_state() != "succeeded":  # missed while away: docs ends
-            assert time.monotonic() < give_up, "docs did not finish"
+        while first_state() != "succeeded":  # missed while away: web_first ends
+            assert time.monotonic() < give_up, "web_first did not finish"
             time.sleep(0.05)
 
         [(name, second_id, second)] = id_events(http, url, last_id=first_id, count=1)
         assert name == "progress" and second_id > first_id
-        assert {r["name"]: r["state"] for r in second["platform_runs"]}["docs"] == "succeeded"
+        assert {r["name"]: r["state"] for r in second["platform_runs"]}["web_first"] == "succeeded"
 
         timer = threading.Timer(0.5, stub.release, args=("serve",))
         timer.start()
@@ -445,6 +452,7 @@ async def test_past_the_cap_search_answers_the_running_document_and_the_stream_s
 ) -> None:
     """The cap (the search's deadline + GRACE) is shortened to 0.2 s; the platform is gated."""
     from fanfuse.fronts.serve import watch
+    from fanfuse.http.streams import for_service
     from fanfuse.runtimes.embedded import EmbeddedRuntime
     from fanfuse.settings import Settings
 
@@ -458,7 +466,9 @@ async def test_past_the_cap_search_answers_the_running_document_and_the_stream_s
             accepted = runtime.service.start({"query": "q", "platform": "web_gate"})
             view = await watch.settle(runtime, accepted.task_id)
             assert not view.status.terminal
-            names = [e.event async for e in watch.events(runtime, accepted.task_id, poll=0.05)]
+            watchers = for_service(runtime.service, interval=0.05)
+            sent = [e async for e in watch.events(runtime, watchers, accepted.task_id)]
+            names = [e.decode().split("event: ")[1].split("\r\n")[0] for e in sent]
             assert names[-1] == "timeout" and set(names[:-1]) <= {"progress"}
             runtime.service.cancel(accepted.task_id)
             stub.reset()

@@ -178,3 +178,29 @@ def test_who_reads_the_stats_and_the_metrics(
             assert window.status_code == 400 and window.json()["problems"][0]["field"] == "window"
         longest = client.get("/stats", params={"window": "99d"}, headers=tenant)  # reads 30 days
         assert longest.status_code == 200 and longest.json()["window_s"] == 30 * 86400
+
+
+def test_a_key_made_for_owner_local_is_no_operator(
+    server: ServeProcess, env: dict[str, str], http: httpx.Client
+) -> None:
+    """Issue 29, item 4: `fanfuse keys create --owner local` made a key whose subject is the
+    printed key's (`key:local`), and the operators were named by subject: that key read
+    `/metrics` and every tenant's `/stats`. The operator is now the printed key itself, by its
+    id; any other key of owner `local` is a tenant like any other (and, being of the same
+    owner, sees that owner's figures: the owner's, not the deployment's)."""
+    store = SqliteStore(Path(env["FANFUSE_DB_PATH"]))
+    try:
+        plaintext, record = keys.new_key(keys.LOCAL_OWNER, "made later", None, None, utcnow())
+        store.put_key(record)
+    finally:
+        store.close()
+    impostor = {keys.API_KEY_HEADER: plaintext}
+    with httpx.Client(base_url=server.url, timeout=30) as client:
+        assert client.get("/metrics", headers=impostor).status_code == 403
+        other = client.get("/stats", params={"owner": "key:team"}, headers=impostor)
+        assert other.status_code == 403 and other.json()["error"] == "forbidden"
+        assert client.get("/stats", headers=impostor).json()["scope"] == "owner"
+    assert http.get("/metrics").status_code == 200  # the printed key: the operator
+    everyone = http.get("/stats", params={"owner": "key:team"})
+    assert everyone.status_code == 200 and everyone.json()["scope"] == "owner"
+    assert http.get("/stats").json()["scope"] == "all"

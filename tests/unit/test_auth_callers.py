@@ -218,15 +218,56 @@ def test_a_key_read_is_reused_for_the_cache_time_then_a_revocation_holds(
     assert store.reads == 2
 
 
-def test_a_miss_is_never_cached_so_a_new_key_works_at_once(
+def test_a_new_key_works_at_once_and_an_id_refused_before_it_existed_within_the_miss_bound(
     store: CountingStore, clock: Clock
 ) -> None:
-    plaintext, record = keys.new_key("carol", "", None, None, utcnow())
     auth = authenticator(store, clock)
+    fresh, record = issue(store, "carol")
+    assert auth.caller({KEY: fresh}) is not None  # never asked for before: read, found
+    plaintext, record = keys.new_key("dave", "", None, None, utcnow())
     with pytest.raises(Unauthorized):
         auth.caller({KEY: plaintext})
-    store.put_key(record)
+    store.put_key(record)  # its id was asked for before it existed (ids are random: a test's)
+    clock.now += callers.KEY_MISS_SECONDS
     assert auth.caller({KEY: plaintext}) is not None
+
+
+def test_an_unknown_key_id_costs_one_store_read_per_miss_interval(
+    store: CountingStore, clock: Clock
+) -> None:
+    """Issue 29, item 8: every request with a well-formed random key read the store (one
+    billed read on Firestore or DynamoDB) before any rate limit could apply. A repeated
+    unknown id is now answered from memory for KEY_MISS_SECONDS, with the same 401."""
+    forged, _ = keys.new_key("nobody", "", None, None, utcnow())
+    auth = authenticator(store, clock)
+    for _ in range(100):
+        with pytest.raises(Unauthorized, match="not a valid API key"):
+            auth.caller({KEY: forged})
+    assert store.reads == 1
+    clock.now += callers.KEY_MISS_SECONDS - 0.5
+    with pytest.raises(Unauthorized):
+        auth.caller({KEY: forged})
+    assert store.reads == 1
+    clock.now += 0.5  # the bound passed: asked again
+    with pytest.raises(Unauthorized):
+        auth.caller({KEY: forged})
+    assert store.reads == 2
+
+
+def test_the_unknown_ids_remembered_are_bounded(
+    store: CountingStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(callers, "KEY_MISS_SIZE", 2)
+    forged = [keys.new_key("nobody", "", None, None, utcnow())[0] for _ in range(3)]
+    auth = authenticator(store, clock)
+    for plaintext in [*forged, forged[2], forged[1]]:
+        with pytest.raises(Unauthorized):
+            auth.caller({KEY: plaintext})
+    assert store.reads == 3  # the two newest were remembered
+    assert len(auth._misses) == 2
+    with pytest.raises(Unauthorized):
+        auth.caller({KEY: forged[0]})
+    assert store.reads == 4  # the oldest was forgotten
 
 
 def test_the_cache_is_bounded(
@@ -298,6 +339,53 @@ def test_the_iam_principal_is_the_caller_only_when_the_authorizer_is_trusted(
     for bad in ({}, {"userArn": ""}, {"userArn": 7}, {"userArn": "backend"}):
         with pytest.raises(Unauthorized, match="names no userArn"):
             trusting.caller({}, iam_context(bad))
+
+
+ROLE = "arn:aws:sts::123456789012:assumed-role/search-app"
+
+
+def test_sessions_of_one_role_are_one_owner_unless_the_deployment_opts_into_sessions(
+    store: CountingStore,
+) -> None:
+    """Issue 29, item 7: an assumed role's session name is `RoleSessionName`, chosen by
+    whoever assumes the role; as the owner, it let one holder of the role read, cancel and
+    spend as another session by naming it. The role is the owner; `iam_session_owners` splits
+    it by session for a deployment that wants that, knowing it is no boundary."""
+    trusting = authenticator(store, trust_iam_authorizer=True)
+    worker = iam_context({"userArn": f"{ROLE}/worker-1"})
+    impostor = iam_context({"userArn": f"{ROLE}/worker-2"})
+    assert trusting.caller({}, worker) == Caller(subject=f"aws:{ROLE}", via="iam")
+    assert trusting.caller({}, impostor) == trusting.caller({}, worker)
+    other_role = iam_context({"userArn": "arn:aws:sts::123456789012:assumed-role/other/worker-1"})
+    assert trusting.caller({}, other_role) != trusting.caller({}, worker)
+    assert trusting.caller({}, iam_context({"userArn": ARN})) == Caller(
+        subject=f"aws:{ARN}", via="iam"
+    )  # a user is its own ARN
+    by_session = authenticator(store, trust_iam_authorizer=True, iam_session_owners=True)
+    assert by_session.caller({}, worker) == Caller(subject=f"aws:{ROLE}/worker-1", via="iam")
+    assert by_session.caller({}, impostor) == Caller(subject=f"aws:{ROLE}/worker-2", via="iam")
+
+
+@pytest.mark.parametrize(
+    ("arn", "owner"),
+    [
+        (f"{ROLE}/s", ROLE),
+        (
+            "arn:aws-cn:sts::123456789012:assumed-role/r/s",
+            "arn:aws-cn:sts::123456789012:assumed-role/r",
+        ),
+        (
+            "arn:aws:sts::123456789012:federated-user/bob",
+            "arn:aws:sts::123456789012:federated-user",
+        ),
+        (ARN, ARN),
+        ("arn:aws:iam::123456789012:root", "arn:aws:iam::123456789012:root"),
+        ("arn:aws:iam::123456789012:role/path/r", "arn:aws:iam::123456789012:role/path/r"),
+    ],
+)
+def test_the_iam_owner_is_what_the_credentials_prove(arn: str, owner: str) -> None:
+    assert callers.iam_owner(arn) == owner
+    assert callers.iam_owner(arn, sessions=True) == arn
 
 
 @pytest.mark.parametrize("context", [None, "x", [], {"authorizer": None}, {"authorizer": []}])

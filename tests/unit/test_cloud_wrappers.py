@@ -59,6 +59,9 @@ class _Service:
         self.calls.append(("status", task_id))
         return task_view(task_id, self.owner)
 
+    def available(self) -> list[str]:
+        return ["docs"]
+
     def cancel(self, task_id: str) -> TaskView:
         self.calls.append(("cancel", task_id))
         raise self.error

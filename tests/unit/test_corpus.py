@@ -93,7 +93,22 @@ def test_folder_of_text_and_markdown(tmp_path: Path) -> None:
     assert [d.id for d in corpus.docs] == ["b.md", "sub/a.txt"]
     assert corpus.docs[0].title == "Fusion of rankings"
     assert corpus.docs[1].title == "First line is the title"
-    assert corpus.docs[1].url == "https://kb.local/doc/sub/a.txt"
+    assert corpus.docs[1].url == (root / "sub" / "a.txt").as_uri()  # the file, to open
+
+
+def test_a_note_is_titled_as_its_author_titled_it(tmp_path: Path) -> None:
+    """Front matter's `title:` first, then the first heading, then the first line; a space in
+    a file name is percent-encoded in its file:// URL."""
+    root = tmp_path / "my notes"
+    write(root / "front.md", '---\ntitle: "Kayak trip: day 2"\ntags: [sea]\n---\n# Day two\n')
+    write(root / "plain.txt", "  Shopping list  \n\nmilk\n")
+    write(root / "long title.md", "# " + "word " * 60 + "\n")
+    docs = {d.id: d for d in load_corpus(root).docs}
+    assert docs["front.md"].title == "Kayak trip: day 2"
+    assert docs["plain.txt"].title == "Shopping list"
+    long = docs["long title.md"]
+    assert long.title.endswith("…") and len(long.title) <= 201
+    assert long.url.startswith("file://") and long.url.endswith("/my%20notes/long%20title.md")
 
 
 def test_fingerprint_follows_content(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ import ipaddress
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -259,3 +261,44 @@ async def test_the_fetch_goes_to_the_checked_address_not_a_second_lookup(
     response, final = await guard.get(runner, "k", url, OPEN, None, resolver=resolver)
     assert (response.status, response.body, final) == (200, b"<p>pinned</p>", url)
     assert seen == [f"rebind.test:{server.port}"] and lookups == ["rebind.test"]
+
+
+# Issue 29, item 5: `is_global` calls these global in Python 3.11, and the guard asked it first.
+GROUPS_AND_SITE_LOCAL = [
+    ("ff02::1", "multicast"),  # all nodes, link scope
+    ("ff05::2", "multicast"),  # all routers, site scope
+    ("ff0e::1", "multicast"),  # global scope
+    ("224.0.0.1", "multicast"),
+    ("239.255.255.250", "multicast"),  # SSDP
+    ("::ffff:239.255.255.250", "multicast"),  # the same group, IPv4-mapped
+    ("64:ff9b::e000:1", "multicast"),  # and through the well-known NAT64 prefix
+    ("255.255.255.255", "broadcast"),
+    ("fec0::1", "site-local"),
+]
+
+
+@pytest.mark.parametrize(("ip", "problem"), GROUPS_AND_SITE_LOCAL)
+def test_multicast_broadcast_and_site_local_are_refused_before_the_global_test(
+    ip: str, problem: str
+) -> None:
+    assert address_problem(ip, CLOSED) == problem
+
+
+@pytest.mark.parametrize(
+    "ip", [ip for ip, problem in GROUPS_AND_SITE_LOCAL if problem in ("multicast", "broadcast")]
+)
+def test_groups_are_refused_whatever_the_policy_allows(ip: str) -> None:
+    """A group is never one server: a policy that opens private and loopback space (tests,
+    local stacks) still refuses it, while it lets site-local through as private."""
+    assert address_problem(ip, OPEN) in ("multicast", "broadcast")
+    assert address_problem("fec0::1", OPEN) is None
+
+
+@given(st.integers(min_value=0, max_value=2**120 - 1), st.integers(0, 2**28 - 1))
+def test_every_multicast_address_is_refused(v6_low: int, v4_low: int) -> None:
+    """ff00::/8 and 224.0.0.0/4 whole, whatever scope or group: none passes a closed policy
+    (hypothesis draws the bits below each prefix)."""
+    v6 = ipaddress.IPv6Address((0xFF << 120) | v6_low)
+    v4 = ipaddress.IPv4Address((0xE << 28) | v4_low)
+    assert address_problem(str(v6), CLOSED) == "multicast"
+    assert address_problem(str(v4), CLOSED) == "multicast"

@@ -73,9 +73,11 @@ LAYERS: dict[str, set[str]] = {
         *("fronts.render", "fronts.serve", "fronts.mcp", "tools", "runtimes", "http"),
         *("platforms", "store", "auth", "rules", *_BASE),
     },
+    # tools -> content: docs/configuration.md is generated from every settings model
+    # (tools/configuration.py), the content stages' among them
     "tools": {
         *("runtimes", "http", "service", "stages", "platforms", "rerank", "retrieval", "store"),
-        *("queue", "auth", "rules", "fusion", "net", *_BASE),
+        *("content", "queue", "auth", "rules", "fusion", "net", *_BASE),
     },
     # fanfuse/__init__.py: the public API, loaded lazily
     "": {"runtimes", "wire"},

@@ -19,9 +19,11 @@ from pydantic import ValidationError
 
 from fanfuse.fronts import functions
 from fanfuse.http.api import PUBLIC_TARGETS, check_task_id
-from fanfuse.http.deployment import Deployment, any_case
+from fanfuse.http.deployment import Deployment, any_case, for_functions, function_server
 from fanfuse.http.openapi import document, render
 from fanfuse.http.patterns import NOT_BLANK
+from fanfuse.runtimes import cloud
+from fanfuse.settings import Settings
 from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.inbound import TEXT_PATTERN
 from fanfuse.wire.models import SearchRequest
@@ -120,12 +122,97 @@ def test_it_validates_as_openapi_3_1() -> None:
     openapi_spec_validator.validate(document())
 
 
-def test_the_functions_serve_it_under_search_status() -> None:
+class _Available:
+    """What the functions' document asks of the service: the platforms validation accepts."""
+
+    def available(self) -> list[str]:
+        return ["docs", "web"]
+
+
+LOCAL_URLS = {
+    "start_search": "http://127.0.0.1:8101",
+    "search_status": "http://127.0.0.1:8102",
+    "cancel_search": "http://127.0.0.1:8103",
+}
+
+
+def test_the_functions_serve_their_deployments_document_under_search_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The deployment's platforms and limits written in, as serve's; each path's server is the
+    function that answers it; the routes only serve has are not there, nor links to them."""
+    monkeypatch.setattr(cloud, "_settings", Settings(function_urls=LOCAL_URLS))
+    monkeypatch.setattr(cloud, "_service", _Available())
     app = flask.Flask("openapi")
     with app.test_request_context("/openapi.json", method="GET"):
         answer = functions.search_status(flask.request)
     assert answer.status_code == 200
-    assert json.loads(answer.get_data()) == document()
+    served = json.loads(answer.get_data())
+    deployment = Deployment.of(Settings(), ["docs", "web"])
+    assert served == for_functions(document(deployment), LOCAL_URLS)
+    openapi_spec_validator.validate(served)
+    servers = {path: item["servers"][0]["url"] for path, item in served["paths"].items()}
+    assert servers == {
+        "/start_search": LOCAL_URLS["start_search"],
+        "/search_status/{task_id}": LOCAL_URLS["search_status"],
+        "/search_status": LOCAL_URLS["search_status"],
+        "/cancel_search": LOCAL_URLS["cancel_search"],
+        "/platforms": LOCAL_URLS["search_status"],
+        "/stats": LOCAL_URLS["search_status"],
+        "/openapi.json": LOCAL_URLS["search_status"],
+    }
+    started = served["paths"]["/start_search"]["post"]["responses"]["202"]["links"]
+    assert set(started) == {"status", "status_by_query", "cancel"}  # no `events`: serve's
+
+
+@pytest.mark.parametrize(
+    ("path", "target", "url", "server"),
+    [
+        # cloudfunctions.net names every function under one host, by its name
+        (
+            "/start_search",
+            "start_search",
+            "https://r-p.cloudfunctions.net/start_search",
+            "https://r-p.cloudfunctions.net",
+        ),
+        (
+            "/search_status/{task_id}",
+            "search_status",
+            "https://r-p.cloudfunctions.net/search_status",
+            "https://r-p.cloudfunctions.net",
+        ),
+        (
+            "/stats",
+            "search_status",
+            "https://r-p.cloudfunctions.net/search_status",
+            "https://r-p.cloudfunctions.net/search_status",
+        ),
+        # a run.app URL is the function's own host (it reads the path it is given)
+        (
+            "/cancel_search",
+            "cancel_search",
+            "https://cancel-search-x.a.run.app",
+            "https://cancel-search-x.a.run.app",
+        ),
+        (
+            "/openapi.json",
+            "search_status",
+            "https://search-status-x.a.run.app/",
+            "https://search-status-x.a.run.app",
+        ),
+        # the Lambda's routes under its function URL
+        (
+            "/search_status",
+            "search_status",
+            "https://l.lambda-url.us-east-1.on.aws/search_status",
+            "https://l.lambda-url.us-east-1.on.aws",
+        ),
+    ],
+)
+def test_a_paths_server_is_where_its_function_answers_it(
+    path: str, target: str, url: str, server: str
+) -> None:
+    assert function_server(path, target, url) == server
 
 
 def test_every_route_but_the_document_asks_for_a_key_or_an_id_token() -> None:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from pytest_httpserver import HTTPServer
 
 from fanfuse.auth import certs as certs_module
+from fanfuse.auth import tokens
 from fanfuse.auth.certs import (
     MAX_AGE,
     MAX_STALE,
@@ -554,7 +555,7 @@ def test_emulator_tokens_are_accepted_only_where_a_demo_project_says_so(
     assert "RS256" in refused(
         Unauthorized, token, lambda t: caller_claims(t, settings, certs=cache)
     )
-    local = settings.model_copy(update={"firebase_emulator_tokens": True})
+    local = settings.model_copy(update=BESIDE_AN_EMULATOR)
     verified = caller_claims(token, local, certs=cache)
     assert caller_subject(verified) == "firebase:alice"
 
@@ -573,10 +574,66 @@ def test_emulator_tokens_are_accepted_only_where_a_demo_project_says_so(
 def test_emulator_tokens_must_carry_every_claim_a_signed_one_does(
     settings: Settings, cache: CertCache, extra: dict[str, Any], signature: str, why: str
 ) -> None:
-    local = settings.model_copy(update={"firebase_emulator_tokens": True})
+    local = settings.model_copy(update=BESIDE_AN_EMULATOR)
     token = emulator_token(**extra) + signature
     error = Forbidden if why == "anonymous" else Unauthorized
     assert why in refused(error, token, lambda t: caller_claims(t, local, certs=cache))
+
+
+BESIDE_AN_EMULATOR = {"firebase_emulator_tokens": True, "auth_emulator_host": "127.0.0.1:9099"}
+"""Emulator tokens on, in a process that signs its users in with the Auth emulator."""
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"K_SERVICE": "start-search"},  # Cloud Run, and Cloud Functions on it
+        {"AWS_LAMBDA_FUNCTION_NAME": "fanfuse-http"},  # Lambda
+    ],
+)
+def test_emulator_tokens_are_refused_on_a_cloud_runtime_whatever_the_project(
+    settings: Settings,
+    cache: CertCache,
+    monkeypatch: pytest.MonkeyPatch,
+    environment: dict[str, str],
+) -> None:
+    """Issue 29, item 6: `FANFUSE_FIREBASE_PROJECT=demo-prod` with emulator tokens on, on a
+    cloud runtime, and an emulator host set too: an unsigned token is no user."""
+    for name, value in {**environment, "FIRESTORE_EMULATOR_HOST": "127.0.0.1:8080"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("FANFUSE_FIREBASE_PROJECT", "demo-prod")
+    monkeypatch.setenv("FANFUSE_FIREBASE_EMULATOR_TOKENS", "true")
+    monkeypatch.setenv("FANFUSE_FIREBASE_CERTS_URL", settings.firebase_certs_url)
+    deployed = Settings()
+    token = emulator_token(aud="demo-prod", iss="https://securetoken.google.com/demo-prod")
+    assert "RS256" in refused(
+        Unauthorized, token, lambda t: caller_claims(t, deployed, certs=cache)
+    )
+
+
+def test_emulator_tokens_are_refused_where_no_emulator_is_set(
+    settings: Settings, cache: CertCache
+) -> None:
+    """No Auth emulator host and no Firestore emulator host: nothing here could have issued an
+    unsigned token, so none is accepted, even on a `demo-` project with the setting on."""
+    token = emulator_token()
+    alone = settings.model_copy(update={"firebase_emulator_tokens": True})
+    assert "RS256" in refused(Unauthorized, token, lambda t: caller_claims(t, alone, certs=cache))
+    for host in ({"auth_emulator_host": "127.0.0.1:9099"}, {"firestore_emulator_host": "h:1"}):
+        beside = alone.model_copy(update=host)
+        assert caller_subject(caller_claims(token, beside, certs=cache)) == "firebase:alice"
+
+
+def test_the_emulator_token_problem_names_what_is_missing(settings: Settings) -> None:
+    on = settings.model_copy(update=BESIDE_AN_EMULATOR)
+    assert tokens.emulator_tokens_problem(on) is None
+    assert tokens.emulator_tokens_problem(settings) == "FANFUSE_FIREBASE_EMULATOR_TOKENS is off"
+    cloud = on.model_copy(update={"cloud_runtime": "fanfuse-http"})
+    assert "cloud runtime" in (tokens.emulator_tokens_problem(cloud) or "")
+    alone = on.model_copy(update={"auth_emulator_host": None})
+    assert tokens.emulator_tokens_problem(alone) == (
+        "no emulator is set (FIREBASE_AUTH_EMULATOR_HOST, FIRESTORE_EMULATOR_HOST)"
+    )
 
 
 def test_emulator_tokens_are_legal_only_for_a_demo_project() -> None:

@@ -13,9 +13,9 @@ A request is read for one credential, the first of these it carries (the others 
 3. The IAM principal API Gateway verified (the Lambda event's `requestContext.authorizer.iam`,
    payload format 2.0), only when `settings.trust_iam_authorizer` says every route of the HTTP
    API is AWS_IAM-authorized (infra/aws `api_access = "iam"`): the gateway checked the SigV4
-   signature, so its `userArn` is who called; the subject is `aws:<userArn>`. It is not a
-   header: API Gateway writes the request context, no caller can, and a front that is not the
-   Lambda's has none.
+   signature, so its `userArn` is who called; the subject is `aws:<userArn>`, an assumed role's
+   session cut to the role (`iam_owner`). It is not a header: API Gateway writes the request
+   context, no caller can, and a front that is not the Lambda's has none.
 4. `Authorization: Bearer <ID token>`: a Firebase or Google-signed ID token, verified by
    `fanfuse.auth.tokens.caller_claims` (signature, issuer, audience, expiry, principal). The
    subject is `firebase:<uid>` or `google:<sub>`.
@@ -40,9 +40,12 @@ No credential at all: 401 naming both ways to authenticate when `settings.auth_r
 default), else None, an anonymous caller whose searches have no owner. A credential that is
 present is always checked, whatever `auth_required` says. No message ever quotes a credential.
 
-Key records are cached in process for `KEY_CACHE_SECONDS` (found records only, never a miss, so
-a new key works at once), so a client polling a search's status costs no key read per poll, and
-a revocation takes effect within that bound.
+Key records are cached in process for `KEY_CACHE_SECONDS`, so a client polling a search's status
+costs no key read per poll, and a revocation takes effect within that bound. A key id the store
+does not hold is remembered too, for `KEY_MISS_SECONDS` (at most `KEY_MISS_SIZE` of them): a
+client retrying a deleted or mistyped key, or a flood repeating one forged id, costs one billed
+store read per id and interval, not one per request. A new key's id is random, so no one has
+asked for it before it exists, and it works at once.
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
@@ -68,6 +73,10 @@ USERINFO_HEADER = "X-Apigateway-Api-Userinfo"
 KEY_CACHE_SECONDS = 30.0
 """How long a process reuses a key record it read: the bound on a revocation's delay."""
 KEY_CACHE_SIZE = 1024
+KEY_MISS_SECONDS = 5.0
+"""How long a key id the store does not hold is answered 401 without reading it again."""
+KEY_MISS_SIZE = 4096
+"""Unknown key ids remembered at most (the oldest forgotten first): bounded, whatever is sent."""
 OWNER_NAMESPACES = ("key", "firebase", "google", "gateway", "aws", "local")
 """The prefixes of `Caller.subject`: API keys, Firebase and Google ID tokens, API Gateway's
 claims (GCP), the IAM principal of a SigV4-signed call (AWS), and the fixed owner of an
@@ -130,16 +139,37 @@ def iam_identity(request_context: object) -> Mapping[str, object] | None:
     return identity if isinstance(identity, dict) else None
 
 
-def iam_caller(identity: Mapping[str, object]) -> Caller:
-    """The caller of an IAM-authorized request: `aws:<userArn>`, else 401.
+STS_SESSION = re.compile(
+    r"^(arn:[a-z0-9-]+:sts::[0-9]{12}:(?:assumed-role/[^/]+|federated-user))/[^/]+$"
+)
+"""An STS session's ARN, cut after what its credentials prove: `assumed-role/<role>/<session>`
+(whoever may assume the role names the session, `RoleSessionName`), `federated-user/<name>`
+(whoever may call GetFederationToken names the user)."""
+
+
+def iam_owner(arn: str, sessions: bool = False) -> str:
+    """The principal an IAM caller's ARN proves: a user's ARN as it is; for a session of STS,
+    the role it assumed (`arn:aws:sts::<account>:assumed-role/<role>`) or the account's
+    federation (`...:federated-user`), since the session's own name is the caller's pick, and
+    anyone allowed to assume the role could pick another session's name and act as it.
+    `sessions` (`settings.iam_session_owners`): each session its own owner, a deployment's
+    opt-in that separates its callers' searches for convenience, not security."""
+    if sessions:
+        return arn
+    session = STS_SESSION.match(arn)
+    return session.group(1) if session else arn
+
+
+def iam_caller(identity: Mapping[str, object], sessions: bool = False) -> Caller:
+    """The caller of an IAM-authorized request: `aws:<iam_owner(userArn)>`, else 401.
 
     The ARN as API Gateway gives it: a user's, or an assumed role's *session*
-    (`arn:aws:sts::<account>:assumed-role/<role>/<session>`), so two sessions of one role with
-    different session names are two owners (docs/security.md, "Owners")."""
+    (`arn:aws:sts::<account>:assumed-role/<role>/<session>`), whose owner is the role: sessions
+    of one role are one tenant, unless `sessions` (docs/security.md, "Owners")."""
     arn = identity.get("userArn")
     if not isinstance(arn, str) or not arn.startswith("arn:"):
         raise Unauthorized("the IAM authorizer's identity names no userArn")
-    return Caller(subject=f"aws:{arn}", via="iam")
+    return Caller(subject=f"aws:{iam_owner(arn, sessions)}", via="iam")
 
 
 def visible(view: TaskView, caller: Caller | None) -> TaskView:
@@ -184,13 +214,17 @@ class Authenticator:
         store: KeyStore,
         *,
         cache_seconds: float = KEY_CACHE_SECONDS,
+        miss_seconds: float = KEY_MISS_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.store = store
         self.cache_seconds = cache_seconds
+        self.miss_seconds = miss_seconds
         self._clock = clock
         self._cache: OrderedDict[str, tuple[float, ApiKey]] = OrderedDict()
+        self._misses: OrderedDict[str, float] = OrderedDict()
+        """Unknown key ids and when the store said so, oldest first."""
         self._lock = threading.Lock()
 
     def caller(self, headers: Headers, request_context: object = None) -> Caller | None:
@@ -206,7 +240,7 @@ class Authenticator:
         if self.settings.trust_iam_authorizer:
             identity = iam_identity(request_context)
             if identity is not None:
-                return iam_caller(identity)
+                return iam_caller(identity, self.settings.iam_session_owners)
         authorization = headers.get(AUTHORIZATION)
         if authorization is not None:
             token = tokens.bearer(authorization)
@@ -232,17 +266,34 @@ class Authenticator:
         return key_caller(self._record(key_id), secret)
 
     def _record(self, key_id: str) -> ApiKey | None:
-        """The key's record: from the cache while younger than `cache_seconds`, else the store."""
+        """The key's record: from the cache while younger than `cache_seconds`, None while the
+        store's last "no such key" is younger than `miss_seconds`, else the store."""
         now = self._clock()
         with self._lock:
             cached = self._cache.get(key_id)
             if cached is not None and now - cached[0] < self.cache_seconds:
                 return cached[1]
+            missed = self._misses.get(key_id)
+            if missed is not None and now - missed < self.miss_seconds:
+                return None
         record = self.store.get_key(key_id)
-        if record is not None and self.cache_seconds > 0:
-            with self._lock:
-                self._cache[key_id] = (now, record)
-                self._cache.move_to_end(key_id)
-                while len(self._cache) > KEY_CACHE_SIZE:
-                    self._cache.popitem(last=False)
+        with self._lock:
+            if record is None:
+                if self.miss_seconds > 0:
+                    remember(self._misses, key_id, now, KEY_MISS_SIZE)
+            else:
+                self._misses.pop(key_id, None)
+                if self.cache_seconds > 0:
+                    remember(self._cache, key_id, (now, record), KEY_CACHE_SIZE)
         return record
+
+
+V = TypeVar("V")
+
+
+def remember(entries: OrderedDict[str, V], key: str, value: V, size: int) -> None:
+    """`entries[key] = value` as the newest entry, the oldest dropped past `size`."""
+    entries[key] = value
+    entries.move_to_end(key)
+    while len(entries) > size:
+        entries.popitem(last=False)

@@ -20,7 +20,10 @@ publishes (`auth.certs` fetches and caches them):
 Locally, the Firebase emulators (the Auth emulator, the Firestore emulator's `mockUserToken`) hand
 apps *unsigned* Firebase ID tokens (`alg: none`); `settings.firebase_emulator_tokens`, which
 settings allow only for a `demo-` project, accepts those as Firebase's Admin SDKs do beside the
-Auth emulator, with every claim checked (`emulator_claims`; examples/web-app runs on them).
+Auth emulator, with every claim checked (`emulator_claims`; examples/web-app runs on them). A
+setting can be copied into a deployment by mistake, so it is not enough alone: unsigned tokens
+are refused whenever this process runs on a cloud runtime, or talks to no emulator at all
+(`emulator_tokens_problem`), whatever the project is called.
 
 google-auth's `jwt.decode` checks the signature with the published key and the time claims
 (with CLOCK_SKEW); the claims it does not know (issuer, subject, `auth_time`, the task token's
@@ -76,8 +79,30 @@ class Issuer:
     namespace: str = "google"
     """The prefix of the callers it names (`google:<sub>`, `firebase:<uid>`, models.Caller)."""
     unsigned: bool = False
-    """Also accept the Firebase emulators' unsigned tokens (`settings.firebase_emulator_tokens`,
-    legal only for a `demo-` project): every claim is checked; they have no signature to check."""
+    """Also accept the Firebase emulators' unsigned tokens (`emulator_tokens_problem` None):
+    every claim is checked; they have no signature to check."""
+
+
+def emulator_tokens_problem(settings: Settings) -> str | None:
+    """Why this process may not accept the Firebase emulators' unsigned tokens, or None.
+
+    All of: the setting; a `demo-` project (Settings refuses the setting for any other); no
+    cloud runtime (`settings.cloud_runtime`: K_SERVICE, which Cloud Run and Cloud Functions
+    set, or AWS_LAMBDA_FUNCTION_NAME, which Lambda sets); and an emulator to have issued them,
+    the Auth emulator (FIREBASE_AUTH_EMULATOR_HOST, what Firebase's Admin SDKs require before
+    they accept one) or the Firestore emulator whose `mockUserToken` makes them
+    (FIRESTORE_EMULATOR_HOST, which the local stack gives its functions). FUNCTION_TARGET is no
+    sign of a cloud: functions-framework sets it in every process it runs, the local stack's
+    too."""
+    if not settings.firebase_emulator_tokens:
+        return "FANFUSE_FIREBASE_EMULATOR_TOKENS is off"
+    if not (settings.firebase_project or "").startswith("demo-"):
+        return "FANFUSE_FIREBASE_PROJECT is not a `demo-` project"
+    if settings.cloud_runtime:
+        return "this process runs on a cloud runtime (K_SERVICE or AWS_LAMBDA_FUNCTION_NAME)"
+    if not (settings.auth_emulator_host or settings.firestore_emulator_host):
+        return "no emulator is set (FIREBASE_AUTH_EMULATOR_HOST, FIRESTORE_EMULATOR_HOST)"
+    return None
 
 
 def firebase(settings: Settings) -> Issuer | None:
@@ -91,7 +116,7 @@ def firebase(settings: Settings) -> Issuer | None:
         certs_url=settings.firebase_certs_url,
         signs_in=True,
         namespace="firebase",
-        unsigned=settings.firebase_emulator_tokens,
+        unsigned=emulator_tokens_problem(settings) is None,
     )
 
 

@@ -16,7 +16,7 @@ from fanfuse.tools.bench.common import CACHE_POLL, DEFAULT_DELAYS, DEFAULT_POLL,
 Number = TypeVar("Number", int, float)
 
 
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.", rich_markup_mode=None)
 
 
 @bench_app.callback()
@@ -170,6 +170,24 @@ def budget(
     try:
         report = run_budget(runs, searches)
     except RuntimeError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
+
+
+@bench_app.command("streams")
+def streams(
+    count: Annotated[int, typer.Option("--streams", min=1, max=1000, help="streams")] = 150,
+    seconds: Annotated[float, typer.Option(min=1, max=600, help="the window")] = 10.0,
+    as_json: JsonOption = False,
+) -> None:
+    """Open event streams of one key on one running search of `fanfuse serve`: other callers'
+    latency, serve's CPU, and one stream past the cap."""
+    from fanfuse.tools.bench.streams import run_streams
+
+    try:
+        report = run_streams(count, seconds)
+    except (RuntimeError, TimeoutError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())

@@ -36,13 +36,28 @@ from fanfuse.cli.render import console, fail, out
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.wire.cost import usd
+from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import ApiKey, utcnow
 
 if TYPE_CHECKING:
     from fanfuse.auth.outbound import ClientAuth
 
+
+def explained(exc: FanfuseError, endpoint: str | None) -> str:
+    """The error line of a command that called `endpoint`: a 401 also says how to give a key
+    (the server's message names the HTTP header, which a command-line user does not set)."""
+    if endpoint and exc.status_code == 401:
+        return (
+            f"{exc}; give a key with --api-key KEY or FANFUSE_API_KEY=KEY (`fanfuse serve` and "
+            "`fanfuse dev` print one on their `api_key` line; `fanfuse keys create` makes one)"
+        )
+    return str(exc)
+
+
 keys_app = typer.Typer(
-    no_args_is_help=True, help="API keys of the public endpoints: create, list, revoke."
+    no_args_is_help=True,
+    help="API keys of the public endpoints: create, list, revoke.",
+    rich_markup_mode=None,
 )
 
 ApiKeyOption = Annotated[
@@ -67,9 +82,10 @@ AuthOption = Annotated[
         "--auth",
         envvar="FANFUSE_AUTH",
         show_default=False,
-        help="how to authenticate to --endpoint (default: inferred: a Firebase token given -> "
-        "firebase, an execute-api host -> sigv4, --audience/--google-credentials -> "
-        "google-id-token, --api-key -> api-key); an API key given is sent with any mode",
+        help="how to authenticate to --endpoint; by default what is given decides: a "
+        "Firebase token: firebase; an execute-api host: sigv4; --audience or "
+        "--google-credentials: google-id-token; --api-key: api-key. An API key given is "
+        "sent with any mode",
     ),
 ]
 AudienceOption = Annotated[
@@ -265,14 +281,23 @@ def list_keys(
 
 @keys_app.command()
 def revoke(
-    key_id: Annotated[str, typer.Argument(help="the key's id, as `fanfuse keys list` shows it")],
+    key_id: Annotated[
+        str,
+        typer.Argument(help="the key's id, as `fanfuse keys list` shows it, or the whole key"),
+    ],
     firestore: StoreOption = None,
     dynamodb: DynamoOption = False,
 ) -> None:
     """Revoke a key: refused (403) from then on (by a running server once its key cache ends)."""
+    whole = keys.parse_key(key_id)
+    if whole is not None:  # the key itself, as `create` printed it: its id is inside
+        key_id = whole[0]
     if not keys.KEY_ID.match(key_id):
-        # Never echo the argument: it may be a whole key, pasted by mistake.
-        raise fail("not a key id: give the 16 hex characters `fanfuse keys list` shows")
+        # Never echo the argument: it may be a whole key, garbled in the pasting.
+        raise fail(
+            "not a key id nor a key: give the 16 hex characters `fanfuse keys list` shows, "
+            "or the whole ff_... key"
+        )
     with opened(firestore, dynamodb) as (store, where):
         record = store.get_key(key_id)
         if record is None:

@@ -21,6 +21,7 @@ from fanfuse.cli.keys import (
     GoogleCredentialsOption,
     IdTokenFileOption,
     client_auth,
+    explained,
 )
 from fanfuse.cli.render import ProgressView, console, fail, out, progress_bars, render_results
 from fanfuse.support.redact import install_log_redaction
@@ -32,7 +33,37 @@ if TYPE_CHECKING:
 
 install_log_redaction()  # whatever logging the command turns on, no record shows a secret
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+# Plain click help, not rich's panels: click wraps the help text beside the option names and
+# never cuts a name, where the panels cut names to fit 80 columns (and a pipe is 80 columns).
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None)
+
+EXIT_CODES = """Exit codes: 0 the search completed (or partly: some platforms failed), 1 it failed
+or was cancelled (or the service could not be reached), 2 the input was refused (the message
+names the field), 130 interrupted."""
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fanfuse import __version__
+
+        typer.echo(f"fanfuse {__version__}")
+        raise typer.Exit()
+
+
+@app.callback(epilog=EXIT_CODES)
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """One search request, many platforms, one fused answer.
+
+    Start with `fanfuse index ~/notes` and `fanfuse search "words" -p notes`, or search the
+    bundled corpus: `fanfuse search "microwave dielectric constant"`. Docs: README.md.
+    """
 
 
 @app.command()
@@ -85,7 +116,11 @@ def search(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the final task as JSON")] = False,
     endpoint: Annotated[
-        str | None, typer.Option(help="start_search URL of a deployed or `fanfuse dev` stack")
+        str | None,
+        typer.Option(
+            help="search through a server: `fanfuse serve`'s URL, a deployment's base URL or "
+            "its start_search URL"
+        ),
     ] = None,
     api_key: ApiKeyOption = None,
     auth: AuthOption = None,
@@ -94,7 +129,7 @@ def search(
     id_token_file: IdTokenFileOption = None,
     aws_region: AwsRegionOption = None,
 ) -> None:
-    """Run one search and show live progress per platform, then the fused results.
+    """Search the platforms: live progress, then the fused results.
 
     --request FILE (- for stdin): an HTTP API request body; queries and options given here win.
     """
@@ -126,7 +161,7 @@ def search(
     try:
         view = asyncio.run(_run_search(payload, endpoint, credentials, show_progress=not as_json))
     except FanfuseError as exc:
-        raise fail(str(exc), 2 if exc.status_code < 500 else 1) from None
+        raise fail(explained(exc, endpoint), 2 if exc.status_code < 500 else 1) from None
     except KeyboardInterrupt:  # the search was cancelled on the way out (_run_search)
         raise fail("interrupted: the search was cancelled", 130) from None
     if as_json:
@@ -152,10 +187,13 @@ async def _run_search(
 
 @app.command()
 def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """List the platforms, which are available here, why the others are not, and each one's
-    health in the embedded store (breaker state, reason, retry time, measured latency)."""
+    """List the platforms: available or why not, and their health.
+
+    Each one's health in the embedded store: breaker state, reason, retry time, measured warm
+    latency and cold start."""
     from fanfuse.cli.render import platforms_table
     from fanfuse.platforms import Registry
+    from fanfuse.platforms.corpora import descriptions
     from fanfuse.settings import Settings
     from fanfuse.store.sqlite import SqliteStore
 
@@ -169,47 +207,7 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         data = [row.model_dump(mode="json") for row in rows]
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
-    out.print(platforms_table(rows))
-
-
-@app.command()
-def index(
-    path: Annotated[Path | None, typer.Argument(help="TREC file, JSONL file or folder")] = None,
-    dense: Annotated[bool, typer.Option(help="also build the dense (vectors) index")] = True,
-    bundle: Annotated[
-        bool,
-        typer.Option(
-            help="encode the bundled corpus anew and write the embeddings the package ships "
-            "(for maintainers, after the corpus or the model changed)"
-        ),
-    ] = False,
-    publish: Annotated[
-        str | None,
-        typer.Option(
-            "--publish",
-            metavar="URL",
-            help="also publish the corpus and its indexes as a new version at s3://BUCKET/PREFIX, "
-            "gs://BUCKET/PREFIX or file:///FOLDER, for platforms whose corpus_url names it",
-        ),
-    ] = None,
-) -> None:
-    """Build and cache the BM25 (and dense) index of a corpus; Vaswani by default."""
-    from fanfuse.tools.evaluation.evaluate import build_indexes
-
-    try:
-        if publish is None:
-            build_indexes(path, dense=dense, bundle=bundle)
-        else:
-            from fanfuse.tools.publishing import publish_index
-
-            publish_index(
-                path,
-                publish,
-                dense=dense,
-                say=lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True),
-            )
-    except (ValueError, OSError) as exc:
-        raise fail(str(exc)) from None
+    out.print(platforms_table(rows, descriptions(settings.cache_dir)))
 
 
 @app.command("eval")
@@ -219,11 +217,15 @@ def evaluate(
     qrels: Annotated[Path | None, typer.Option(help="TREC qrels")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Score docs, vectors and every fuser against relevance judgements (ir-measures)."""
+    """Score docs, vectors and every fuser (ir-measures).
+
+    nDCG@10, AP@100, RR@10 and R@100 against relevance judgements, Vaswani's by default."""
+    from fanfuse.cli.render import phases
     from fanfuse.tools.evaluation.evaluate import render_report, run_evaluation
 
     try:
-        report = run_evaluation(corpus, queries, qrels, show_progress=not as_json)
+        with phases("starting", show=not as_json) as step:
+            report = run_evaluation(corpus, queries, qrels, show_progress=not as_json, step=step)
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     for note in report.notes:
@@ -262,7 +264,9 @@ def dev(
         typer.Option(exists=True, dir_okay=False, help="gcp: Firestore rules to load"),
     ] = None,
 ) -> None:
-    """Start the local cloud stack (emulators + functions on 127.0.0.1) until Ctrl-C or SIGTERM."""
+    """Run the local cloud stack: emulators and functions.
+
+    All on 127.0.0.1, until Ctrl-C or SIGTERM."""
     import time
 
     from fanfuse.platforms import Registry
@@ -342,7 +346,9 @@ def mcp(
         ),
     ] = None,
 ) -> None:
-    """Serve the search as MCP tools for agents: stdio by default, or streamable HTTP."""
+    """Serve the search as MCP tools for agents.
+
+    Over stdio by default, or streamable HTTP."""
     from fanfuse.fronts.mcp.serve import ExposedRemote, McpOptions, log_to_stderr, serve
 
     log_to_stderr()
@@ -386,7 +392,9 @@ def serve(
         bool, typer.Option(help="fanfuse's log lines as Cloud Logging JSON on stderr")
     ] = False,
 ) -> None:
-    """Serve the HTTP API from one resident embedded runtime until Ctrl-C or SIGTERM.
+    """Serve the HTTP API and the search page from one process.
+
+    One resident embedded runtime, until Ctrl-C or SIGTERM.
 
     Prints `url http://HOST:PORT`, `api_key ff_...` (a key for owner `local`, valid while it
     runs), then `ready` once it answers. The routes (those of the
@@ -414,7 +422,9 @@ def serve(
 
 @app.command()
 def openapi() -> None:
-    """Print the HTTP API's OpenAPI 3.1 document (`fanfuse openapi > docs/openapi.json`)."""
+    """Print the HTTP API's OpenAPI 3.1 document.
+
+    `fanfuse openapi > docs/openapi.json` regenerates the checked-in copy."""
     from fanfuse.http.openapi import render
 
     sys.stdout.write(render())
@@ -422,12 +432,14 @@ def openapi() -> None:
 
 def _register_groups() -> None:
     from fanfuse.cli.bench import bench_app
+    from fanfuse.cli.index import index
     from fanfuse.cli.keys import keys_app
     from fanfuse.cli.stats import stats_command
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(keys_app, name="keys")
     app.command("stats")(stats_command)
+    app.command("index")(index)
 
 
 _register_groups()

@@ -9,12 +9,17 @@ terminal needs, because a cut URL cannot be used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC
 
 import typer
-from rich.console import Console, RenderableType
+from rich import box
+from rich.console import Console, Group, RenderableType
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
+from rich.style import Style
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -23,6 +28,7 @@ from fanfuse.rules.progress import platform_percent
 from fanfuse.wire.models import (
     BreakerState,
     PlatformInfo,
+    PlatformState,
     Result,
     TaskView,
 )
@@ -39,6 +45,23 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     line = Text.assemble(("error:", "bold red"), f" {message}")
     console.print(line, highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def phases(first: str, show: bool = True) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr naming the phase a long command is in (`fanfuse index`, `eval`),
+    with the seconds it has run; yields the function that names the next phase. Only on a
+    terminal: piped or with `show` off, it says nothing."""
+    if not (show and console.is_terminal):
+        yield lambda message: None
+        return
+    started = time.monotonic()
+    with console.status(first, spinner="dots") as status:
+
+        def step(message: str) -> None:
+            status.update(f"{message}  [dim]({time.monotonic() - started:.0f} s)[/]")
+
+        yield step
 
 
 PREVIEW_ROWS = 5
@@ -107,32 +130,48 @@ def preview_lines(view: TaskView) -> Text | None:
 
 
 def render_results(view: TaskView) -> None:
-    """The result tables (one per query and the fused one), then what each platform did with
-    the options and the cache, the status line and the platforms' errors."""
+    """The result tables (one per query and the fused one; none when nothing was found), then
+    what each platform did with the options and the cache, the status line and the errors the
+    status line does not already say: a failed search's reason is said once."""
     for label, results in _result_lists(view):
+        if not results:
+            continue
+        # A platform per line, each `name#rank` whole: the column is as wide as the longest.
+        ranks = ["\n".join(f"{p}#{r.ranks.get(p, '-')}" for p in r.platforms) for r in results]
+        widest = max((len(line) for cell in ranks for line in cell.split("\n")), default=9)
         table = Table(title=label, show_lines=False, expand=True)
         table.add_column("#", justify="right", no_wrap=True)
         table.add_column("score", justify="right", no_wrap=True)
-        table.add_column("title / url", ratio=3, overflow="fold")
-        table.add_column("platforms", ratio=1)
-        for r in results:
-            ranks = ", ".join(f"{p}#{r.ranks.get(p, '-')}" for p in r.platforms)
-            table.add_row(str(r.rank), f"{r.score:.4f}", _cell(r), ranks)
+        table.add_column("title / url", ratio=1, overflow="fold")
+        table.add_column("platforms", no_wrap=True, min_width=max(widest, 9))
+        for r, cell in zip(results, ranks, strict=True):
+            table.add_row(str(r.rank), f"{r.score:.4f}", _cell(r), cell)
         out.print(table)
     for run in view.platform_runs:
+        if run.state is PlatformState.FAILED:
+            continue  # its error, below, says why; its query failures would repeat it
         for line in platform_notes(run):
-            out.print(line, highlight=False, markup=False, soft_wrap=True)
+            out.print(line, highlight=False, markup=False, soft_wrap=False)
     if view.rerank is not None:
-        out.print(rerank_line(view.rerank), highlight=False, markup=False, soft_wrap=True)
+        out.print(rerank_line(view.rerank), highlight=False, markup=False, soft_wrap=False)
     receipt = cost_line(view.cost)
     if receipt is not None:
-        out.print(receipt, highlight=False, markup=False, soft_wrap=True)
+        out.print(receipt, highlight=False, markup=False, soft_wrap=False)
     message = view.summary.message if view.summary else view.progress.message
-    out.print(f"[bold]{view.status.value}[/]: {message}", highlight=False)
+    found = "" if view.results or view.status.value != "completed" else " (nothing found)"
+    out.print(
+        Text.assemble((f"{view.status.value}:", "bold"), f" {message}{found}"),
+        highlight=False,
+        soft_wrap=False,
+    )
     for err in view.errors:
+        if err.error and err.error in message:
+            continue
+        reason = (err.error or "").removeprefix(f"{err.platform}: ")
         out.print(
-            Text.assemble((f"{err.platform} {err.state.value}:", "red"), f" {err.error}"),
+            Text.assemble((f"{err.platform} {err.state.value}:", "red"), f" {reason}"),
             highlight=False,
+            soft_wrap=False,
         )
 
 
@@ -140,9 +179,14 @@ def _cell(r: Result) -> Text:
     """Title, then the URL in full, then the snippet (dim) unless it only repeats the title."""
     cell = Text(r.title)
     cell.append("\n")
-    cell.append(r.url, style="cyan")
+    cell.append(r.url, style=Style(color="cyan", link=r.url))  # a terminal opens it
     text = snippet(r.snippet)
-    if text and text != " ".join(r.title.split()):
+    title = " ".join(r.title.split())
+    # A note's snippet starts with its heading (`# Title ...`): the title line already says it.
+    bare = re.sub(r"^#{1,6}\s+", "", text)
+    if title and bare.startswith(title + " "):
+        text = bare[len(title) :].lstrip()
+    if text and text != title:
         cell.append("\n")
         cell.append(text, style="dim")
     return cell
@@ -155,29 +199,57 @@ def _result_lists(view: TaskView) -> list[tuple[str, list[Result]]]:
     return [(", ".join(repr(q) for q in view.queries), view.results)]
 
 
-def platforms_table(rows: list[PlatformInfo]) -> Table:
-    """`fanfuse platforms`: availability, the breaker's state (breaker.py), the measured
-    latency and the provider calls in flight per process (`--json` adds the documented limit it
-    derives from); the notes say why a platform is unavailable, or why and until when
-    suspended."""
-    heads = ("platform", "available", "health", "latency", "in flight")
-    whole = [Column(t, no_wrap=True) for t in heads]
-    table = Table(*whole, "notes")  # on a narrow terminal only the notes wrap
+def compact_table(*columns: Column, title: str | None = None) -> Table:
+    """A table for an 80-column terminal: no side borders, one space between columns and a
+    rule under the heads; whatever does not fit goes in lines under it (`notes`), not in a
+    column squeezed until it cuts what it holds."""
+    return Table(
+        *columns,
+        title=title,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        show_edge=False,
+        collapse_padding=True,
+    )
+
+
+def notes(lines: Iterable[tuple[str, str]]) -> list[Text]:
+    """`name: note` lines, each wrapped at spaces by the console (a name or a variable to
+    type is never cut)."""
+    return [Text.assemble((f"{name}: ", "bold"), note) for name, note in lines]
+
+
+def platforms_table(rows: list[PlatformInfo], corpora: dict[str, str] | None = None) -> Group:
+    """`fanfuse platforms`: availability, the breaker's state (breaker.py), the measured warm
+    latency and cold start (health.py), and the provider calls in flight per process (`--json`
+    adds the documented limit it derives from); under the table, one line per platform that
+    needs a word: why it is unavailable (the settings to set, named in full), why and until
+    when it is suspended, which folder a local corpus holds (`corpora`: name -> description).
+    Short fields only in the table, so it fits 80 columns with room for one more."""
+    heads = ("platform", "available", "health", "latency", "cold", "in flight")
+    table = compact_table(*(Column(t, no_wrap=True) for t in heads))
+    said: list[tuple[str, str]] = []
     for row in rows:
         health = row.health
-        notes = [row.reason] if row.reason else []
+        reasons = [row.reason] if row.reason else []
         if health is not None and health.state is not BreakerState.CLOSED:
             why = health.reason.value.replace("_", " ") if health.reason else "failures"
             retry = health.retry_at
             until = f" until {retry.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z" if retry else ""
-            notes.append(f"suspended ({why}){until}")
+            reasons.append(f"suspended ({why}){until}")
+        if corpora and row.name in corpora:
+            reasons.append(corpora[row.name])
+        if reasons:
+            said.append((row.name, "; ".join(reasons)))
         latency = health.latency_s if health is not None else None
+        cold = health.cold_start_s if health is not None else None
         table.add_row(
             row.name,
             "yes" if row.available else "no",
             health.state.value if health is not None else "",
             f"{latency:.2f}s" if latency is not None else "",
+            f"{cold:.1f}s" if cold is not None else "",
             str(row.max_concurrency) if row.max_concurrency is not None else "local",
-            "; ".join(notes),
         )
-    return table
+    return Group(table, *notes(said))

@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Column, Table
+from rich.console import Group
+from rich.table import Column
+from rich.text import Text
 
 from fanfuse.cli.keys import DynamoOption, StoreOption, opened
-from fanfuse.cli.render import console, fail, out
+from fanfuse.cli.render import compact_table, console, fail, notes, out
 from fanfuse.http import stats
 from fanfuse.wire.errors import InvalidRequest
+from fanfuse.wire.health import BreakerState
 from fanfuse.wire.models import utcnow
 from fanfuse.wire.stats import PlatformStats, Stats
 
@@ -30,34 +33,46 @@ def _outcomes(row: PlatformStats) -> str:
     return ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in counts.items() if n)
 
 
-def stats_table(figures: Stats) -> Table:
-    """One row a platform: runs and how they ended, failures by kind, latency, cache, results
-    (unique ones: no other platform found them), spend and the breaker now."""
-    columns = ("platform", "runs", "p50", "p95", "cache hits", "results", "unique", "spend")
-    table = Table(
-        *(Column(c, no_wrap=True, justify="left" if c == "platform" else "right") for c in columns),
-        "outcomes",
-        "errors",
-        "breaker",
-        title=f"{figures.searches} searches ({figures.finished} finished), last "
-        f"{figures.window_s / 3600:g} h, scope {figures.scope}",
-    )
-    for row in figures.platforms:
-        rate = "" if row.cache_hit_rate is None else f"{row.cache_hit_rate:.0%}"
-        table.add_row(
+def stats_table(figures: Stats) -> Group:
+    """One row a platform: runs, warm latency p50/p95 and the median cold start, cache hit
+    rate, results (unique ones: no other platform found them) and spend; a column no platform
+    has a figure for is left out. Under the table, a line a platform: how its runs ended,
+    failures by kind, and its breaker when it is not closed. It fits 80 columns."""
+    heads = ("platform", "runs", "p50", "p95", "cold", "cache", "results", "unique", "spend")
+    rows = [
+        (
             row.name,
             str(row.runs),
             _seconds(row.latency_p50_s),
             _seconds(row.latency_p95_s),
-            rate,
+            _seconds(row.cold_start_p50_s),
+            "" if row.cache_hit_rate is None else f"{row.cache_hit_rate:.0%}",
             str(row.results),
             str(row.unique_results),
             f"${row.spend_usd:.4f}",
-            _outcomes(row) if row.runs else "",
-            ", ".join(f"{k} {n}" for k, n in row.errors.items()),
-            row.breaker.value if row.breaker is not None else "",
         )
-    return table
+        for row in figures.platforms
+    ]
+    kept = [i for i in range(len(heads)) if i == 0 or any(r[i] for r in rows)]
+    table = compact_table(
+        *(Column(heads[i], no_wrap=True, justify="left" if i == 0 else "right") for i in kept)
+    )
+    for cells in rows:
+        table.add_row(*(cells[i] for i in kept))
+    said = []
+    for row in figures.platforms:
+        parts = [_outcomes(row)] if row.runs else []
+        if row.errors:
+            parts.append("failures: " + ", ".join(f"{k} {n}" for k, n in row.errors.items()))
+        if row.breaker is not None and row.breaker is not BreakerState.CLOSED:
+            parts.append(f"breaker {row.breaker.value}")
+        if parts:
+            said.append((row.name, "; ".join(parts)))
+    title = (
+        f"{figures.searches} searches ({figures.finished} finished), last "
+        f"{figures.window_s / 3600:g} h, scope {figures.scope}"
+    )
+    return Group(Text(title, style="bold"), table, *notes(said))
 
 
 def stats_command(
@@ -71,7 +86,9 @@ def stats_command(
     firestore: StoreOption = None,
     dynamodb: DynamoOption = False,
 ) -> None:
-    """Per platform: latency p50/p95, outcomes and failures by kind, cache hit rate, results
+    """Per-platform figures over recent searches.
+
+    Per platform: latency p50/p95, outcomes and failures by kind, cache hit rate, results
     and unique results, spend, breaker state; over the store's recent searches."""
     try:
         query = stats.StatsQuery(stats.parse_window(window, "--window"), owner)

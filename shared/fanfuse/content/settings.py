@@ -23,19 +23,27 @@ class ContentSettings(BaseSettings):
     allow_loopback: bool = False
     """Fetch loopback addresses (127.0.0.0/8, ::1); tests and local stacks turn this on."""
     concurrency: int = PAGE_FETCH.max_concurrency
+    """Page fetches in flight per process."""
     timeout: float = PAGE_FETCH.timeout
     """Seconds per request, body included."""
     max_bytes: int = PAGE_FETCH.max_body_bytes
+    """A page body is read up to this many bytes (decompressed), the rest is dropped."""
     max_redirects: int = MAX_REDIRECTS
+    """Redirects followed per page, each target checked by the address guard."""
     max_attempts: int = PAGE_FETCH.max_attempts
+    """Attempts per page on a timeout, a 429 or a 5xx."""
     user_agent: str = BROWSER_USER_AGENT
+    """The User-Agent pages are fetched with."""
     token_budget: int = 3000
     """Content over this many (estimated) tokens is compressed or truncated."""
     llm_base_url: str | None = None
     """An OpenAI-compatible endpoint (`.../v1`) that compresses long content when set."""
     llm_api_key: SecretStr | None = None
+    """The compression endpoint's key."""
     llm_model: str = "qwen-plus"
+    """The compression endpoint's model."""
     llm_max_input_chars: int = 60_000
+    """Characters of page text sent to the compression model at most."""
 
     def fetch_policy(self, max_bytes: int | None = None) -> FetchPolicy:
         """The guard's policy for a page fetch (`max_bytes` for reads that need less)."""

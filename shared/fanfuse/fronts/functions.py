@@ -42,6 +42,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any
 
 import flask
@@ -171,7 +172,11 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
 
         @functools.wraps(answer)
         def handle(request: flask.Request) -> flask.Response:
-            with logs.request_context(dict(request.headers)):
+            with ExitStack() as context:
+                try:  # the trace is read inside the error handling: no header escapes as a 500
+                    context.enter_context(logs.request_context(dict(request.headers)))
+                except Exception:
+                    return _infrastructure(target)
                 origins = _cors_origins()
                 origin = request.headers.get("Origin")
                 if request.method == "OPTIONS":
@@ -265,16 +270,15 @@ def start_search(request: flask.Request) -> flask.Response:
 def search_status(request: flask.Request) -> flask.Response:
     """GET `/{task_id}` or `?task_id=` -> the merged TaskView; 404 for an unknown id.
 
-    GET `/openapi.json` -> the API's one OpenAPI document (`fanfuse.http.openapi`), which `serve`
-    answers at the same name: `.` is never in a task id, so the two cannot clash, and the
-    document needs no store (no service is built for it). GET `/stats` -> `stats_response`.
+    GET `/openapi.json` -> the API's OpenAPI document as this deployment serves it
+    (`openapi_document`), which `serve` answers at the same name: `.` is never in a task id, so
+    the two cannot clash; no credential is needed, and no store is read (the service is built,
+    for the platforms its validation accepts). GET `/stats` -> `stats_response`.
     GET `/platforms` -> every platform with its availability and health, as `serve`'s
     `/platforms` (any verified caller; `platforms` is never a task id either).
     """
     if request.args.get("task_id") is None and request.path.endswith("/" + OPENAPI_NAME):
-        from fanfuse.http.openapi import document
-
-        return json_response(document())
+        return json_response(openapi_document())
     if request.args.get("task_id") is None and request.path.endswith("/" + STATS_NAME):
         return stats_response(request)
     if request.args.get("task_id") is None and request.path.endswith("/" + PLATFORMS_NAME):
@@ -282,6 +286,18 @@ def search_status(request: flask.Request) -> flask.Response:
         return json_response(TypeAdapter(list[PlatformInfo]).dump_json(service().platforms()))
     who = caller(request)
     return json_response(visible_status(service().status, task_id_of(request), who))
+
+
+def openapi_document() -> dict[str, Any]:
+    """This deployment's document (http.deployment): the platforms its validation accepts and
+    its limits written in, as `serve` serves its own, and each path's function as its server
+    (`for_functions`), the routes only `serve` has left out."""
+    from fanfuse.http.deployment import Deployment, for_functions
+    from fanfuse.http.openapi import document
+
+    config = settings()
+    deployment = Deployment.of(config, service().available())
+    return for_functions(document(deployment), config.function_urls)
 
 
 def stats_response(request: flask.Request) -> flask.Response:

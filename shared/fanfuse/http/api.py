@@ -53,6 +53,20 @@ def too_large() -> PayloadTooLarge:
     return PayloadTooLarge(f"the body is larger than {MAX_BODY_BYTES} bytes")
 
 
+def declared_length(header: str | None) -> int | None:
+    """A `Content-Length` header's value, None when there is none or it is no length (the body
+    is then read and cut at the limit as it comes). ASCII digits only, and the limit is checked
+    on the digits: `int()` of thousands of them is slow, and past Python's digit limit a
+    ValueError, and `str.isdigit` takes `²` for a digit."""
+    text = (header or "").strip()
+    if not text or not text.isascii() or not text.isdigit():
+        return None
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(MAX_BODY_BYTES)):
+        return MAX_BODY_BYTES + 1  # too large, whatever the number
+    return min(int(digits), MAX_BODY_BYTES + 1)
+
+
 def check_length(content_length: int | None) -> None:
     """413 at once from a declared length, before reading a byte of the body."""
     if content_length is not None and content_length > MAX_BODY_BYTES:

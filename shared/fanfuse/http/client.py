@@ -12,6 +12,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel
@@ -40,6 +41,21 @@ def api_http(timeout: float, max_connections: int = 100) -> httpx.AsyncClient:
         keepalive_expiry=KEEPALIVE_EXPIRY,
     )
     return httpx.AsyncClient(timeout=timeout, limits=limits)
+
+
+START_ROUTE = "start_search"
+
+
+def start_url(endpoint: str) -> str:
+    """The start_search URL an `--endpoint` means. A base URL with no path (`fanfuse serve`'s
+    `http://127.0.0.1:8000`, a deployment's `https://REGION-PROJECT.cloudfunctions.net`, an API
+    Gateway stage) gets `/start_search`: serve and API Gateway route it by that name, Cloud
+    Functions name the function so, and a function of its own (Cloud Run, `fanfuse dev`) answers
+    every path. Any other URL is taken as the start_search URL it is."""
+    parts = urlsplit(endpoint.strip())
+    if parts.scheme not in ("http", "https") or parts.path.strip("/"):
+        return endpoint.strip()
+    return urlunsplit(parts._replace(path=f"/{START_ROUTE}"))
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -111,7 +127,7 @@ class HttpSearchClient:
         api_key: str | None = None,
         auth: httpx.Auth | None = None,
     ) -> None:
-        self.endpoint = endpoint
+        self.endpoint = start_url(endpoint)
         self.poll = poll
         self.timeout = timeout
         self.http = http

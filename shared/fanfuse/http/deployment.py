@@ -12,6 +12,13 @@ a 400 naming the field: `platform` and the keys of `weights` are the platforms a
 `query` at most its `max_queries`. Known gaps, both said in the schema's descriptions: a list
 item holding commas is read as several names (the document says one name an item), and
 `max_platforms` below the number of platforms (a count of distinct names no pattern makes).
+
+A function deployment (the Cloud Functions, the Lambda's routes) serves one more thing in its
+document (`for_functions`): where each operation lives. Each public call is a function with a
+URL of its own (FANFUSE_FUNCTION_URLS), so each path item names its function as its server, and
+the routes only `serve` has are left out, with the links to them: a client, or schemathesis'
+stateful phase, goes from a started search to its status and its cancel across functions with
+the document alone.
 """
 
 from __future__ import annotations
@@ -19,10 +26,12 @@ from __future__ import annotations
 import functools
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fanfuse.http.patterns import BLANKS
+from fanfuse.settings import Settings
 from fanfuse.wire.request import MAX_PLATFORM_NAMES, MAX_QUERIES
 
 ALL = "all"
@@ -39,6 +48,16 @@ class Deployment:
     deadline_seconds: float
     max_queries: int = MAX_QUERIES
     max_platforms: int | None = None
+
+    @classmethod
+    def of(cls, settings: Settings, available: Sequence[str]) -> Deployment:
+        """The deployment of these settings, whose validation accepts the `available` names."""
+        return cls(
+            platforms=tuple(available),
+            deadline_seconds=settings.deadline_seconds,
+            max_queries=settings.max_queries,
+            max_platforms=settings.max_platforms,
+        )
 
 
 @functools.cache
@@ -129,3 +148,50 @@ def arrays(schema: dict[str, Any]) -> list[dict[str, Any]]:
         if isinstance(child, dict):
             found += arrays(child)
     return found
+
+
+FUNCTION_OF_PATH = {
+    "/start_search": "start_search",
+    "/search_status/{task_id}": "search_status",
+    "/search_status": "search_status",
+    "/cancel_search": "cancel_search",
+    "/platforms": "search_status",
+    "/stats": "search_status",
+    "/openapi.json": "search_status",
+}
+"""Which function answers each path the functions have: the three public calls at their own
+names, and `{search_status URL}/platforms`, `/stats`, `/openapi.json` (fronts/functions.py)."""
+
+
+def function_server(path: str, target: str, url: str) -> str:
+    """The server of `path` on `target`'s function at `url`: a path that starts with the
+    target's name is appended to the URL without that name (a URL that ends with it, as
+    cloudfunctions.net and the Lambda's routes name a function, is cut there); any other path
+    is appended to the function's URL as it is (`{search_status URL}/stats`)."""
+    url = url.rstrip("/")
+    if path.startswith(f"/{target}"):
+        return url.removesuffix(f"/{target}") or url
+    return url
+
+
+def for_functions(document: dict[str, Any], function_urls: dict[str, str]) -> dict[str, Any]:
+    """`document` (a fresh copy) as a function deployment serves it: only the paths its
+    functions answer, each with its function's URL as its server (`function_urls`, by target;
+    a path whose function has no URL keeps the document's servers), no link to a path left out."""
+    paths = {path: item for path, item in document["paths"].items() if path in FUNCTION_OF_PATH}
+    kept = {op["operationId"] for item in paths.values() for op in item.values()}
+    for path, item in paths.items():
+        url = function_urls.get(FUNCTION_OF_PATH[path])
+        if url:
+            item["servers"] = [{"url": function_server(path, FUNCTION_OF_PATH[path], url)}]
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for answer in operation.get("responses", {}).values():
+                links = answer.get("links")
+                if links:
+                    answer["links"] = {
+                        name: link for name, link in links.items() if link["operationId"] in kept
+                    }
+    document["paths"] = paths
+    return document

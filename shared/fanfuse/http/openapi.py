@@ -36,6 +36,7 @@ from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.http.api import TASK_ID, CancelRequest
 from fanfuse.http.deployment import Deployment, for_deployment
 from fanfuse.http.patterns import COUNTRY, HOST, HOSTS, NOT_BLANK, items, strings
+from fanfuse.http.stats import MAX_PARAMETER_CHARS
 from fanfuse.wire.inbound import text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 from fanfuse.wire.stats import WINDOW_PATTERN, Stats
@@ -100,7 +101,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
         413: "body larger than 64 KiB",
         415: "a body not sent as application/json",
         429: "over the caller's quota (rate or searches in flight; `budget_spent`: its API "
-        "key's daily budget); `Retry-After` says when",
+        "key's daily budget; `too_many_streams`: streams open, FANFUSE_MAX_STREAMS_PER_CALLER, "
+        "every key of an owner together); `Retry-After` says when",
         503: "infrastructure unavailable (`store_unavailable`: the store did not answer in "
         "time); try again, after `Retry-After` when it is given",
     }
@@ -117,7 +119,20 @@ def _task_id(where: str) -> dict[str, Any]:
         "in": where,
         "required": where == "path",
         "schema": task_id_schema(),
+        "example": EXAMPLE_TASK_ID,
     }
+
+
+EXAMPLE_TASK_ID = "5f0c6a4e9b2d4c71a3e8d2b6f4a1c9e7"
+"""A task id as the service makes them (uuid4 hex); no search has it (404)."""
+SEARCH_EXAMPLE = {"query": ["microwave waveguide", "dielectric constant"], "max_results": 5}
+"""What a request looks like (and what schemathesis' examples phase sends): valid on any
+deployment, since `platform` is left to its default, every available platform."""
+
+
+def _body(model: str, example: dict[str, Any]) -> dict[str, Any]:
+    media = {"schema": ref(model), "example": example}
+    return {"required": True, "content": {"application/json": media}}
 
 
 def task_id_schema() -> dict[str, Any]:
@@ -205,17 +220,14 @@ def components(deployment: Deployment | None = None) -> dict[str, Any]:
 _TEXT = {"text/plain": {"schema": {"type": "string"}}}
 
 
-def _query(name: str, description: str, pattern: str | None = None) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "string", "maxLength": 200}
+def _query(
+    name: str, description: str, pattern: str | None = None, example: str | None = None
+) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "maxLength": MAX_PARAMETER_CHARS}
     if pattern is not None:
         schema["pattern"] = pattern
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": schema,
-    }
+    parameter = {"name": name, "in": "query", "required": False, "description": description}
+    return {**parameter, "schema": schema, **({"example": example} if example else {})}
 
 
 def paths() -> dict[str, Any]:
@@ -229,7 +241,7 @@ def paths() -> dict[str, Any]:
             "post": {
                 "operationId": "start_search",
                 "summary": "Start a search; poll its status_url",
-                "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
+                "requestBody": _body("SearchRequest", SEARCH_EXAMPLE),
                 "responses": {
                     "202": {
                         **_json("Accepted", "accepted"),
@@ -271,10 +283,7 @@ def paths() -> dict[str, Any]:
                         "description": "the id, instead of the body's (cancel_url)",
                     }
                 ],
-                "requestBody": {
-                    "required": True,
-                    "content": _json("CancelRequest", "")["content"],
-                },
+                "requestBody": _body("CancelRequest", {"task_id": EXAMPLE_TASK_ID}),
                 "responses": {
                     "200": _json("TaskView", "the cancelled search"),
                     **_errors(*AUTH, 400, 404, 405, 409, 410, 413, 415, 503),
@@ -289,7 +298,7 @@ def paths() -> dict[str, Any]:
                 "description": "Waits until the search is terminal, at most its deadline "
                 "(timeout_s or the deployment's) plus a few seconds; past that cap it answers 202 "
                 "with the running document and a Location to poll.",
-                "requestBody": {"required": True, "content": _json("SearchRequest", "")["content"]},
+                "requestBody": _body("SearchRequest", SEARCH_EXAMPLE),
                 "responses": {
                     "200": {**_json("TaskView", "the terminal search"), "links": links()},
                     "202": {
@@ -328,7 +337,7 @@ def paths() -> dict[str, Any]:
                         "description": "the event stream; the schema is that of one event",
                         "content": {"text/event-stream": {"schema": events_schema()}},
                     },
-                    **_errors(*AUTH, 400, 404, 405, 410),
+                    **_errors(*AUTH, 400, 404, 405, 410, 429),
                 },
             }
         },
@@ -360,6 +369,7 @@ def paths() -> dict[str, Any]:
                         "window",
                         "how far back: 30m, 24h (default), 7d; longer reads 30d",
                         WINDOW_PATTERN,
+                        "24h",
                     ),
                     _query("owner", "an operator's: one owner's searches (a caller subject)"),
                 ],

@@ -5,8 +5,9 @@ Who may read what (docs/security.md, "Stats"). The figures are aggregates (count
 dollars, breaker states), never a query, a result or an owner; what differs between callers is
 whose searches are counted:
 
-- an operator (a caller whose subject is in `Settings.operators`; on `fanfuse serve`, the key it
-  prints too) reads every owner's, or one owner's with `?owner=`;
+- an operator (a caller whose subject is in `Settings.operators`; on `fanfuse serve`, the one key
+  it prints too, by its key id: not any key of that key's owner, which `fanfuse keys create
+  --owner local` could make) reads every owner's, or one owner's with `?owner=`;
 - any other verified caller reads its own searches' figures (`scope: "owner"`); naming another
   owner is 403: how much someone else searches, and on which paid platforms, is theirs;
 - an anonymous caller (a deployment with `auth_required` off) is 401: its searches have no
@@ -18,7 +19,7 @@ The platforms' breaker states are in every answer: `GET /platforms` shows them t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -29,6 +30,8 @@ from fanfuse.wire.models import Caller, Problem
 from fanfuse.wire.stats import DEFAULT_WINDOW_S, MAX_SEARCHES, MAX_WINDOW_S, Stats
 
 WINDOW = re.compile(r"^0*([1-9][0-9]{0,8})([smhd]?)$")
+MAX_PARAMETER_CHARS = 200
+"""The longest query parameter the document allows (`maxLength`): no caller subject is longer."""
 UNIT_S = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 PARAMETERS = ("window", "owner")
 ALL, OWNER = "all", "owner"
@@ -59,8 +62,20 @@ class StatsQuery:
     """Whose searches are counted; None: everyone's (an operator's question)."""
 
 
+def is_operator(caller: Caller, operators: Sequence[str], operator_keys: Collection[str]) -> bool:
+    """Whether `caller` reads the deployment's figures: its subject is listed, or it holds one
+    of the keys named by id (`fanfuse serve`'s printed key). A key is named by its id, never by
+    its owner: anyone who may create keys may create one for any owner."""
+    return caller.subject in operators or (
+        caller.key_id is not None and caller.key_id in operator_keys
+    )
+
+
 def query_for(
-    caller: Caller | None, params: Mapping[str, str], operators: Sequence[str]
+    caller: Caller | None,
+    params: Mapping[str, str],
+    operators: Sequence[str],
+    operator_keys: Collection[str] = (),
 ) -> StatsQuery:
     """The question `caller` may ask with these parameters (see the module's docstring)."""
     unknown = sorted(set(params) - set(PARAMETERS))
@@ -69,22 +84,27 @@ def query_for(
             [Problem(field=name, problem="unknown parameter (window, owner)") for name in unknown]
         )
     window = parse_window(params.get("window"))
+    asked = params.get("owner") or None
+    if asked is not None and len(asked) > MAX_PARAMETER_CHARS:
+        problem = f"at most {MAX_PARAMETER_CHARS} characters (a caller subject: key:<owner>, ...)"
+        raise InvalidRequest([Problem(field="owner", problem=problem)])
     if caller is None:
         raise Unauthorized("stats need a credential: an operator's, or a caller's own")
-    asked = params.get("owner") or None
-    if caller.subject in operators:
+    if is_operator(caller, operators, operator_keys):
         return StatsQuery(window, asked)
     if asked is not None and asked != caller.subject:
         raise Forbidden("only an operator reads another owner's stats (Settings.operators)")
     return StatsQuery(window, caller.subject)
 
 
-def require_operator(caller: Caller | None, operators: Sequence[str]) -> Caller:
+def require_operator(
+    caller: Caller | None, operators: Sequence[str], operator_keys: Collection[str] = ()
+) -> Caller:
     """The deployment-wide figures (`GET /metrics`) are the operators': 401 with no
     credential, 403 for any other caller."""
     if caller is None:
         raise Unauthorized("metrics need an operator's credential")
-    if caller.subject not in operators:
+    if not is_operator(caller, operators, operator_keys):
         raise Forbidden("only an operator reads the metrics (Settings.operators)")
     return caller
 

@@ -5,10 +5,12 @@ runs in (cloud metadata at 169.254.169.254, private services, localhost). Every 
 resolved and each of its addresses checked before the request, and redirects are followed one
 hop at a time so that a public page cannot bounce the fetcher to a private one.
 
-Only global addresses are fetched (`ipaddress`'s `is_global`: not private, loopback,
+Only global unicast addresses are fetched (`ipaddress`'s `is_global`: not private, loopback,
 link-local, shared 100.64.0.0/10, reserved, documentation or benchmarking space), unless a
 deployment allows private or loopback ones; the cloud metadata services are refused by name and
-by number whatever it allows. The request then goes to the address that was checked, not to
+by number whatever it allows, and so are multicast groups and the broadcast address
+(`not_unicast`), which `is_global` lets through, as it does deprecated IPv6 site-local space
+(fec0::/10, refused as private). The request then goes to the address that was checked, not to
 the name: `pinned` puts the address in the URL and keeps the name in `Host` and in TLS (SNI and
 certificate checks), so a second DNS answer (rebinding) cannot send it elsewhere.
 
@@ -151,18 +153,44 @@ def address_problem(ip: str, policy: AddressPolicy) -> str | None:
     return problem
 
 
+LIMITED_BROADCAST = ipaddress.IPv4Address("255.255.255.255")
+
+
+def not_unicast(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """What `addr` is when it names no single host, or None. Pure.
+
+    Multicast (224.0.0.0/4, ff00::/8) and the limited broadcast are groups, never one server: no
+    HTTP fetch has any business there, whatever a deployment allows. `ipaddress` calls every
+    multicast scope but the reserved ones global in Python 3.11 (`ff02::1`, `ff0e::1`,
+    `224.0.0.1`, `239.255.255.250` among them), so this is asked before `is_global`, never
+    after it."""
+    if addr.is_multicast:
+        return "multicast"
+    if addr == LIMITED_BROADCAST:
+        return "broadcast"
+    return None
+
+
 def _own_problem(
     addr: ipaddress.IPv4Address | ipaddress.IPv6Address, policy: AddressPolicy
 ) -> str | None:
+    """Refusals that hold under every policy first (metadata, groups), then the ranges a
+    policy may open (site-local like private), and only then `is_global`, which is a list of
+    what IANA calls not globally reachable, not a test that an address is a public host."""
     if addr in METADATA_IPS:
         return "cloud metadata"
+    group = not_unicast(addr)
+    if group is not None:
+        return group
+    if isinstance(addr, ipaddress.IPv6Address) and addr.is_site_local and not policy.allow_private:
+        return "site-local"  # fec0::/10: deprecated (RFC 3879), private in all but name
     if addr.is_global:
         return None
     if addr.is_loopback:
         return None if policy.allow_loopback or policy.allow_private else "loopback"
     if policy.allow_private:
         return None
-    for kind in ("link_local", "private", "reserved", "multicast", "unspecified"):
+    for kind in ("link_local", "private", "reserved", "unspecified"):
         if getattr(addr, f"is_{kind}"):
             return kind.replace("_", "-")
     return "non-global"  # shared address space (100.64.0.0/10) and the like

@@ -79,8 +79,12 @@ class Registry:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Registry:
-        """The deployment's registry: the built-ins plus what `settings` add."""
-        return cls(extra=settings.extra_platforms, deployed=settings.deployed_platforms)
+        """The deployment's registry: the built-ins, the local corpora `fanfuse index`
+        registered under the cache folder (platforms/corpora.py), plus what `settings` add."""
+        from fanfuse.platforms.corpora import local_platforms
+
+        extra = {**local_platforms(settings.cache_dir), **settings.extra_platforms}
+        return cls(extra=extra, deployed=settings.deployed_platforms)
 
     @classmethod
     def of(cls, platforms: Iterable[Platform[Any]]) -> Registry:

@@ -41,6 +41,7 @@ class PlatformSettings(BaseSettings):
     model_config = SettingsConfigDict(extra="ignore", env_file=None)
 
     timeout: float = PROVIDER.timeout
+    """Seconds per provider call, body included."""
     max_concurrency: int = Field(default=PROVIDER.max_concurrency, ge=1)
     """Provider calls in flight per process; an adapter's default is `concurrency_for` its
     platform's `rate_limit` (see net/policy.py)."""

@@ -11,7 +11,10 @@ loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -22,12 +25,14 @@ from fanfuse.platforms.base import (
     Platform,
     PlatformContext,
     PlatformSettings,
+    RunRecord,
     SearchParams,
 )
 from fanfuse.retrieval import Ranked
 from fanfuse.retrieval.buckets import bucket_problem
 from fanfuse.retrieval.corpus import Corpus, load_corpus, snippet
 from fanfuse.retrieval.published import REFRESH_S, CorpusVersion, describe, subscription
+from fanfuse.rules.health import COLD_START
 from fanfuse.wire.errors import CorpusError, ProviderError
 from fanfuse.wire.models import Hit
 
@@ -93,6 +98,39 @@ def to_hits(corpus: Corpus, ranked: list[Ranked], params: SearchParams) -> list[
     return out
 
 
+class ColdStarts:
+    """What this process has loaded (an index, a model): the first run that loads one reports
+    the seconds as its cold start (rules/health.py), which its latency then leaves out. The
+    indexes and the model stay in memory for the process's life, so later runs are warm."""
+
+    def __init__(self) -> None:
+        self._loaded: set[str] = set()
+        self._forgotten: set[str] = set()
+        self._lock = threading.Lock()
+
+    def forget(self, key: str) -> None:
+        """The run inside `loading(key)` did not load it after all (it answered otherwise)."""
+        with self._lock:
+            self._forgotten.add(key)
+
+    @contextlib.contextmanager
+    def loading(self, key: str, record: RunRecord) -> Iterator[None]:
+        started = time.monotonic()
+        yield
+        with self._lock:
+            if key in self._forgotten:
+                self._forgotten.discard(key)
+                return
+            first = key not in self._loaded
+            self._loaded.add(key)
+        if first:
+            spent = time.monotonic() - started
+            record.timings[COLD_START] = round(record.timings.get(COLD_START, 0.0) + spent, 4)
+
+
+COLD_STARTS = ColdStarts()
+
+
 def open_corpus(platform: str, path: Path | None) -> Corpus:
     """Load the corpus, turning a bad file into a clear provider error for the task's record."""
     try:
@@ -150,16 +188,23 @@ class DocsPlatform(Platform[DocsSettings]):
     async def search(
         self, ctx: PlatformContext[DocsSettings], params: SearchParams
     ) -> list[list[Hit]]:
-        return await asyncio.to_thread(self._search, ctx.settings, params)
+        return await asyncio.to_thread(self._search, ctx.settings, params, ctx.record)
 
-    def _search(self, settings: DocsSettings, params: SearchParams) -> list[list[Hit]]:
-        from fanfuse.retrieval.bm25 import Bm25Index
-
+    def _search(
+        self, settings: DocsSettings, params: SearchParams, record: RunRecord
+    ) -> list[list[Hit]]:
         if settings.corpus_url:
-            return search_published(self.name, settings, params, CorpusVersion.bm25)
-        corpus = open_corpus(self.name, settings.corpus)
+            # a fresh process downloads and checks the version, then loads its index: once
+            with COLD_STARTS.loading(f"bm25:{settings.corpus_url}", record):
+                return search_published(self.name, settings, params, CorpusVersion.bm25)
+        path = settings.corpus
         try:
-            index = Bm25Index.load_or_build(corpus)
+            # a fresh process imports bm25s, parses the corpus and loads its index: once
+            with COLD_STARTS.loading(f"bm25:{path}", record):
+                from fanfuse.retrieval.bm25 import Bm25Index
+
+                corpus = open_corpus(self.name, path)
+                index = Bm25Index.load_or_build(corpus)
         except CorpusError as exc:
             raise ProviderError(self.name, str(exc)) from exc
         return to_hits(corpus, index.search(params.queries, params.limit), params)

@@ -42,10 +42,16 @@ class HttpSettings(PlatformSettings):
     base_url: str
     """The API root; the platform appends its endpoint path (see the module docstring)."""
     max_attempts: int = PROVIDER.max_attempts
+    """Attempts per provider call on a timeout, a 429 or a 5xx (never on another 4xx)."""
     max_retry_after: float = PROVIDER.max_retry_after
+    """The longest `Retry-After` honoured before a retry, in seconds; longer: the run fails as rate
+    limited."""
     min_interval: float = PROVIDER.min_interval
+    """Seconds between two calls' starts per process (0: none)."""
     max_pages: int = 5
+    """Result pages asked per query at most, when a provider pages."""
     max_body_bytes: int = PROVIDER.max_body_bytes
+    """A provider answer is read up to this many bytes."""
 
     def call_policy(self) -> CallPolicy:
         return CallPolicy(

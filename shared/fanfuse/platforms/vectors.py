@@ -26,6 +26,7 @@ from fanfuse.platforms.base import (
     SearchParams,
 )
 from fanfuse.platforms.docs import (
+    COLD_STARTS,
     CorpusSettings,
     corpus_problem,
     open_corpus,
@@ -81,18 +82,26 @@ class VectorsPlatform(Platform[VectorsSettings]):
         on_progress: ProgressCallback,
         record: RunRecord,
     ) -> list[list[Hit]]:
-        from fanfuse.retrieval.dense import DenseIndex
-
         if settings.corpus_url:
-            return search_published(self.name, settings, params, CorpusVersion.dense)
-        corpus = open_corpus(self.name, settings.corpus)
-        if corpus.source == default_corpus_path().resolve():
-            # Its embeddings ship with the package; when they do not fit this model or corpus,
-            # a first search must not wait minutes for them: BM25 answers meanwhile.
-            ready = DenseIndex.ready(corpus)
-            if ready is None:
+            with COLD_STARTS.loading(f"dense:{settings.corpus_url}", record):
+                from fanfuse.retrieval.dense import load_model
+
+                load_model()  # the first query's encoding would load it: a cold start
+                return search_published(self.name, settings, params, CorpusVersion.dense)
+        path = settings.corpus
+        key = f"dense:{path}"
+        with COLD_STARTS.loading(key, record):  # imports, the corpus, its index, the model
+            from fanfuse.retrieval.dense import DenseIndex, load_model
+
+            corpus = open_corpus(self.name, path)
+            bundled = corpus.source == default_corpus_path().resolve()
+            if bundled and DenseIndex.ready(corpus) is None:
+                # Its embeddings ship with the package; when they do not fit this model or
+                # corpus, a first search must not wait minutes for them: BM25 answers meanwhile.
+                COLD_STARTS.forget(key)
                 return _bm25_meanwhile(corpus, params, record)
-        index = DenseIndex.load_or_build(corpus, show_progress=False, on_progress=on_progress)
+            index = DenseIndex.load_or_build(corpus, show_progress=False, on_progress=on_progress)
+            load_model()  # the first query's encoding would load it: a cold start, not latency
         return to_hits(corpus, index.search(params.queries, params.limit), params)
 
 

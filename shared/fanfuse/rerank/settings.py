@@ -23,9 +23,13 @@ class LlmRerankSettings(BaseSettings):
     base_url: str | None = None
     """An OpenAI-compatible API root (`.../v1`); unset: the offline reranker is used."""
     api_key: SecretStr | None = None
+    """The endpoint's key."""
     model: str = "qwen-plus"
+    """The model asked to rerank."""
     max_candidates: int = 20
+    """Candidates of the fused pool the model sees (the top ones), per query."""
     snippet_chars: int = 300
+    """Characters of each candidate's snippet sent to the model."""
     timeout: float = 20.0
     """Seconds for the call: a rerank delays the whole search's final answer by this at most."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict
 
+from fanfuse.retrieval.notes import note_files, note_title, note_url
 from fanfuse.settings import default_cache_dir
 from fanfuse.wire.errors import CorpusError
 
@@ -30,7 +30,6 @@ DATA_DIR = Path(__file__).resolve().parent / "data" / "vaswani"
 DEFAULT_CORPUS_NAME = "vaswani"
 TITLE_WORDS = 10
 TITLE_MAX_CHARS = 200
-FOLDER_SUFFIXES = frozenset({".txt", ".md"})
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 
 
@@ -159,7 +158,7 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
         if cached is not None and signature is not None and _signatures.get(key) == signature:
             return cached
     if source.is_dir():
-        files = [(f.relative_to(source).as_posix(), _read_bytes(f)) for f in _folder_files(source)]
+        files = [(f.relative_to(source).as_posix(), _read_bytes(f)) for f in note_files(source)]
         if not files:
             raise CorpusError(f"{source}: no .txt or .md files in the folder")
         fingerprint = _digest(b"folder", *(c for rel, data in files for c in (rel.encode(), data)))
@@ -174,7 +173,7 @@ def load_corpus(path: Path | None = None, name: str | None = None) -> Corpus:
             _signatures[key] = signature
         return cached
     if source.is_dir():
-        docs = _parse_folder(source, files, name)
+        docs = _parse_folder(source, files)
     else:
         text = _decode(source, data)
         docs = (
@@ -354,9 +353,9 @@ def _parse_jsonl(path: Path, text: str, name: str) -> list[CorpusDoc]:
             raise CorpusError(f"{where}: `title` must be a string")
         url = record.get("url")
         if url is not None and (
-            not isinstance(url, str) or not re.match(r"^https?://\S+$", url.strip())
+            not isinstance(url, str) or not re.match(r"^(https?|file)://\S+$", url.strip())
         ):
-            raise CorpusError(f"{where}: `url` must be an http(s) URL")
+            raise CorpusError(f"{where}: `url` must be an http(s) or file URL")
         title = " ".join(title.split())
         content = body.strip()
         docs.append(
@@ -370,50 +369,18 @@ def _parse_jsonl(path: Path, text: str, name: str) -> list[CorpusDoc]:
     return docs
 
 
-def _folder_files(folder: Path) -> list[Path]:
-    """The folder's .txt/.md files, recursively, skipping hidden files and folders, sorted."""
-    files: list[Path] = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for file_name in names:
-            file = Path(root) / file_name
-            if not file_name.startswith(".") and file.suffix.lower() in FOLDER_SUFFIXES:
-                files.append(file)
-    return sorted(files, key=lambda f: f.relative_to(folder).as_posix())
+def folder_doc(folder: Path, rel: str, data: bytes) -> CorpusDoc | None:
+    """The document of one file of a folder corpus (None for a whitespace-only file: an empty
+    note should not break a whole folder), titled and addressed as `notes` says."""
+    content = _decode(folder / rel, data).strip()
+    if not content:
+        return None
+    title = note_title(content) or rel
+    return CorpusDoc(id=rel, title=title, text=content, url=note_url(folder / rel))
 
 
-def _folder_title(text: str) -> str:
-    """The first Markdown heading if there is one, else the first non-empty line."""
-    lines = text.splitlines()
-    if lines and lines[0].strip() == "---":  # skip YAML front matter
-        for i, line in enumerate(lines[1:], start=1):
-            if line.strip() == "---":
-                lines = lines[i + 1 :]
-                break
-    for line in lines:
-        match = re.match(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$", line)
-        if match and match.group(1):
-            return match.group(1)[:TITLE_MAX_CHARS]
-    for line in lines:
-        if line.strip():
-            return derive_title(line, words=20)
-    return ""
-
-
-def _parse_folder(folder: Path, files: list[tuple[str, bytes]], name: str) -> list[CorpusDoc]:
-    """Whitespace-only files are skipped: an empty note should not break a whole folder."""
-    docs: list[CorpusDoc] = []
-    for rel, data in files:
-        content = _decode(folder / rel, data).strip()
-        if content:
-            docs.append(
-                CorpusDoc(
-                    id=rel,
-                    title=_folder_title(content) or rel,
-                    text=content,
-                    url=doc_url(name, rel),
-                )
-            )
+def _parse_folder(folder: Path, files: list[tuple[str, bytes]]) -> list[CorpusDoc]:
+    docs = [doc for rel, data in files if (doc := folder_doc(folder, rel, data)) is not None]
     if not docs:
         raise CorpusError(f"{folder}: every .txt/.md file in the folder is empty")
     return docs

@@ -6,10 +6,12 @@ another, and an LLM-backed search is slow everywhere. Until a platform has been 
 class's `typical_latency_s` stands in.
 
 The estimate is an exponentially weighted moving average of the searching stage's seconds
-(content fetching is a separate choice, and `fast` does not fetch). It is written at most once
-per MIN_WRITE_INTERVAL_S per platform: the store's health document then sees a write every
-half-minute at most, far below Firestore's one sustained write per second per document, and a
-busy deployment still refreshes its estimate twice a minute.
+(content fetching is a separate choice, and `fast` does not fetch), less the cold start a run
+reports (COLD_START): `vectors`' first search in a process spends seconds loading its model, and
+counting that would rank it among the slowest platforms while it answers in milliseconds. It
+is written at most once per MIN_WRITE_INTERVAL_S per platform: the store's health document
+then sees a write every half-minute at most, far below Firestore's one sustained write per
+second per document, and a busy deployment still refreshes its estimate twice a minute.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from fanfuse.wire.models import PlatformHealth
+
+COLD_START = "cold_start"
+"""A run's timing key for the seconds its searching stage spent loading what a fresh process
+loads once (a model, an index from disk): not latency, which a warm process would not pay."""
 
 ALPHA = 0.3
 """Weight of the newest sample: about the last five samples matter, so a provider that became
@@ -34,21 +40,39 @@ def due(previous: PlatformHealth | None, now: datetime) -> bool:
     )
 
 
-def observed(
-    previous: PlatformHealth | None, name: str, seconds: float, now: datetime
-) -> PlatformHealth | None:
-    """The health to write after a run took `seconds`, or None when it is too soon to write.
-    The breaker's fields (breaker.py) are kept as they are: a latency sample is not a verdict."""
-    if not due(previous, now):
+def warm_seconds(timings: Mapping[str, float], stage: str) -> float | None:
+    """The stage's seconds less the run's cold start (never below 0); None: no such stage."""
+    seconds = timings.get(stage)
+    if seconds is None:
         return None
+    return round(max(seconds - timings.get(COLD_START, 0.0), 0.0), 4)
+
+
+def observed(
+    previous: PlatformHealth | None,
+    name: str,
+    seconds: float,
+    now: datetime,
+    cold_start_s: float | None = None,
+) -> PlatformHealth | None:
+    """The health to write after a run took `seconds` (warm), or None when it is too soon to
+    write. A cold start is written whenever there is one (once per process and platform, far
+    below any write limit), the latency sample only when due. The breaker's fields (breaker.py)
+    are kept as they are: a latency sample is not a verdict."""
+    cold = {"cold_start_s": cold_start_s} if cold_start_s is not None else {}
+    if not due(previous, now):
+        return previous.model_copy(update=cold) if cold and previous is not None else None
     if previous is None or previous.latency_s is None:
         base = previous or PlatformHealth(name=name, updated_at=now)
-        return base.model_copy(update={"latency_s": seconds, "samples": 1, "updated_at": now})
+        return base.model_copy(
+            update={"latency_s": seconds, "samples": 1, "updated_at": now, **cold}
+        )
     return previous.model_copy(
         update={
             "latency_s": ALPHA * seconds + (1 - ALPHA) * previous.latency_s,
             "samples": previous.samples + 1,
             "updated_at": now,
+            **cold,
         }
     )
 

@@ -8,8 +8,10 @@ events the service logs for metrics (service/events.py) classify a run exactly a
   (`PlatformRun.failure`), or for a document written before runs kept it, what its last
   provider answer says (`kind_for_status`);
 - latency is the searching stage's seconds of the runs that asked the provider and succeeded,
-  the sample the platform's measured latency takes (health.py): a cache hit or a failure says
-  nothing of how fast the provider answers;
+  less their cold start, the sample the platform's measured latency takes (health.py): a cache
+  hit or a failure says nothing of how fast the provider answers, and a model loading into a
+  fresh process (`vectors`' first search: seconds, against milliseconds warm) is reported apart,
+  as cold starts;
 - a platform contributed a final result when it is among the result's `platforms`, and that
   result is unique to it when it is the only one: which paid platforms earn their cost.
 """
@@ -21,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from fanfuse.rules.health import COLD_START, warm_seconds
 from fanfuse.rules.spend import usd
 from fanfuse.wire.errors import kind_for_status
 from fanfuse.wire.models import (
@@ -55,12 +58,13 @@ def failure_kind(run: PlatformRun) -> FailureKind | None:
 
 
 def latency_sample(run: PlatformRun) -> float | None:
-    """The run's searching seconds when it asked its provider and succeeded, else None."""
+    """The run's warm searching seconds (less its cold start) when it asked its provider and
+    succeeded, else None."""
     if run.state is not PlatformState.SUCCEEDED:
         return None
     if run.cache is not None and run.cache.state is CacheState.HIT:
         return None
-    return run.timings.get(Stage.SEARCHING.value)
+    return warm_seconds(run.timings, Stage.SEARCHING.value)
 
 
 def run_spend(run: PlatformRun) -> float:
@@ -87,6 +91,7 @@ class _Tally:
     outcomes: dict[str, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
+    cold_starts: list[float] = field(default_factory=list)
     hits: int = 0
     misses: int = 0
     results: int = 0
@@ -104,6 +109,9 @@ class _Tally:
         sample = latency_sample(run)
         if sample is not None:
             self.latencies.append(sample)
+        cold = run.timings.get(COLD_START)
+        if cold is not None:
+            self.cold_starts.append(cold)
         if run.cache is not None:
             self.hits += run.cache.hits
             self.misses += run.cache.misses
@@ -120,6 +128,8 @@ class _Tally:
             latency_p50_s=percentile(self.latencies, 0.5),
             latency_p95_s=percentile(self.latencies, 0.95),
             latency_samples=len(self.latencies),
+            cold_starts=len(self.cold_starts),
+            cold_start_p50_s=percentile(self.cold_starts, 0.5),
             cache_hits=self.hits,
             cache_misses=self.misses,
             cache_hit_rate=round(self.hits / asked, 4) if asked else None,

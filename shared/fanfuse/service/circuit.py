@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from fanfuse.rules import breaker
-from fanfuse.rules.health import due, observed
+from fanfuse.rules.health import COLD_START, due, observed, warm_seconds
 from fanfuse.rules.lifecycle import Outcome
 from fanfuse.rules.mutations import HealthChange
 from fanfuse.service import events
@@ -92,17 +92,18 @@ class Circuit:
         provider count (a cache hit or a failure says nothing of its latency), and health is
         advice: a store error here is logged, never the run's failure. The store is read only
         when a sample may be written (health.due)."""
-        seconds = outcome.timings.get(Stage.SEARCHING.value)
+        seconds = warm_seconds(outcome.timings, Stage.SEARCHING.value)
+        cold = outcome.timings.get(COLD_START)
         asked = outcome.state is PlatformState.SUCCEEDED and not answered_by_cache(outcome)
         if not asked or seconds is None:
             return
         now = self.clock()
-        if name in self._health and not due(self._health[name], now):
+        if name in self._health and not due(self._health[name], now) and cold is None:
             return
         try:
             # one atomic read-modify-write: the breaker's fields are written by other runs
             self._health[name] = self.store.update_health(
-                name, lambda stored: observed(stored, name, seconds, now)
+                name, lambda stored: observed(stored, name, seconds, now, cold)
             )
         except Exception:
             log.warning("could not record %s's latency", name, exc_info=True)

@@ -58,6 +58,13 @@ class TaskDocuments(Protocol):
         task = self.get_task(task_id)
         return task.status if task is not None else None
 
+    def change_marker(self, task_id: str) -> str | None:
+        """A string that differs whenever the task or one of its platform documents was written
+        since it was last read, much cheaper than reading them (a watcher polls it, and reads
+        the documents only when it moved: fanfuse.http.streams); None: no such task, or a store
+        that knows nothing cheaper than the documents themselves (the watcher reads them)."""
+        return None
+
     @abstractmethod
     def get_runs(self, task_id: str) -> list[PlatformRun]:
         """The task's platform documents, in the task's platform order."""

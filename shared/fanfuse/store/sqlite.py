@@ -162,6 +162,21 @@ class SqliteStore(TaskStore):
             ).fetchone()
         return TaskStatus(row[0]) if row else None
 
+    def change_marker(self, task_id: str) -> str | None:
+        """The task's status and each document's own `updated_at` (which every write sets),
+        read by SQLite's JSON functions in one indexed query: no document reaches Python.
+        Each document's stamp, not the newest alone, so that two writes to two documents within
+        one microsecond still move it."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT status || ' ' || json_extract(doc, '$.updated_at') || ' ' || ("
+                "SELECT coalesce(group_concat(stamp, ' '), '') FROM ("
+                "SELECT json_extract(doc, '$.updated_at') AS stamp FROM platforms "
+                "WHERE task_id = ?1 ORDER BY position)) FROM tasks WHERE task_id = ?1",
+                (task_id,),
+            ).fetchone()
+        return str(row[0]) if row else None
+
     def get_runs(self, task_id: str) -> list[PlatformRun]:
         with self._lock:
             rows = self._db.execute(

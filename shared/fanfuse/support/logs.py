@@ -38,8 +38,11 @@ TRACE_FIELD = "logging.googleapis.com/trace"
 SPAN_FIELD = "logging.googleapis.com/spanId"
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 """W3C Trace Context: version-trace_id-parent_id-flags, lower-case hex."""
-CLOUD_TRACE = re.compile(r"^([0-9a-fA-F]{32})(?:/(\d+))?(?:;o=\d)?$")
-"""`X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=OPTIONS` (the span id in decimal)."""
+CLOUD_TRACE = re.compile(r"^([0-9a-fA-F]{32})(?:/([0-9]{1,20}))?(?:;o=[0-9])?$")
+"""`X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=OPTIONS`, the span id in decimal: an unsigned 64-bit
+number, so at most 20 digits (`[0-9]`, not `\\d`, which matches every script's digits). A longer
+one is no trace: `int()` of thousands of digits is slow, and past Python's `int_max_str_digits`
+(4,300) a ValueError, which once answered 500 on every route of every front."""
 
 
 class Trace(BaseModel):

@@ -28,7 +28,7 @@ def parse_retry_after(value: str | None, now: datetime | None = None) -> float |
         return max(seconds, 0.0) if math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # Overflow: a year or a zone of 20 digits
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)

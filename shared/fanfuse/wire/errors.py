@@ -137,6 +137,13 @@ class RateLimited(RetryLater):
     code = "rate_limited"
 
 
+class TooManyStreams(RateLimited):
+    """A caller at its cap of open streams (event streams, MCP listen streams): 429 with
+    `Retry-After`; nothing was opened (fanfuse.http.streams)."""
+
+    code = "too_many_streams"
+
+
 class OverBudget(InvalidRequest):
     """A plan whose estimated cost is over the request's cap (rules/budget.py): a 400 naming
     `max_cost_usd`, with the estimate and how to fit; nothing was written or asked."""

@@ -48,6 +48,11 @@ class PlatformHealth(BaseModel):
         "the provider (cache hits and failures are not latency); None: not measured yet",
     )
     samples: int = Field(default=0, ge=0)
+    cold_start_s: float | None = Field(
+        default=None,
+        description="seconds the last run that loaded the platform into a fresh process spent "
+        "loading (a model, an index), kept out of `latency_s`; None: none measured",
+    )
     updated_at: datetime
     state: BreakerState = BreakerState.CLOSED
     reason: FailureKind | None = Field(default=None, description="why it was last suspended")

@@ -53,6 +53,14 @@ class PlatformStats(BaseModel):
     )
     latency_p95_s: float | None = None
     latency_samples: int = 0
+    cold_starts: int = Field(
+        default=0,
+        description="runs that first loaded the platform into a fresh process (a model, an "
+        "index): their loading seconds are left out of the latency and counted here",
+    )
+    cold_start_p50_s: float | None = Field(
+        default=None, description="median seconds those runs spent loading"
+    )
     cache_hits: int = Field(default=0, description="queries answered from the cache")
     cache_misses: int = Field(default=0, description="queries the cache could not answer")
     cache_hit_rate: float | None = Field(

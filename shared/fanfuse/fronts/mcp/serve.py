@@ -31,6 +31,7 @@ import fanfuse
 from fanfuse.auth.callers import Authenticator
 from fanfuse.fronts.mcp import access, tasks
 from fanfuse.fronts.mcp.tools import Tools, tool_error, tool_list
+from fanfuse.http.streams import StreamCap
 from fanfuse.runtimes.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import FanfuseError
@@ -75,9 +76,15 @@ def log_to_stderr(level: int = logging.WARNING) -> None:
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
-def build_server(backend: SearchBackend, max_wait: float, gated: bool = False) -> Server[Any]:
+def build_server(
+    backend: SearchBackend,
+    max_wait: float,
+    gated: bool = False,
+    streams: StreamCap | None = None,
+) -> Server[Any]:
     """The MCP server over `backend`; `gated`: HTTP requests carry a verified caller (the
-    gate's), and a tool call acts for it, else for the local user (fronts/mcp/access.py)."""
+    gate's), and a tool call acts for it, else for the local user (fronts/mcp/access.py);
+    `streams`: the cap on each caller's listen streams (None: the setting's default)."""
     tools = Tools(backend, max_wait)
     listed = tool_list(max_wait)
 
@@ -105,7 +112,8 @@ def build_server(backend: SearchBackend, max_wait: float, gated: bool = False) -
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    tasks.install(server, tasks.SearchTasks(backend, gated), call_tool)  # fronts/mcp/tasks.py
+    extension = tasks.SearchTasks(backend, gated, streams)
+    tasks.install(server, extension, call_tool)  # fronts/mcp/tasks.py
     return server
 
 
@@ -123,7 +131,7 @@ async def serve(options: McpOptions, announce: TextIO = sys.stdout) -> None:
             "server's credential. Bind 127.0.0.1, or run it on the embedded runtime"
         )
     async with open_backend(options.endpoint, settings, options.auth) as backend:
-        server = build_server(backend, max_wait, gated)
+        server = build_server(backend, max_wait, gated, StreamCap(settings.max_streams_per_caller))
         if options.http:
             auth = None
             if gated:

@@ -26,7 +26,10 @@ server agrees to the ids that are the caller's own (the acknowledgement lists th
 `notifications/tasks` (the DetailedTask `tasks/get` would give) each time one changes status
 (one already over: at once), so at the latest on completion, on the listen request's own
 stream (stdio, or streamable HTTP's SSE answer). A stream that asked for tasks only ends once
-they are all over.
+they are all over. Every listen stream on one search reads that search's one watcher
+(`fanfuse.http.streams`: a cheap change marker polled, the search read once per change for all
+of them), and a caller holds at most `Settings.max_streams_per_caller` listen streams at once:
+one more is refused with `RATE_LIMITED` and the seconds to wait in its data.
 
 The SDK's `Extension` contract (mcp.server.extension) is written for `MCPServer`; fanfuse's
 server is the low-level `Server` (its tool schemas come from the request model), so `install`
@@ -42,6 +45,7 @@ is sent as a model of its own through the session (which only serializes it).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -63,15 +67,22 @@ from mcp_types import (
     SubscriptionsListenRequestParams,
     SubscriptionsListenResult,
 )
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types.jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from fanfuse.fronts.mcp import access
 from fanfuse.fronts.mcp.render import digest
 from fanfuse.fronts.mcp.tools import of_view, tool_error
-from fanfuse.runtimes.backend import SearchBackend
-from fanfuse.wire.errors import FanfuseError
+from fanfuse.http.streams import StreamCap, Watchers, for_service
+from fanfuse.runtimes.backend import EmbeddedBackend, SearchBackend
+from fanfuse.settings import Settings
+from fanfuse.wire.errors import FanfuseError, TooManyStreams
 from fanfuse.wire.models import Caller, TaskStatus, TaskView
 
 EXTENSION_ID = "io.modelcontextprotocol/tasks"
@@ -82,9 +93,16 @@ POLL_INTERVAL_MS = 500
 """The `pollIntervalMs` hint: a search's platforms report about this often (the progress
 throttle), and most searches take seconds, so polling faster reads the same document."""
 WATCH_INTERVAL_S = 0.25
-"""How often a listen stream reads its tasks: a status change is pushed within this."""
+"""How often a watched task is polled (once for every listen stream on it): a status change is
+pushed within this."""
 MAX_WATCHED = 100
 """Task ids one listen stream may ask for; more is refused as invalid params."""
+DEFAULT_STREAMS: int = Settings.model_fields["max_streams_per_caller"].default
+"""The cap when the server is built without one (a test's): the setting's default."""
+RATE_LIMITED = -32029
+"""A listen stream past its caller's cap: a server error code (JSON-RPC leaves -32000 to -32099
+to implementations; MCP defines none for this), HTTP's 429 in its last digits; its data says
+`retryAfterSeconds`."""
 
 log = logging.getLogger(__name__)
 FAILED = "Failed to retrieve task"
@@ -163,9 +181,13 @@ class SearchTasks(Extension):
 
     identifier = EXTENSION_ID
 
-    def __init__(self, backend: SearchBackend, gated: bool = False) -> None:
+    def __init__(
+        self, backend: SearchBackend, gated: bool = False, streams: StreamCap | None = None
+    ) -> None:
         self.backend = backend
         self.gated = gated
+        self.streams = streams or StreamCap(DEFAULT_STREAMS)
+        self.watchers = watchers_of(backend)
 
     def methods(self) -> Sequence[MethodBinding]:
         return (
@@ -253,6 +275,19 @@ class TaskStatusNotification(BaseModel):
 _TASK_IDS: TypeAdapter[list[str]] = TypeAdapter(list[str])
 
 
+def watchers_of(backend: SearchBackend) -> Watchers:
+    """The watchers of the listen streams over `backend`: the service's own (its store's change
+    marker) in this process, else the stack's status read once per interval for all streams.
+    They read every caller's tasks: a stream is only given tasks its caller was agreed to."""
+    if isinstance(backend, EmbeddedBackend):
+        return for_service(backend.runtime.service, WATCH_INTERVAL_S)
+
+    async def read(task_id: str) -> TaskView:
+        return await backend.status(task_id, None)
+
+    return Watchers(read, interval=WATCH_INTERVAL_S)
+
+
 class TaskListen:
     """Serves `subscriptions/listen` with the extension's `taskIds` filter (and the core kinds,
     which fanfuse never fires: agreed to, as the SDK's ListenHandler does, and silent)."""
@@ -261,6 +296,22 @@ class TaskListen:
         self.tasks = tasks
 
     async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        """One listen stream, counted against its caller's cap while it lasts."""
+        try:
+            release = self.tasks.streams.acquire(access.caller_of(ctx.request, self.tasks.gated))
+        except TooManyStreams as exc:
+            data = {"retryAfterSeconds": exc.retry_after_s}
+            raise MCPError(RATE_LIMITED, str(exc), data=data) from None
+        except FanfuseError as exc:  # behind the gate without a verified caller
+            raise MCPError(INVALID_REQUEST, str(exc)) from None
+        try:
+            return await self.listen(ctx, params)
+        finally:
+            release()
+
+    async def listen(
         self, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
         requested = params.notifications
@@ -300,23 +351,32 @@ class TaskListen:
         for task in watched.values():  # over already: told at once, the stream has nothing else
             if task["status"] != "working":
                 await self._notify(ctx, {**task, "_meta": meta})
-        live = {t: task["status"] for t, task in watched.items() if task["status"] == "working"}
-        while live:
-            await anyio.sleep(WATCH_INTERVAL_S)
-            for task_id, seen in list(live.items()):
-                try:
-                    task = await self.tasks.view(ctx, task_id, read=True)
-                except MCPError:  # expired or gone meanwhile: nothing more to tell
-                    del live[task_id]
-                    continue
-                if task["status"] != seen:
-                    await self._notify(ctx, {**task, "_meta": meta})
-                    live[task_id] = task["status"]
-                if task["status"] != "working":
-                    del live[task_id]
+        live = [t for t, task in watched.items() if task["status"] == "working"]
+        async with anyio.create_task_group() as group:
+            for task_id in live:
+                group.start_soon(self._follow, ctx, meta, task_id)
         if core or asked is None:  # other kinds: the stream stays until the client leaves
             await anyio.sleep_forever()
         return SubscriptionsListenResult(_meta=meta)
+
+    async def _follow(
+        self, ctx: ServerRequestContext[Any, Any], meta: dict[str, Any], task_id: str
+    ) -> None:
+        """Tell this stream each change of `task_id`'s status until it is over (or gone), from
+        the task's shared watch: the DetailedTask is made once per change for every stream."""
+        seen = "working"
+        version = 0
+        async with self.tasks.watchers.watch(task_id) as watch:
+            while seen == "working":
+                snapshot = await watch.next(version)
+                version = snapshot.version
+                view = snapshot.view
+                if view is None:  # expired or gone meanwhile: nothing more to tell
+                    return
+                if task_status(view.status) != seen:
+                    task = snapshot.derive("mcp task", functools.partial(detailed_task, view))
+                    await self._notify(ctx, {**task, "_meta": meta})
+                    seen = task["status"]
 
     @staticmethod
     async def _notify(ctx: ServerRequestContext[Any, Any], params: dict[str, Any]) -> None:

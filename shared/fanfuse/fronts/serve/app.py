@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 import anyio
@@ -43,14 +43,16 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import page, watch
-from fanfuse.fronts.serve.metrics import Metrics
+from fanfuse.fronts.serve.metrics import Metrics, Streams
 from fanfuse.http import api, stats
 from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
+from fanfuse.http.streams import StreamCap, Watchers, for_service
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.runtimes.embedded import EmbeddedRuntime
@@ -58,7 +60,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.base import KeyStore
 from fanfuse.support import logs
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
-from fanfuse.wire.models import Accepted, Caller, Problem, utcnow
+from fanfuse.wire.models import Accepted, Caller, Problem, TaskView, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +96,7 @@ def error_response(exc: FanfuseError) -> Response:
 
 async def read_body(request: Request) -> bytes:
     """The body's bytes: 413 from a declared length at once, else stops reading past the limit."""
-    length = request.headers.get("content-length", "")
-    api.check_length(int(length) if length.isdigit() else None)
+    api.check_length(api.declared_length(request.headers.get("content-length")))
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
@@ -133,8 +134,9 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
 
     def wrap(answer: Endpoint) -> Route:
         async def handle(request: Request) -> Response:
-            with logs.request_context(request.headers):  # the request's trace, as the functions'
-                try:
+            with ExitStack() as context:
+                try:  # the trace too is read inside the error handling: never a plain 500
+                    context.enter_context(logs.request_context(request.headers))  # as functions'
                     api.require_method(target, request.method, allowed)
                     runtime: EmbeddedRuntime = request.app.state.runtime
                     return await answer(request, runtime)
@@ -211,24 +213,48 @@ async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
     return json_response(view, 202, {"Location": accepted.status_url})
 
 
+class HeldStream(EventSourceResponse):
+    """An event stream that holds one of its caller's stream slots (`StreamCap`) for as long
+    as it is served, and gives it back however it ends (the search's end, the client leaving,
+    the server stopping, an error): Starlette calls a response it was handed, always."""
+
+    def __init__(self, body: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(body, ping=SSE_PING, headers={"Cache-Control": "no-store"})
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
 @route("/search_status/{task_id}/events", "search_events", "GET")
 async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """The search's Server-Sent Events (watch.events). 400/404/410 as JSON before the stream
+    starts (a watched search answers them from its latest snapshot, with no read), then 429
+    when the caller holds its cap of streams already."""
     who = caller_of(request)
     task_id = task_id_of(request)
-    # 400/404/410 as JSON, before the stream starts
-    visible_status(runtime.service.status, task_id, who)
+    watchers: Watchers = request.app.state.watchers
+
+    def read(task_id: str) -> TaskView:
+        return watchers.latest_view(task_id) or runtime.service.status(task_id)
+
+    visible_status(read, task_id, who)
     last_id = watch.parse_last_event_id(request.headers.get("last-event-id"))
-    return EventSourceResponse(
-        watch.events(runtime, task_id, last_id=last_id),
-        ping=SSE_PING,
-        headers={"Cache-Control": "no-store"},
-    )
+    cap: StreamCap = request.app.state.streams
+    release = cap.acquire(who)  # the last check: nothing after it can fail before the stream
+    return HeldStream(watch.events(runtime, watchers, task_id, last_id=last_id), release)
 
 
 async def _stats(request: Request, runtime: EmbeddedRuntime) -> Response:
     """The figures `http.stats` lets this caller read: an operator's (Settings.operators, or
     the key this server printed) every owner's, anyone else's their own."""
-    query = stats.query_for(caller_of(request), request.query_params, request.app.state.operators)
+    state = request.app.state
+    query = stats.query_for(
+        caller_of(request), request.query_params, state.operators, state.operator_keys
+    )
     store = runtime.service.store
     # Up to MAX_SEARCHES documents to read and parse (about a second): off the event loop.
     figures = await anyio.to_thread.run_sync(stats.collect, store, store, query, utcnow())
@@ -241,7 +267,8 @@ stats_route = route("/stats", "stats", "GET", "HEAD")(_stats)
 @route("/metrics", "metrics", "GET", "HEAD")
 async def metrics(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Prometheus' text format (fronts/serve/metrics.py), for an operator."""
-    stats.require_operator(caller_of(request), request.app.state.operators)
+    state = request.app.state
+    stats.require_operator(caller_of(request), state.operators, state.operator_keys)
     exposed: Metrics = request.app.state.metrics
     return Response(exposed.render(), media_type=CONTENT_TYPE_LATEST)
 
@@ -266,13 +293,7 @@ async def page_file(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
     """What this server's validation takes from its settings and registry, for its document."""
-    settings = runtime.settings
-    return Deployment(
-        platforms=tuple(runtime.service.available()),
-        deadline_seconds=settings.deadline_seconds,
-        max_queries=settings.max_queries,
-        max_platforms=settings.max_platforms,
-    )
+    return Deployment.of(runtime.settings, runtime.service.available())
 
 
 def _openapi(runtime: EmbeddedRuntime) -> Response:
@@ -321,17 +342,19 @@ async def warm_up(runtime: EmbeddedRuntime, names: Sequence[str]) -> None:
 
 
 @contextmanager
-def local_key(store: KeyStore, on_key: Callable[[str], None] | None) -> Iterator[None]:
+def local_key(store: KeyStore, on_key: Callable[[str], None] | None) -> Iterator[frozenset[str]]:
     """A key for owner `local` while the server runs: created, handed to `on_key`, revoked at
-    the end (a key that was printed should not outlive the process that printed it)."""
+    the end (a key that was printed should not outlive the process that printed it). Yields
+    the ids of the keys that are this server's operators: that key's alone (none without it),
+    so that another key of owner `local` is no operator."""
     if on_key is None:
-        yield
+        yield frozenset()
         return
     plaintext, record = keys.new_key(keys.LOCAL_OWNER, "fanfuse serve", None, None, utcnow())
     store.put_key(record)
     on_key(plaintext)
     try:
-        yield
+        yield frozenset({record.key_id})
     finally:
         store.put_key(keys.revoked(record, utcnow()))
 
@@ -360,12 +383,15 @@ def create_app(
             app.state.runtime = runtime
             app.state.auth = Authenticator(settings, runtime.service.store)
             app.state.checking = anyio.CapacityLimiter(1)  # the body-checking thread
-            local = [f"key:{keys.LOCAL_OWNER}"] if on_key is not None else []
-            app.state.operators = [*settings.operators, *local]  # who started it reads all
+            app.state.watchers = for_service(runtime.service)  # one watcher per search
+            app.state.streams = StreamCap(settings.max_streams_per_caller)
+            app.state.operators = settings.operators
             app.state.metrics = Metrics(runtime.service.events.source, runtime.service.store)
+            app.state.metrics.registry.register(Streams(app.state.watchers, app.state.streams))
             app.state.metrics.install()
             try:
-                with local_key(runtime.service.store, on_key):
+                with local_key(runtime.service.store, on_key) as printed:
+                    app.state.operator_keys = printed  # who started it reads all
                     yield
             finally:
                 app.state.metrics.uninstall()

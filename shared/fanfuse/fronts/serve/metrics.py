@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fanfuse.http.streams import StreamCap, Watchers
 from fanfuse.store.base import HealthStore
 from fanfuse.support.logs import EVENT_FIELD
 from fanfuse.wire.models import BreakerState
@@ -51,6 +52,25 @@ class Breakers(Collector):
             for state in BreakerState:
                 gauge.add_metric([name, state.value], 1.0 if health.state is state else 0.0)
         yield gauge
+
+
+class Streams(Collector):
+    """`fanfuse_event_streams` (open now, every caller's) and `fanfuse_search_watchers` (the
+    searches they watch, one poller each: fanfuse.http.streams), read when scraped."""
+
+    def __init__(self, watchers: Watchers, cap: StreamCap) -> None:
+        self.watchers = watchers
+        self.cap = cap
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "fanfuse_event_streams", "event streams open now", value=self.cap.total()
+        )
+        yield GaugeMetricFamily(
+            "fanfuse_search_watchers",
+            "searches watched now, each by one poller shared by its streams",
+            value=len(self.watchers),
+        )
 
 
 class Metrics(logging.Handler):

@@ -6,9 +6,11 @@ search that is still not terminal then is stuck (a store failure), and the calle
 there is instead of a connection held forever: `/search` answers 202 with the running document,
 the stream ends with a `timeout` event.
 
-The runtime's store is read in process (one SQLite read of the task and its platforms), so a
-short poll costs little; `settle` (POST /search) reads the task's status when one of its
-deliveries ends, not on a timer.
+`settle` (POST /search) reads the task's status when one of its deliveries ends, not on a timer.
+The event streams of one search all read one watcher (`fanfuse.http.streams`): it polls a cheap
+change marker and merges the search once per change, for every stream on it, and each event is
+encoded once for all of them (`Snapshot.derive`); a stream only decides which of those states
+its client has not seen yet.
 
 Event ids are resumable without storing events (`event_id`): an id names the state it carries,
 as `{stamp}-{digest}`, the stamp being the newest `updated_at` of the task and its platform
@@ -29,8 +31,8 @@ from datetime import UTC, datetime, timedelta
 
 from sse_starlette import ServerSentEvent
 
+from fanfuse.http.streams import Snapshot, Watchers
 from fanfuse.runtimes.embedded import EmbeddedRuntime
-from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import TaskView, utcnow
 
 GRACE = 5.0
@@ -38,8 +40,6 @@ GRACE = 5.0
 POLL = 0.25
 """Seconds at most between two reads of the task's status while `/search` waits; a delivery
 of the search wakes the waiter sooner (see `settle`): this covers a cancel."""
-EVENT_POLL = 0.1
-"""Seconds between two status reads of an event stream (an event is sent only on a change)."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 STAMP_DIGITS = 17
 """Microseconds since 1970 fit in 17 digits until the year 5138: ids order as strings."""
@@ -113,32 +113,56 @@ async def settle(runtime: EmbeddedRuntime, task_id: str) -> TaskView:
     return service.status(task_id)
 
 
+def encoded(snapshot: Snapshot, kind: str) -> bytes:
+    """The `kind` event of `snapshot`, encoded once for every stream that sends it."""
+
+    def encode() -> bytes:
+        if snapshot.view is None:  # the search vanished under the streams (purged, expired)
+            return ServerSentEvent(snapshot.data, event="error").encode()
+        return ServerSentEvent(snapshot.data, event=kind, id=ident(snapshot)).encode()
+
+    return snapshot.derive(f"sse {kind}", encode)
+
+
+def ident(snapshot: Snapshot) -> str:
+    """The snapshot's event id (`event_id`), hashed once for every stream."""
+    assert snapshot.view is not None
+    view = snapshot.view
+    return snapshot.derive("sse id", lambda: event_id(view, snapshot.data))
+
+
 async def events(
-    runtime: EmbeddedRuntime, task_id: str, poll: float = EVENT_POLL, last_id: str | None = None
-) -> AsyncIterator[ServerSentEvent]:
+    runtime: EmbeddedRuntime,
+    watchers: Watchers,
+    task_id: str,
+    last_id: str | None = None,
+) -> AsyncIterator[bytes]:
     """`progress` on each change of the document, then `done` (terminal) or `timeout` (the cap
-    passed), each with the TaskView as JSON; then the stream ends. `last_id`: the client's
-    `Last-Event-ID` (parsed): the states up to it are not sent again."""
-    service = runtime.service
+    passed), each with the TaskView as JSON (or `error`, the search vanished); then the stream
+    ends. `last_id`: the client's `Last-Event-ID` (parsed): the states up to it are not sent
+    again. Read from the search's shared watch (`watchers`)."""
     seen = last_id
+    version = 0
     give_up: float | None = None
-    while True:
-        try:
-            view = service.status(task_id)
-        except FanfuseError as exc:  # the search vanished under the stream (purged)
-            yield ServerSentEvent(exc.body().model_dump_json(), event="error", id=seen)
-            return
-        if give_up is None:
-            give_up = time.monotonic() + cap(runtime, view)
-        data = view.model_dump_json()
-        current = event_id(view, data)
-        if view.status.terminal:
-            yield ServerSentEvent(data, event="done", id=current)
-            return
-        if time.monotonic() >= give_up:
-            yield ServerSentEvent(data, event="timeout", id=current)
-            return
-        if newer(current, seen):
-            yield ServerSentEvent(data, event="progress", id=current)
-            seen = current
-        await asyncio.sleep(poll)
+    async with watchers.watch(task_id) as watch:
+        while True:
+            timeout = None if give_up is None else max(0.0, give_up - time.monotonic())
+            try:
+                async with asyncio.timeout(timeout):
+                    snapshot = await watch.next(version)
+            except TimeoutError:
+                assert watch.latest is not None  # a deadline is known once one was read
+                yield encoded(watch.latest, "timeout")
+                return
+            version = snapshot.version
+            if snapshot.view is None:
+                yield encoded(snapshot, "error")
+                return
+            if give_up is None:
+                give_up = time.monotonic() + cap(runtime, snapshot.view)
+            if snapshot.view.status.terminal:
+                yield encoded(snapshot, "done")
+                return
+            if newer(ident(snapshot), seen):
+                yield encoded(snapshot, "progress")
+                seen = ident(snapshot)

@@ -12,14 +12,17 @@ is compared with RRF query by query, since on 93 queries a difference of 0.01 is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ir_measures
 from ir_measures import AP, RR, R, nDCG
 from pydantic import BaseModel, Field
-from rich.table import Table
+from rich import box
+from rich.console import Group
+from rich.table import Column, Table
+from rich.text import Text
 
 from fanfuse.fusion.fusers import DEFAULT_FUSION, FUSERS, VARIANTS
 from fanfuse.platforms.base import SearchParams
@@ -34,7 +37,13 @@ from fanfuse.retrieval.corpus import (
     load_corpus,
     load_trec_queries,
 )
-from fanfuse.retrieval.dense import BUNDLE, DenseIndex, dense_unavailable_reason, write_bundle
+from fanfuse.retrieval.dense import (
+    BUNDLE,
+    MODEL_NAME,
+    DenseIndex,
+    dense_unavailable_reason,
+    write_bundle,
+)
 from fanfuse.tools.evaluation.pipelines import (
     PRODUCTION_DEPTH,
     Candidates,
@@ -156,6 +165,7 @@ def run_evaluation(
     qrels_path: Path | None = None,
     depth: int = 100,
     show_progress: bool = True,
+    step: Callable[[str], None] | None = None,
 ) -> EvalReport:
     """Score `docs`, `vectors` (when installed), every fuser, depth and reranker on a collection.
 
@@ -164,10 +174,13 @@ def run_evaluation(
     production depth, the offline rerankers) and RM3 re-querying; each of those rows is
     compared on nDCG@10 with RRF at its own depth and at the production depth. The first run
     encodes the corpus for `vectors` (minutes for Vaswani; a progress bar is shown when
-    `show_progress`); later runs load the cached embeddings.
+    `show_progress`); later runs load the cached embeddings. `step(message)` is told what runs
+    next (loading, each platform's retrieval, each row), so a minute's work is never silent.
     """
+    say = step or (lambda message: None)
     if depth < 1:
         raise ValueError(f"depth must be >= 1, got {depth}")
+    say("loading the corpus, queries and judgements")
     corpus = load_corpus(corpus_path)
     queries_file = queries_path or default_queries_path()
     qrels_file = qrels_path or default_qrels_path()
@@ -187,11 +200,21 @@ def run_evaluation(
     if unjudged:
         notes.append(f"{len(unjudged)} queries have no judgements and are not scored")
 
+    say(f"docs: BM25 over {len(corpus)} documents, {len(texts)} queries")
     bm25 = Bm25Index.load_or_build(corpus)
     ranked: dict[str, list[Ranked]] = {"docs": bm25.search(texts, depth)}
     reason = dense_unavailable_reason()
     if reason is None:
-        dense = DenseIndex.load_or_build(corpus, show_progress=show_progress)
+        say(f"vectors: loading the model and the embeddings, {len(texts)} queries")
+
+        def encoding(done: int, total: int) -> None:
+            say(f"vectors: encoding the corpus, {done}/{total} documents")
+
+        dense = DenseIndex.load_or_build(
+            corpus,
+            show_progress=show_progress and step is None,
+            on_progress=encoding if step is not None else None,
+        )
         ranked["vectors"] = dense.search(texts, depth)
     else:
         notes.append(f"vectors not evaluated: {reason}")
@@ -205,14 +228,17 @@ def run_evaluation(
     for name, rs in ranked.items():
         rows.add(name, "platform", _ids(corpus, rs), depth)
     names = [m.value for m in FUSERS] + list(VARIANTS)
-    for name in names:
-        run = pipeline_run(Pipeline(name, depth, name), candidates)
-        rows.add(name, "fuser", run, depth, default=name == DEFAULT_FUSION.value)
-    for pipeline, kind in pipelines(depth):
-        rows.add(pipeline.name, kind, pipeline_run(pipeline, candidates), pipeline.depth)
-    for pipeline in mode_pipelines():
-        if pipeline.depth <= depth:
-            rows.add(pipeline.name, "mode", pipeline_run(pipeline, candidates), pipeline.depth)
+    later: list[tuple[Pipeline, Kind]] = [
+        *((Pipeline(name, depth, name), "fuser") for name in names),
+        *pipelines(depth),
+        *((p, "mode") for p in mode_pipelines() if p.depth <= depth),
+    ]
+    for i, (pipeline, kind) in enumerate(later, start=1):
+        say(f"row {i}/{len(later)}: {pipeline.name}")
+        run = pipeline_run(pipeline, candidates)
+        default = kind == "fuser" and pipeline.name == DEFAULT_FUSION.value
+        rows.add(pipeline.name, kind, run, pipeline.depth, default=default)
+    say("docs+rm3: re-querying BM25 with expanded queries")
     _requery(rows, bm25, corpus, ranked, candidates, depth)
 
     for row in rows.runs:
@@ -266,65 +292,79 @@ def _requery(
             rows.add(name, "requery", pipeline_run(Pipeline(name, d), Candidates(texts, hits)), d)
 
 
-def _comparison_cell(c: Comparison) -> str:
-    """`+0.0232 40/37 p=0.042 vs rrf@10`: mean difference, per-query wins/losses, p-value."""
-    return f"{c.delta:+.4f} {c.wins}/{c.losses} p={c.p_value:.3f} vs {c.baseline}"
+NARROW: dict[str, Any] = {"box": box.SIMPLE_HEAD, "padding": 0, "show_edge": False}
+"""One space between columns and a rule under the heads: the longest row name (28 characters)
+and the four metrics fit 80 columns."""
 
 
-def render_report(report: EvalReport) -> Table:
-    """A table with one row per run; the best value of each metric is bold.
-
-    The last two columns compare a row's nDCG@10 with RRF at its own depth and with RRF at the
-    production depth (or, for a re-queried `docs`, with `docs`): mean difference, queries won
-    and lost, and the p-value of a paired randomization test.
-    """
-    table = Table(
-        title=(
-            f"{report.corpus}: {report.documents} docs, {report.queries} queries, "
-            f"top {report.depth}"
-        ),
-        caption="\n".join(report.notes) or None,
+def render_report(report: EvalReport) -> Group:
+    """Two tables that each fit 80 columns. The first: a row per run, its kind, depth and the
+    four metrics, the best value of each in bold, the default fuser's row in green. The second:
+    each comparison of a row's nDCG@10 with RRF at its own depth and at the production depth
+    (or, for a re-queried `docs`, with `docs`): mean difference, queries won and lost, and the
+    p-value of a paired randomization test."""
+    title = (
+        f"{report.corpus}: {report.documents} docs, {report.queries} queries, top {report.depth}"
     )
-    table.add_column("run")
-    table.add_column("kind")
-    table.add_column("depth", justify="right")
-    for metric in METRICS:
-        table.add_column(metric, justify="right")
-    table.add_column("ΔnDCG@10 W/L p, same depth")
-    table.add_column("ΔnDCG@10 W/L p, production")
+    table = Table(
+        Column("run", no_wrap=True),
+        Column("kind", no_wrap=True),
+        *(Column(h, justify="right", no_wrap=True) for h in ("depth", *METRICS)),
+        title=title,
+        caption="\n".join(report.notes) or None,
+        **NARROW,
+    )
     best = {m: max((r.metrics[m] for r in report.runs), default=0.0) for m in METRICS}
     for run in report.runs:
-        name = f"{run.name} (default)" if run.default else run.name
         cells = [
-            f"[bold]{run.metrics[m]:.4f}[/bold]"
-            if run.metrics[m] == best[m]
-            else f"{run.metrics[m]:.4f}"
+            Text(f"{run.metrics[m]:.4f}", style="bold" if run.metrics[m] == best[m] else "")
             for m in METRICS
         ]
-        compared = [_comparison_cell(c) for c in run.comparisons[:2]]
-        if len(run.comparisons) == 1 and run.depth == report.depth and run.kind != "requery":
-            compared.insert(0, "")  # its own depth's baseline is itself: only production
-        compared += [""] * (2 - len(compared))
         table.add_row(
-            name,
+            f"{run.name} (default)" if run.default else run.name,
             run.kind,
             str(run.depth or ""),
             *cells,
-            *compared,
             style="green" if run.default else None,
         )
-    return table
+    compared = Table(
+        Column("run", no_wrap=True),
+        Column("against", no_wrap=True),
+        *(Column(h, justify="right", no_wrap=True) for h in ("ΔnDCG@10", "won/lost", "p")),
+        title="nDCG@10 against RRF (paired randomization test)",
+        **NARROW,
+    )
+    for run in report.runs:
+        for c in run.comparisons:
+            compared.add_row(
+                run.name, c.baseline, f"{c.delta:+.4f}", f"{c.wins}/{c.losses}", f"{c.p_value:.3f}"
+            )
+    return Group(table, Text(""), compared)
 
 
-def build_indexes(path: Path | None, dense: bool, bundle: bool = False) -> None:
+def build_indexes(
+    path: Path | None,
+    dense: bool,
+    bundle: bool = False,
+    step: Callable[[str], None] | None = None,
+) -> int:
     """Build and cache the indexes of a corpus ahead of time (`fanfuse index PATH`).
 
     With `dense`, also encodes the corpus with a progress bar, unless the package's bundled
     embeddings were made from this corpus and the installed model (then they are used as they
     are); raises RuntimeError when the `vectors` extra is not installed, saying what to install.
     With `bundle`, the bundled corpus is encoded anew and its bundle written (maintainers).
+    Returns the number of documents. `step(message)`: told each phase, and the encoding's
+    progress instead of the bar.
     """
+    say = step or (lambda message: None)
+
+    def encoding(done: int, total: int) -> None:
+        say(f"encoding documents with {MODEL_NAME}: {done}/{total}")
+
+    on_progress = encoding if step is not None else None
     corpus = load_corpus(path)
+    say(f"building the BM25 index of {len(corpus)} documents")
     Bm25Index.load_or_build(corpus)
     if dense or bundle:
         reason = dense_unavailable_reason()
@@ -333,6 +373,9 @@ def build_indexes(path: Path | None, dense: bool, bundle: bool = False) -> None:
     if bundle:
         if corpus.source != default_corpus_path().resolve():
             raise ValueError("--bundle writes the bundled corpus's embeddings: give no PATH")
-        write_bundle(BUNDLE, corpus, DenseIndex.build(corpus, show_progress=True))
+        embeddings = DenseIndex.build(corpus, step is None, on_progress)
+        write_bundle(BUNDLE, corpus, embeddings)
     if dense:
-        DenseIndex.load_or_build(corpus, show_progress=True)
+        say("loading (or encoding) the dense index")
+        DenseIndex.load_or_build(corpus, show_progress=step is None, on_progress=on_progress)
+    return len(corpus)
