@@ -67,7 +67,7 @@ def index(
     """
     settings = Settings()
     if publish is not None:
-        _publish(path, publish, dense)
+        _publish(path, publish, dense, name)
     elif forget_name is not None:
         _forget(settings, forget_name)
     elif bundle and path is not None:
@@ -80,7 +80,7 @@ def index(
         _index_named(settings, path, name, dense)
 
 
-def _publish(path: Path | None, url: str, dense: bool) -> None:
+def _publish(path: Path | None, url: str, dense: bool, name: str | None) -> None:
     """`--publish URL`: the corpus and its indexes, a new version for the cloud (corpora.md)."""
     from fanfuse.tools.publishing import publish_index
 
@@ -90,6 +90,7 @@ def _publish(path: Path | None, url: str, dense: bool) -> None:
             url,
             dense=dense,
             say=lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True),
+            name=name,
         )
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None

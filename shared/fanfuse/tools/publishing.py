@@ -18,9 +18,16 @@ from fanfuse.retrieval.published import Pointer, publish
 from fanfuse.wire.errors import CorpusError
 
 
-def publish_index(path: Path | None, url: str, dense: bool, say: Callable[[str], None]) -> Pointer:
-    """Publish the corpus at `path` (None: the bundled Vaswani) to `url`; with `dense`, its
-    embeddings too (the `vectors` platform needs them; encoded here when not cached)."""
+def publish_index(
+    path: Path | None,
+    url: str,
+    dense: bool,
+    say: Callable[[str], None],
+    name: str | None = None,
+) -> Pointer:
+    """Publish the corpus at `path` (None: the bundled Vaswani) to `url`, named `name` (its
+    results' URLs say it; default: the folder's or file's name); with `dense`, its embeddings
+    too (the `vectors` platform needs them; encoded here when not cached)."""
     problem = bucket_problem(url)
     if problem is not None:
         raise CorpusError(problem)
@@ -28,7 +35,7 @@ def publish_index(path: Path | None, url: str, dense: bool, say: Callable[[str],
         reason = dense_unavailable_reason()
         if reason is not None:
             raise CorpusError(f"cannot encode the corpus for `vectors`: {reason} (or --no-dense)")
-    corpus = load_corpus(path)
+    corpus = load_corpus(path, name)
     say(f"corpus {corpus.name}: {len(corpus):,} documents, fingerprint {corpus.fingerprint}")
     bm25 = Bm25Index.load_or_build(corpus)
     embeddings = DenseIndex.load_or_build(corpus, show_progress=True) if dense else None
