@@ -16,8 +16,8 @@ locals {
   ]...)
 
   # Every function gets these; function URLs are added per function, only those it calls. The
-  # OTEL_* ones only when tracing is on (tracing.tf).
-  common_env = merge(local.tracing_env, {
+  # OTEL_* ones only when tracing is on (tracing.tf); the corpus platforms' settings (corpus.tf).
+  common_env = merge(local.tracing_env, local.corpus_env, {
     GOOGLE_CLOUD_PROJECT       = var.project_id
     FANFUSE_PROJECT            = var.project_id
     FANFUSE_REGION             = var.region

@@ -13,7 +13,8 @@ resource "random_password" "tasks_secret" {
 locals {
   worker_timeout = var.deadline_seconds + 30
   public_urls    = { for target in ["start_search", "search_status", "cancel_search"] : target => "${aws_apigatewayv2_api.http.api_endpoint}/${target}" }
-  common_env = {
+  # (and the corpus platforms' settings: corpus.tf)
+  common_env = merge(local.corpus_env, {
     FANFUSE_CLOUD              = "aws"
     FANFUSE_AWS_REGION         = var.region
     FANFUSE_DYNAMODB_TABLE     = aws_dynamodb_table.fanfuse.name
@@ -23,7 +24,7 @@ locals {
     FANFUSE_FUNCTION_URLS      = jsonencode(local.public_urls)
     FANFUSE_TASKS_HMAC_SECRET  = random_password.tasks_secret.result
     FANFUSE_CACHE_DIR          = "/tmp/fanfuse" # the docs index: /tmp is a Lambda's only writable place
-  }
+  })
   # Who may call (fanfuse.auth.callers): only `http` has callers, so only it is told. The
   # principal API Gateway verified is trusted exactly when every route is AWS_IAM (api.tf).
   caller_env = {

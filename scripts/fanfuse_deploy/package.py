@@ -32,7 +32,20 @@ BASE_EXTRAS = {"gcp": ["cloud", "web"], "aws": ["lambda", "web"]}
 """What every function imports on each cloud (the store, the queue, the front; page content)."""
 PLATFORM_EXTRAS = {"docs": "docs", "vectors": "vectors", "web_search_mcp": "web-search-mcp"}
 """Platforms that need more than the core: their extra, installed only where they are deployed."""
+CORPUS_ENGINES = frozenset({"docs", "vectors"})
+"""Engines whose hits carry their documents' text (a local or published corpus): a deployment of
+only these fetches no page, so it needs no `web` extra (stages/pipeline.py imports it on first
+use only)."""
+LAMBDA_UNUSED = ("onnxruntime/capi/libonnxruntime.so*", "hf_xet", "hf_xet-*.dist-info")
+"""What no Lambda process loads, left out of the zip (Lambda's limit is 250 MB unzipped):
+onnxruntime's C API library (35 MB; its Python binding is self-contained) and hf_xet (12 MB,
+Hugging Face hub transfers: the model ships inside fanfuse and tokenizers reads it from a file).
+The rehearsal runs a `vectors` search from the zip, so a release that needs them fails there."""
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
+LAMBDA_AL2023_PLATFORM = "manylinux_2_28_x86_64"
+"""Wheels built for glibc 2.28 load on the python3.12+ runtimes (Amazon Linux 2023, glibc 2.34);
+onnxruntime (the `vectors` extra) ships no manylinux2014 wheel any more. Older runtimes (Amazon
+Linux 2, glibc 2.26) take manylinux2014 only."""
 
 
 def variables(cloud: str, var_files: list[Path]) -> dict[str, Any]:
@@ -47,9 +60,20 @@ def deployed_platforms(cloud: str, var_files: list[Path]) -> list[str]:
     return sorted(variables(cloud, var_files)["platforms"])
 
 
+def deployed_engines(cloud: str, var_files: list[Path]) -> list[str]:
+    """The engines the deployed platforms run: a corpus platform (corpus.tf) runs its engine's
+    code (`handbook_vectors` is `vectors`), so it needs that engine's extra."""
+    corpora = variables(cloud, var_files).get("corpus_platforms") or {}
+    engines = {name: str(spec["engine"]) for name, spec in corpora.items()}
+    return sorted({engines.get(p, p) for p in deployed_platforms(cloud, var_files)})
+
+
 def extras_for(cloud: str, platforms: list[str]) -> list[str]:
     extra = [PLATFORM_EXTRAS[p] for p in platforms if p in PLATFORM_EXTRAS]
-    return list(dict.fromkeys([*BASE_EXTRAS[cloud], *extra]))
+    base = BASE_EXTRAS[cloud]
+    if platforms and set(platforms) <= CORPUS_ENGINES:
+        base = [name for name in base if name != "web"]
+    return list(dict.fromkeys([*base, *extra]))
 
 
 def runtime_python(cloud: str, var_files: list[Path]) -> str:
@@ -90,13 +114,21 @@ def package_gcp(out: Path, extras: list[str]) -> None:
         _zip(tree, out)
 
 
+def lambda_platforms(python: str) -> list[str]:
+    """pip's `--platform` flags for the wheels a Lambda runtime of `python` (3.X) can load."""
+    platforms = [LAMBDA_PLATFORM]
+    if int(python.split(".")[1]) >= 12:
+        platforms.append(LAMBDA_AL2023_PLATFORM)
+    return [flag for platform in platforms for flag in ("--platform", platform)]
+
+
 def package_aws(out: Path, extras: list[str], python: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "lambda"
         wheel = build_wheel(Path(tmp) / "wheels")
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             "--target", str(tree), "--platform", LAMBDA_PLATFORM, "--implementation", "cp",
+             "--target", str(tree), *lambda_platforms(python), "--implementation", "cp",
              "--python-version", python, "--only-binary=:all:",
              f"{wheel}[{','.join(extras)}]"],
             check=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
@@ -104,6 +136,12 @@ def package_aws(out: Path, extras: list[str], python: str) -> None:
         shutil.copy(ROOT / "functions" / "aws_lambda.py", tree / "aws_lambda.py")
         for cache in tree.rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
+        for pattern in LAMBDA_UNUSED:
+            for unused in tree.glob(pattern):
+                if unused.is_dir():
+                    shutil.rmtree(unused)
+                else:
+                    unused.unlink()
         _zip(tree, out)
 
 
@@ -114,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("var_files", type=Path, nargs="*")
     args = parser.parse_args(argv)
     platforms = deployed_platforms(args.cloud, args.var_files)
-    extras = extras_for(args.cloud, platforms)
+    extras = extras_for(args.cloud, deployed_engines(args.cloud, args.var_files))
     if args.cloud == "gcp":
         package_gcp(args.out, extras)
     else:

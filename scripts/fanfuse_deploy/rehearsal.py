@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fanfuse_deploy import package, render
+from fanfuse_deploy import corpus, package, render
 
 if TYPE_CHECKING:
     from fanfuse.tools.devstack.processes import Component
@@ -180,7 +180,7 @@ def build_artifact(
     version = package.runtime_python(cloud, var_files)
     python = find_python(version)
     platforms = package.deployed_platforms(cloud, var_files)
-    extras = package.extras_for(cloud, platforms)
+    extras = package.extras_for(cloud, package.deployed_engines(cloud, var_files))
     archive = work / ("function.zip" if cloud == "gcp" else "lambda.zip")
     say(f"package: scripts/package-functions {cloud} {archive} {shown(var_files)}")
     if cloud == "gcp":
@@ -199,7 +199,9 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
     from fanfuse.tools.devstack.functions import FunctionProcess
     from fanfuse.tools.devstack.processes import free_port
     from fanfuse.tools.devstack.stack import queue_id
+    from fanfuse.tools.devstack.storage import StorageEmulator
 
+    var_files = [*var_files, corpus.var_file("gcp", work, var_files)]  # the published corpus
     version, python, platforms, archive = build_artifact("gcp", work, var_files)
     source = unzip(archive, work / "function")
     say(f"requirements.txt: {(source / 'requirements.txt').read_text().strip()}")
@@ -229,15 +231,17 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         queues=queues, project=project, location=str(module.variables["region"]),
         log_dir=work / "logs",
     )  # fmt: skip
+    storage = StorageEmulator(buckets=(corpus.BUCKET,), log_dir=work / "logs")
     started: list[Component] = []
     try:
-        for component in (firestore, tasks):
+        for component in (firestore, tasks, storage):
             component.start()
             started.append(component)
         local = {
             "FIRESTORE_EMULATOR_HOST": firestore.host,
             "FANFUSE_TASKS_EMULATOR_HOST": tasks.host,
             "FANFUSE_TASKS_HMAC_SECRET": tasks_secret,
+            "STORAGE_EMULATOR_HOST": storage.host,
         }
         run_env = clean_env({**environments["run_platform"], **local})
         seconds = cold_import(str(venv / "bin" / "python"), "main", source, run_env)
@@ -261,6 +265,9 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         say("the five functions started from the installed artifact")
         key = create_key_gcp(project, firestore.host)
         search_as_an_app(urls["start_search"], key)
+        published = corpus.publish("gcp", work, {"STORAGE_EMULATOR_HOST": storage.host})
+        corpus.search(urls["start_search"], key, published)
+        corpus.vectors_cold_start(str(venv / "bin" / "python"), source, run_env, "main", published)
     finally:
         for started_component in reversed(started):
             started_component.stop()
@@ -294,6 +301,7 @@ def _create_key(store: list[str], store_env: Mapping[str, str]) -> str:
 def rehearse_aws(work: Path, var_files: list[Path]) -> None:
     from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV, AwsStack
 
+    var_files = [*var_files, corpus.var_file("aws", work, var_files)]  # the published corpus
     version, python, platforms, archive = build_artifact("aws", work, var_files)
     task_root = unzip(archive, work / "task")
     runtime = work / "runtime"
@@ -317,6 +325,7 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
         **AWS_DUMMY_ENV,
         "AWS_DEFAULT_REGION": stack.addresses.region,
         "FANFUSE_AWS_ENDPOINT_URL": stack.addresses.endpoint,
+        "AWS_ENDPOINT_URL_S3": stack.addresses.endpoint,  # the corpus bucket, on moto too
         "PYTHONPATH": str(task_root),
     }
     env = clean_env({**render.union(environments), **local})
@@ -340,6 +349,11 @@ def rehearse_aws(work: Path, var_files: list[Path]) -> None:
              "FANFUSE_DYNAMODB_TABLE": environments["http"]["FANFUSE_DYNAMODB_TABLE"]}
         )  # fmt: skip
         search_as_an_app(f"{http_url}/start_search", key)
+        published = corpus.publish_to_moto(work, addresses.endpoint, addresses.region)
+        corpus.search(f"{http_url}/start_search", key, published)
+        corpus.vectors_cold_start(
+            str(runtime / "bin" / "python"), task_root, env, "aws_lambda", published
+        )
 
 
 def create_key_aws(aws_env: Mapping[str, str]) -> str:
