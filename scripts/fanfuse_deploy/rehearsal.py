@@ -292,67 +292,17 @@ def _create_key(store: list[str], store_env: Mapping[str, str]) -> str:
 
 
 def rehearse_aws(work: Path, var_files: list[Path]) -> None:
-    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV, AwsStack
+    """Terraform applies infra/aws to moto, and the search runs on what it created
+    (aws_rehearsal.py)."""
+    from fanfuse_deploy import aws_rehearsal
 
-    version, python, platforms, archive = build_artifact("aws", work, var_files)
-    task_root = unzip(archive, work / "task")
-    runtime = work / "runtime"
-    subprocess.run([python, "-m", "venv", "--without-pip", str(runtime)], check=True)
-    say(f"installed: {site_packages_mb(task_root)} MB unzipped (the Lambda's /var/task), "
-        f"python{version} with nothing else installed")  # fmt: skip
-
-    stack = AwsStack(platforms, log_dir=work / "logs", handle_signals=False)
-    http_url = stack.handlers.url
-    api_endpoint = http_url
-    module = render.aws_module(
-        var_files, api_endpoint=api_endpoint, tasks_secret=str(stack.addresses.tasks_secret)
-    )
-    environments = render.aws_environments(module)
-    names = ", ".join(environments)
-    say(f"rendered the environment of {names} from infra/aws + {shown(var_files)}")
-    # One local process hosts the three handlers (moto cannot run Lambda code): it gets the
-    # union of their environments, which agree on every name they share (tests/infra check
-    # that): the worker's plus the caller settings only `http` is given.
-    local = {
-        **AWS_DUMMY_ENV,
-        "AWS_DEFAULT_REGION": stack.addresses.region,
-        "FANFUSE_AWS_ENDPOINT_URL": stack.addresses.endpoint,
-        "PYTHONPATH": str(task_root),
-    }
-    env = clean_env({**render.union(environments), **local})
-    seconds = cold_import(str(runtime / "bin" / "python"), "aws_lambda", task_root, env)
-    say(f"cold import of aws_lambda: {seconds} s")
-    host = stack.handlers
-    host.process.argv = [
-        str(runtime / "bin" / "python"), "-c",
-        "import sys, aws_lambda; from fanfuse.fronts.aws_lambda import local; "
-        "local.main(sys.argv[1:])",
-        "--host", "127.0.0.1", "--port", str(host.port), "--paused", str(stack.paused),
-    ]  # fmt: skip
-    host.launch = lambda: _launch_clean(host, env)  # type: ignore[method-assign]
-    if environments["http"]["FANFUSE_DYNAMODB_TABLE"] != stack.settings.dynamodb_table:
-        raise SystemExit("rehearsal FAILED: the table Terraform names is not the stack's")
-    with stack as addresses:
-        say("moto, the table, the queues and the handlers (from the installed zip) started")
-        key = create_key_aws(
-            {**AWS_DUMMY_ENV, "AWS_DEFAULT_REGION": addresses.region,
-             "FANFUSE_AWS_ENDPOINT_URL": addresses.endpoint,
-             "FANFUSE_DYNAMODB_TABLE": environments["http"]["FANFUSE_DYNAMODB_TABLE"]}
-        )  # fmt: skip
-        search_as_an_app(f"{http_url}/start_search", key)
+    aws_rehearsal.rehearse(work, var_files, sys.modules[__name__])
 
 
 def create_key_aws(aws_env: Mapping[str, str]) -> str:
     """docs/deploy.md: `fanfuse keys create --owner my-app --dynamodb` with the table's settings
     (against moto here)."""
     return _create_key(["--dynamodb"], aws_env)
-
-
-def _launch_clean(host: object, env: Mapping[str, str]) -> None:
-    process = host.process  # type: ignore[attr-defined]
-    process.env = dict(env)
-    host._started_at = time.monotonic()  # type: ignore[attr-defined]
-    process.start()
 
 
 def main(argv: list[str] | None = None) -> None:
