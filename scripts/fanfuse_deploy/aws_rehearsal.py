@@ -54,7 +54,7 @@ TEARDOWN_TARGETS = ("aws_dynamodb_table.fanfuse", "aws_s3_bucket.artifacts")
 
 _PLAN = "terraform -chdir=infra/aws plan -input=false -var-file=$VAR_FILE -var=lambda_s3_key=$KEY"
 RUNBOOK: dict[str, str] = {
-    "package": "scripts/package-functions aws build/lambda.zip $VAR_FILE_FROM_ROOT",
+    "package": "scripts/package-functions aws build/lambda.zip infra/examples/aws.tfvars",
     "init": (
         "terraform -chdir=infra/aws init -input=false -backend-config=bucket=$STATE_BUCKET"
         f" -backend-config=key={STATE_KEY} -backend-config=region=$REGION"
@@ -461,6 +461,10 @@ def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
         client("s3").upload_file(str(archive), bucket, key)
         say(f"uploaded s3://{bucket}/{key}")
         figures.seconds["plan"] = operator.terraform("plan").seconds
+        shown = operator.terraform("show").output
+        if "fanfuse.tfplan" in shown or "Plan:" not in shown:
+            raise SystemExit(f"rehearsal FAILED: the saved plan shows no plan:\n{shown[-2000:]}")
+        say(tf.plan_summary(shown).splitlines()[-1])
         started = time.monotonic()
         operator.terraform("apply")
         figures.seconds["apply"] = time.monotonic() - started
@@ -471,6 +475,8 @@ def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
             f"dead-letter queue, {sum(len(m) for m in created.mappings.values())} mappings, "
             f"{len(created.functions)} functions, their roles, log groups and the key's "
         "policy")  # fmt: skip
+        endpoint = operator.terraform("endpoint").output.strip().splitlines()[-1]
+        say(f"the API: {endpoint} (API Gateway is not in the rehearsal's path)")
         table = operator.terraform("table").output.strip().splitlines()[-1]
         api_key = hooks.create_key_aws({
             "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -482,7 +488,8 @@ def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
         with lambda_stand_ins(created, runtime_python, task_root, moto.url, region, port,
                               work / "logs", hooks.clean_env):  # fmt: skip
             say("the three functions run on the stand-in Lambda service, from the installed zip")
-            hooks.search_as_an_app(f"http://127.0.0.1:{port}/start_search", api_key)
+            local = f"http://127.0.0.1:{port}"
+            hooks.search_as_an_app(f"{local}/start_search", api_key, public=(endpoint, local))
         run = operator.terraform("check", ok=(0, 2))
         figures.seconds["second plan"] = run.seconds
         if run.code == 2:

@@ -20,6 +20,7 @@ the key it is uploaded under (docs/deploy.md): a new build never overwrites a pr
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import os
 import re
@@ -74,7 +75,11 @@ def runtime_python(cloud: str, var_files: list[Path]) -> str:
 def build_wheel(into: Path) -> Path:
     """The fanfuse wheel as the functions install it: DEVELOPMENT_ONLY left out."""
     into.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    # setuptools builds in the source tree (build/, the egg-info): one build at a time, or two
+    # packagings at once (the rehearsals CI runs together) trip over each other's files.
+    lock = (Path(tempfile.gettempdir()) / "fanfuse-wheel-build.lock").open("w")
+    with lock, tempfile.TemporaryDirectory() as tmp:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         subprocess.run(
             [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
              "-w", tmp, str(ROOT)],

@@ -35,12 +35,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fanfuse_deploy import package, render
+from fanfuse_deploy import limits, package, render
 
 if TYPE_CHECKING:
     from fanfuse.tools.devstack.processes import Component
 
 QUERY = "dielectric constant of water at microwave frequencies"
+REHEARSALS = (
+    "scripts/deploy-rehearsal gcp",
+    "scripts/deploy-rehearsal aws",
+    "scripts/deploy-rehearsal aws infra/examples/aws-web.tfvars",
+)
+"""The rehearsals CI runs (tests/infra/test_rehearsal.py), as docs/deploy.md gives them."""
+GCP_RUNBOOK = {
+    "package": "scripts/package-functions gcp build/function.zip infra/examples/gcp.tfvars",
+    "keys": "FANFUSE_PROJECT=$PROJECT fanfuse keys create --owner my-app --firestore",
+}
+"""docs/deploy.md's Google Cloud commands the gcp rehearsal runs (aws_rehearsal.RUNBOOK: AWS's)."""
 TERMINAL = {"completed", "partial", "failed", "cancelled"}
 
 
@@ -129,8 +140,14 @@ def unzip(archive: Path, into: Path) -> Path:
 def http_json(
     method: str, url: str, body: object | None, headers: Mapping[str, str]
 ) -> tuple[int, dict[str, object]]:
+    from urllib.parse import urlsplit
+
     from fanfuse.tools.devstack.processes import http_request
 
+    if urlsplit(url).hostname not in ("127.0.0.1", "::1", "localhost"):
+        raise SystemExit(
+            f"rehearsal FAILED: {url} is not on this machine: the rehearsal calls none"
+        )
     data = None if body is None else json.dumps(body).encode()
     status, raw = http_request(
         method, url, data, {"Content-Type": "application/json", **headers}, timeout=30.0
@@ -142,8 +159,15 @@ def http_json(
     return status, parsed
 
 
-def search_as_an_app(start_url: str, api_key: str, deadline_s: float = 150.0) -> dict[str, object]:
-    """POST the search, then follow its status_url until it is final (bounded)."""
+def search_as_an_app(
+    start_url: str,
+    api_key: str,
+    deadline_s: float = 150.0,
+    public: tuple[str, str] | None = None,
+) -> dict[str, object]:
+    """POST the search, then follow its status_url until it is final (bounded). `public`:
+    (the deployment's public base URL, the local address standing in for it): the status_url
+    must be under the public one, and is followed at the local one."""
     headers = {"X-Api-Key": api_key}
     status, body = http_json("POST", start_url, {"query": QUERY, "platform": ["docs"]}, {})
     if status != 401:
@@ -156,6 +180,12 @@ def search_as_an_app(start_url: str, api_key: str, deadline_s: float = 150.0) ->
         raise SystemExit(f"rehearsal FAILED: start_search answered {status}: {body}")
     say(f"start_search 202 task {body['task_id']}")
     status_url = str(body["status_url"])
+    if public is not None:
+        base, local = public
+        if not status_url.startswith(base + "/"):
+            raise SystemExit(f"rehearsal FAILED: status_url {status_url} is not under {base}")
+        say(f"status_url {status_url}: followed at {local}")
+        status_url = local + status_url[len(base) :]
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         status, view = http_json("GET", status_url, None, headers)
@@ -182,7 +212,7 @@ def build_artifact(
     platforms = package.deployed_platforms(cloud, var_files)
     extras = package.extras_for(cloud, platforms)
     archive = work / ("function.zip" if cloud == "gcp" else "lambda.zip")
-    say(f"package: scripts/package-functions {cloud} {archive} {shown(var_files)}")
+    say(f"$ scripts/package-functions {cloud} build/{archive.name} {shown(var_files)}")
     if cloud == "gcp":
         package.package_gcp(archive, extras)
     else:
@@ -213,6 +243,17 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
     )  # fmt: skip
     (site,) = venv.glob("lib/python*/site-packages")
     say(f"installed: {site_packages_mb(site)} MB in site-packages")
+    # Cloud Functions' limits on the source and on the source with its modules (limits.py), and
+    # no development tools: the functions below run without them.
+    sizes = limits.Sizes.of(archive)
+    installed = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    limits.refuse(limits.check_gcf(sizes, installed), "the Cloud Functions source")
+    if package.development_files(archive):
+        raise SystemExit("rehearsal FAILED: the source ships fanfuse/tools")
+    say(f"source: {sizes}; with its modules {(sizes.unzipped + installed) / limits.MB:.1f} MB "
+        f"(limits: {limits.GCF_SOURCE_ZIPPED // limits.MB} MB compressed, "
+        f"{limits.GCF_SOURCE_AND_MODULES // limits.MB} MB with modules); "
+        "no fanfuse/tools")  # fmt: skip
 
     ports = {target: free_port() for target in render.GCP_FUNCTIONS}
     urls = {target: f"http://127.0.0.1:{port}" for target, port in ports.items()}
@@ -278,7 +319,7 @@ def _create_key(store: list[str], store_env: Mapping[str, str]) -> str:
     operator's machine (this venv), against the deployment's store."""
     beside = Path(sys.executable).parent / "fanfuse"
     fanfuse = str(beside) if beside.exists() else shutil.which("fanfuse") or "fanfuse"
-    command = ["keys", "create", "--owner", "rehearsal-app", "--label", "first", *store]
+    command = ["keys", "create", "--owner", "my-app", *store]
     out = subprocess.run(
         [fanfuse, *command], env={**os.environ, **store_env}, capture_output=True, text=True
     )
