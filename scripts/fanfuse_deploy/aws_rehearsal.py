@@ -411,6 +411,22 @@ def lambda_stand_ins(
                 process.wait(5)
 
 
+def refused_plan(workspace: tf.Workspace, values: Mapping[str, str], module: Any) -> None:
+    """A plan whose pollers exceed the account's concurrency fails, naming the numbers: the
+    deployment as given, on an account of a tenth of the pollers it needs."""
+    pollers = dict(module.local("pollers"))
+    quota = max(1, sum(pollers.values()) // 10)
+    args = [
+        "plan", "-input=false", "-no-color", f"-var-file={values['VAR_FILE']}",
+        f"-var=lambda_s3_key={values['KEY']}", f"-var=account_concurrency={quota}",
+    ]  # fmt: skip
+    run = workspace.run(args, ok=(1,))
+    if "exceed what the functions may run" not in run.output:
+        raise SystemExit(f"rehearsal FAILED: the plan failed otherwise:\n{run.output[-3000:]}")
+    say(f"a plan on an account of {quota} concurrent executions fails: the pollers "
+        f"({pollers}) exceed what the functions may run ({run.seconds:.0f} s)")  # fmt: skip
+
+
 def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
     """The whole AWS rehearsal; `hooks` is rehearsal.py's (build, key, search, clean_env)."""
     from fanfuse.tools.devstack.aws import MotoProcess
@@ -455,6 +471,7 @@ def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
         make_provider_secrets(client, secrets)
         say(f"state bucket {state_bucket} and {len(secrets)} provider secrets made")
         operator.terraform("init")
+        refused_plan(workspace, values, module)
         figures.seconds["bootstrap"] = operator.terraform("bootstrap-plan").seconds
         figures.seconds["bootstrap"] += operator.terraform("bootstrap-apply").seconds
         bucket = operator.terraform("artifact-bucket").output.strip().splitlines()[-1]

@@ -3,7 +3,12 @@
     scripts/deploy-rehearsal gcp    (infra/ + infra/examples/gcp.tfvars)
     scripts/deploy-rehearsal aws    (infra/aws + infra/examples/aws.tfvars)
 
-1. build the artifact the deploy ships, with the deploy's own script (package.py);
+On AWS the rehearsal goes further and applies the Terraform itself (aws_rehearsal.py: apply to
+moto, read back, search on what was created, plan again, destroy). On Google Cloud, where no
+provider can be installed here:
+
+1. build the artifact the deploy ships, with the deploy's own script (package.py), without
+   fanfuse.tools and within the cloud's limits (limits.py);
 2. install it into a clean environment for the runtime's Python, from its own requirements, as
    the cloud would (GCP: a venv and `pip install -r requirements.txt`; Lambda: the unzipped tree
    on the path of a bare interpreter, as /var/task is);
@@ -16,7 +21,8 @@
 5. print `rehearsal ok`. Any failure exits non-zero with what failed.
 
 The local stand-ins are fanfuse.tools.devstack's (the Firestore and Cloud Tasks emulators, moto's
-server, the Lambda host), so the rehearsal runs what the tests run.
+server), so the rehearsal runs what the tests run; the functions themselves run from the
+artifact, where fanfuse.tools is not.
 """
 
 from __future__ import annotations
