@@ -163,6 +163,7 @@ resource "aws_cloudwatch_metric_alarm" "daily_spend" {
 # The account's bill, not only fanfuse's figures: optional (monthly_budget_usd).
 resource "aws_budgets_budget" "monthly" {
   count        = var.monthly_budget_usd == null ? 0 : 1
+  account_id   = data.aws_caller_identity.current.account_id
   name         = "${var.name_prefix}-monthly"
   budget_type  = "COST"
   limit_amount = tostring(var.monthly_budget_usd)
