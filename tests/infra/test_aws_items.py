@@ -201,7 +201,7 @@ def test_optional_costs_are_variables_off_by_default() -> None:
 # -- Item 12: alerts as code, each to the notification channel -----------------------------------
 
 
-def test_alarms_watch_the_dead_letter_queues_errors_latency_and_spend() -> None:
+def test_alarms_watch_the_dead_letter_queues_errors_latency_and_spend(tmp_path: Path) -> None:
     module = render.aws_module([EXAMPLES / "aws-web.tfvars"])
     alarms = module.resources("aws_cloudwatch_metric_alarm")
     assert set(alarms) == {"dead_letters", "function_errors", "search_latency", "daily_spend"}
@@ -215,8 +215,16 @@ def test_alarms_watch_the_dead_letter_queues_errors_latency_and_spend() -> None:
     emails = module.resources("aws_sns_topic_subscription")["alert_emails"]
     assert module.value(emails["for_each"], {}) == ["ops@example.com"]
     budget = module.resources("aws_budgets_budget")["monthly"]
-    assert module.value(budget["count"], {}) == 1
-    assert render.aws_module([]).value(budget["count"], {}) == 0  # optional
+    assert module.value(budget["count"], {}) == 0  # optional
+    budgeted = aws(tmp_path, "monthly_budget_usd = 200\n", EXAMPLES / "aws-web.tfvars")
+    assert budgeted.value(budget["count"], {}) == 1
+    notices = {
+        (n["threshold"], module.value(n["notification_type"], {}))
+        for n in budget["notification"]
+    }
+    assert notices == {(80, "ACTUAL"), (100, "FORECASTED")}
+    for notice in budget["notification"]:
+        assert notice["subscriber_sns_topic_arns"] == ["${aws_sns_topic.alerts.arn}"]
 
 
 def event_line(fields: dict[str, Any]) -> dict[str, Any]:

@@ -86,31 +86,6 @@ def sqs_attributes_as_aws() -> None:
     Queue.attributes = property(attributes)  # type: ignore[method-assign, assignment]
 
 
-def budget_subscribers_as_aws() -> None:
-    """moto (5.2) stores a budget notification's subscribers but has no
-    DescribeSubscribersForNotification, which the AWS provider calls to read an
-    `aws_budgets_budget` back (it then retries, and the apply never ends): answered from what
-    moto stored. A no-op on a moto that has it."""
-    from moto.budgets.exceptions import NotFoundException
-    from moto.budgets.responses import BudgetsResponse
-
-    if hasattr(BudgetsResponse, "describe_subscribers_for_notification"):
-        return
-
-    def describe_subscribers_for_notification(self: BudgetsResponse) -> str:
-        account = self._get_param("AccountId")
-        budget = self.backend.budgets[account].get(self._get_param("BudgetName"))
-        wanted = self._get_param("Notification")
-        for notification in [] if budget is None else budget.notifications:
-            if notification.details == wanted:
-                return json.dumps({"Subscribers": notification.subscribers})
-        raise NotFoundException("Unable to find the notification")
-
-    BudgetsResponse.describe_subscribers_for_notification = (  # type: ignore[attr-defined]
-        describe_subscribers_for_notification
-    )
-
-
 def make_moto_server(port: int) -> BaseWSGIServer:
     """moto (every backend) behind SerialDynamoDB, threaded, bound to LOOPBACK:`port` (0: any
     free one); not serving yet."""
@@ -122,7 +97,6 @@ def make_moto_server(port: int) -> BaseWSGIServer:
     from werkzeug.serving import make_server
 
     sqs_attributes_as_aws()
-    budget_subscribers_as_aws()
     app = SerialDynamoDB(DomainDispatcherApplication(create_backend_app))
     return make_server(
         LOOPBACK, port, app, threaded=True, request_handler=_quiet(MotoRequestHandler)
