@@ -219,8 +219,7 @@ def test_alarms_watch_the_dead_letter_queues_errors_latency_and_spend(tmp_path: 
     budgeted = aws(tmp_path, "monthly_budget_usd = 200\n", EXAMPLES / "aws-web.tfvars")
     assert budgeted.value(budget["count"], {}) == 1
     notices = {
-        (n["threshold"], module.value(n["notification_type"], {}))
-        for n in budget["notification"]
+        (n["threshold"], module.value(n["notification_type"], {})) for n in budget["notification"]
     }
     assert notices == {(80, "ACTUAL"), (100, "FORECASTED")}
     for notice in budget["notification"]:
