@@ -32,13 +32,16 @@ locals {
 resource "google_project_service" "apis" {
   for_each = toset([
     "artifactregistry.googleapis.com",
+    "billingbudgets.googleapis.com", # the optional budget (alerts.tf)
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    "cloudresourcemanager.googleapis.com", # the project IAM grants (google_project_iam_member)
     "cloudtasks.googleapis.com",
     "firebaserules.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
+    "monitoring.googleapis.com", # the alert policies and their channels (alerts.tf)
     "run.googleapis.com",
     "secretmanager.googleapis.com",
     "storage.googleapis.com",

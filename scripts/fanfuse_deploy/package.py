@@ -10,11 +10,18 @@ aws_lambda.py at the root beside every dependency, installed for the Lambda runt
 and platform (manylinux x86_64 wheels only, as Lambda would load them). The deployed platforms
 are read from infra/ and the var files, the same Terraform inputs the deploy uses, so the
 package cannot miss a deployed platform's extra.
+
+Both ship the fanfuse wheel without `fanfuse.tools` (bench, evaluation, the local stacks, the
+provider stubs: development only, DEVELOPMENT_ONLY), and both are refused, nothing written,
+when over their cloud's limits (limits.py). The Lambda zip's name carries its content's hash,
+the key it is uploaded under (docs/deploy.md): a new build never overwrites a previous one.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -26,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse_deploy.hcl import Module
+from fanfuse_deploy.limits import Sizes, check_gcf, check_lambda, refuse
 from fanfuse_deploy.render import AWS_INFRA, INFRA, ROOT
 
 BASE_EXTRAS = {"gcp": ["cloud", "web"], "aws": ["lambda", "web"]}
@@ -46,6 +54,9 @@ LAMBDA_AL2023_PLATFORM = "manylinux_2_28_x86_64"
 """Wheels built for glibc 2.28 load on the python3.12+ runtimes (Amazon Linux 2023, glibc 2.34);
 onnxruntime (the `vectors` extra) ships no manylinux2014 wheel any more. Older runtimes (Amazon
 Linux 2, glibc 2.26) take manylinux2014 only."""
+DEVELOPMENT_ONLY = ("fanfuse/tools/",)
+"""Parts of the fanfuse package no function imports (DESIGN.md: development only), left out of
+every artifact: the functions must import and run without them (the rehearsal runs them)."""
 
 
 def variables(cloud: str, var_files: list[Path]) -> dict[str, Any]:
@@ -53,7 +64,7 @@ def variables(cloud: str, var_files: list[Path]) -> dict[str, Any]:
     if cloud == "gcp":
         required = {"project_id": "p", "function_source_object": "x"}
         return Module.load(INFRA, var_files, required).variables
-    return Module.load(AWS_INFRA, var_files, {"lambda_package": "x"}).variables
+    return Module.load(AWS_INFRA, var_files, {"lambda_s3_key": "x"}).variables
 
 
 def deployed_platforms(cloud: str, var_files: list[Path]) -> list[str]:
@@ -86,14 +97,60 @@ def runtime_python(cloud: str, var_files: list[Path]) -> str:
 
 
 def build_wheel(into: Path) -> Path:
+    """The fanfuse wheel as the functions install it: DEVELOPMENT_ONLY left out."""
     into.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
-         "-w", str(into), str(ROOT)],
-        check=True,
-    )  # fmt: skip
-    (wheel,) = into.glob("fanfuse-*.whl")
+    # setuptools builds in the source tree (build/, the egg-info): one build at a time, or two
+    # packagings at once (the rehearsals CI runs together) trip over each other's files.
+    lock = (Path(tempfile.gettempdir()) / "fanfuse-wheel-build.lock").open("w")
+    with lock, tempfile.TemporaryDirectory() as tmp:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
+             "-w", tmp, str(ROOT)],
+            check=True,
+        )  # fmt: skip
+        (built,) = Path(tmp).glob("fanfuse-*.whl")
+        wheel = into / built.name
+        without_development_tools(built, wheel)
     return wheel
+
+
+def without_development_tools(wheel: Path, out: Path) -> None:
+    """`wheel` rewritten to `out` without the DEVELOPMENT_ONLY files, its RECORD (the list pip
+    installs and checks) without their lines."""
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dest:
+        for info in source.infolist():
+            if info.filename.startswith(DEVELOPMENT_ONLY):
+                continue
+            data = source.read(info)
+            if info.filename.endswith(".dist-info/RECORD"):
+                kept = [
+                    line for line in data.decode().splitlines(keepends=True)
+                    if not line.startswith(DEVELOPMENT_ONLY)
+                ]  # fmt: skip
+                data = "".join(kept).encode()
+            dest.writestr(info, data)
+
+
+def development_files(archive: Path) -> list[str]:
+    """Entries of a built artifact (or of a wheel inside it) that are development only."""
+    found: list[str] = []
+    with zipfile.ZipFile(archive) as handle:
+        for name in handle.namelist():
+            if name.startswith(DEVELOPMENT_ONLY):
+                found.append(name)
+            elif name.endswith(".whl"):
+                with tempfile.TemporaryDirectory() as tmp:
+                    inner = Path(handle.extract(name, tmp))
+                    found += [f"{name}!{n}" for n in development_files(inner)]
+    return found
+
+
+def lambda_s3_key(archive: Path) -> str:
+    """The key a Lambda zip is uploaded under: its content's hash, so each build has its own and
+    the previous ones stay for a rollback."""
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
+    return f"lambda/fanfuse-{digest}.zip"
 
 
 def _zip(directory: Path, out: Path) -> None:
@@ -105,13 +162,27 @@ def _zip(directory: Path, out: Path) -> None:
                 archive.write(path, path.relative_to(directory).as_posix())
 
 
-def package_gcp(out: Path, extras: list[str]) -> None:
+def _write_checked(tree: Path, out: Path, check: Any, what: str) -> Sizes:
+    """Zip `tree` beside `out`, and move it to `out` only if `check` finds nothing refused."""
+    staged = out.with_name(out.name + ".partial")
+    _zip(tree, staged)
+    sizes = Sizes.of(staged)
+    try:
+        refuse(check(sizes), f"{out} ({what})")
+    except Exception:
+        staged.unlink()
+        raise
+    staged.replace(out)
+    return sizes
+
+
+def package_gcp(out: Path, extras: list[str]) -> Sizes:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "function"
         wheel = build_wheel(tree / "wheels")
         shutil.copy(ROOT / "functions" / "main.py", tree / "main.py")
         (tree / "requirements.txt").write_text(f"./wheels/{wheel.name}[{','.join(extras)}]\n")
-        _zip(tree, out)
+        return _write_checked(tree, out, check_gcf, "Cloud Functions source")
 
 
 def lambda_platforms(python: str) -> list[str]:
@@ -122,7 +193,7 @@ def lambda_platforms(python: str) -> list[str]:
     return [flag for platform in platforms for flag in ("--platform", platform)]
 
 
-def package_aws(out: Path, extras: list[str], python: str) -> None:
+def package_aws(out: Path, extras: list[str], python: str) -> Sizes:
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "lambda"
         wheel = build_wheel(Path(tmp) / "wheels")
@@ -142,7 +213,7 @@ def package_aws(out: Path, extras: list[str], python: str) -> None:
                     shutil.rmtree(unused)
                 else:
                     unused.unlink()
-        _zip(tree, out)
+        return _write_checked(tree, out, check_lambda, "Lambda .zip package, through S3")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,10 +225,13 @@ def main(argv: list[str] | None = None) -> None:
     platforms = deployed_platforms(args.cloud, args.var_files)
     extras = extras_for(args.cloud, deployed_engines(args.cloud, args.var_files))
     if args.cloud == "gcp":
-        package_gcp(args.out, extras)
+        sizes = package_gcp(args.out, extras)
     else:
-        package_aws(args.out, extras, runtime_python(args.cloud, args.var_files))
-    print(f"{args.out}: {args.cloud}, platforms {','.join(platforms)}, extras {','.join(extras)}")
+        sizes = package_aws(args.out, extras, runtime_python(args.cloud, args.var_files))
+    print(f"{args.out}: {args.cloud}, platforms {','.join(platforms)}, extras {','.join(extras)};"
+          f" {sizes}")  # fmt: skip
+    if args.cloud == "aws":
+        print(f"upload to s3://<artifact_bucket>/{lambda_s3_key(args.out)}")
 
 
 if __name__ == "__main__":
