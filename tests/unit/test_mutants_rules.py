@@ -24,7 +24,7 @@ from fanfuse.rules import (
     stats,
 )
 from fanfuse.rules.limits import Budget
-from fanfuse.rules.mutations import Snapshot
+from fanfuse.rules.mutations import Snapshot, health_swap
 from fanfuse.wire.errors import TaskConflict, TaskExpired
 from fanfuse.wire.models import (
     BreakerState,
@@ -38,6 +38,7 @@ from fanfuse.wire.models import (
     PlatformRun,
     PlatformState,
     Progress,
+    QueryFailure,
     RerankNote,
     Result,
     SearchRequest,
@@ -45,7 +46,14 @@ from fanfuse.wire.models import (
     Task,
     TaskStatus,
 )
-from fanfuse.wire.options import CacheMode, OptionName, SearchOptions, TimeRange
+from fanfuse.wire.options import (
+    Applied,
+    CacheMode,
+    OptionName,
+    OptionUse,
+    SearchOptions,
+    TimeRange,
+)
 
 
 def test_a_share_is_an_equal_part_of_the_cap_and_never_nothing() -> None:
@@ -113,7 +121,7 @@ def _searching(names: list[str], *, mode: str = "balanced", queries: int = 1) ->
 
 
 def _run(name: str, index: int, state: PlatformState, **fields: Any) -> PlatformRun:
-    return PlatformRun(task_id="t", name=name, index=index, of=2, state=state, **fields)
+    return PlatformRun(task_id="t", name=name, index=index, state=state, **{"of": 2, **fields})
 
 
 def test_a_cancel_ends_the_unfinished_runs_and_says_so_everywhere() -> None:
@@ -346,3 +354,177 @@ def test_a_platforms_errors_and_cache_add_up_over_its_runs() -> None:
     (alpha,) = got.platforms
     assert alpha.errors == {"rate_limited": 2}
     assert alpha.cache_hit_rate == 0.3333
+
+
+# -- the final document and the preview ------------------------------------------------------------
+
+
+def _three(task: Task) -> list[PlatformRun]:
+    """a succeeded (a post-filter removed 2, another applied natively, one query failed), b
+    failed, c still running."""
+    a = _succeeded("a", 1, 3).model_copy(
+        update={
+            "of": 3,
+            "options": {
+                "exclude_domains": OptionUse(applied=Applied.POST_FILTER, removed=2),
+                "time_range": OptionUse(applied=Applied.NATIVE),
+                "country": OptionUse(applied=Applied.NOT_APPLIED, removed=5),
+            },
+            "failed_queries": [QueryFailure(platform="a", query_index=0, query="q0", error="x")],
+        }
+    )
+    b = _run("b", 2, PlatformState.FAILED, of=3, error="HTTP 500")
+    c = _run("c", 3, PlatformState.RUNNING, of=3)
+    return [a, b, c]
+
+
+def test_the_final_document_says_what_failed_what_was_filtered_and_when() -> None:
+    """Kills `final_document`'s straggler message and error, the errors' condition and keys, the
+    query failures' placing (first query included, none past the last), the error left ""
+    or set on a partial search, `filtered` and `filtered_totals` (not applied: not counted,
+    added up from 0), cost, progress, updated_at and finalized_at."""
+    task = _searching(["a", "b", "c"], queries=2)
+    final = aggregate.final_document(task, _three(task), NOW)
+    (straggler,) = final.ended
+    assert straggler.message == "Platform 3/3 (c): Timed out"
+    assert straggler.error == aggregate.DEADLINE_ERROR
+    doc = final.task
+    assert doc.status is TaskStatus.PARTIAL and doc.error is None
+    assert [(e.platform, e.state, e.error) for e in doc.errors] == [
+        ("b", PlatformState.FAILED, "HTTP 500"),
+        ("c", PlatformState.TIMED_OUT, aggregate.DEADLINE_ERROR),
+    ]
+    assert [[f.query for f in q.failed] for q in doc.results_by_query] == [["q0"], []]
+    assert doc.filtered == {"exclude_domains": 2, "time_range": 0}
+    assert doc.progress == Progress(percent=100.0, stage="partial", message=doc.summary.message)
+    assert doc.updated_at == doc.finalized_at == NOW
+    a, b, _ = _three(task)
+    assert doc.cost == spend.receipt(task.cost, [a, b, straggler])
+
+
+def test_every_platform_failed_is_one_error_naming_each() -> None:
+    """Kills the failed search's error (`status is FAILED` inverted, the message dropped, its
+    separator changed)."""
+    task = _searching(["a", "b"])
+    runs = [
+        _run("a", 1, PlatformState.FAILED, error="HTTP 401"),
+        _run("b", 2, PlatformState.FAILED, error="HTTP 500"),
+    ]
+    doc = aggregate.final_document(task, runs, NOW).task
+    assert doc.status is TaskStatus.FAILED
+    assert doc.error == "All 2 platforms failed: a: HTTP 401; b: HTTP 500"
+
+
+def test_one_query_has_no_per_query_lists_in_the_final_document_nor_in_the_preview() -> None:
+    """Kills `results_by_query`'s `len(task.queries) > 1` -> `>= 1` or always, in both."""
+    task = _searching(["a", "b"])
+    runs = [_succeeded("a", 1, 2), _run("b", 2, PlatformState.RUNNING)]
+    assert aggregate.final_document(task, runs, NOW).task.results_by_query == []
+    preview = aggregate.preview(task, runs)
+    assert preview is not None and preview.results_by_query == [] and preview.results
+
+
+def test_the_preview_lists_each_query_failure_under_its_query() -> None:
+    """Kills `preview`'s query index bounds (`0 <=` -> `1 <=` or `0 <`, `<` -> `<=`)."""
+    task = _searching(["a", "b", "c"], queries=2)
+    a, _, c = _three(task)
+    late = QueryFailure(platform="a", query_index=2, query="q2", error="x")  # no such query
+    a = a.model_copy(update={"failed_queries": [*a.failed_queries, late]})
+    preview = aggregate.preview(task, [a, c])
+    assert preview is not None
+    assert [[f.query for f in q.failed] for q in preview.results_by_query] == [["q0"], []]
+
+
+def test_the_weights_of_the_request_reach_the_fusion() -> None:
+    """Kills `_fused` passing no weights (None, or left out)."""
+    task = _searching(["a", "b"])
+    weighted = task.model_copy(
+        update={"request": task.request.model_copy(update={"weights": {"a": 0.0, "b": 1.0}})}
+    )
+    runs = [_succeeded("a", 1, 1), _succeeded("b", 2, 1)]
+    assert [r.url for r in aggregate.final_document(task, runs, NOW).task.results] == [
+        "https://a.org/1",
+        "https://b.org/1",
+    ]
+    assert aggregate.final_document(weighted, runs, NOW).task.results[0].url == "https://b.org/1"
+
+
+# -- lifecycle.finalize, progress, mutations, quota keys -------------------------------------------
+
+
+def test_a_search_is_finalized_once_its_platforms_ended_or_at_its_deadline() -> None:
+    """Kills `finalization_due`'s terminal answer (True), `running` (None), `now >= deadline`
+    -> `>`, and `finalize` passing no `now` or no `reranked` on."""
+    task = _searching(["a", "b"])
+    ended = [_succeeded("a", 1, 1), _run("b", 2, PlatformState.FAILED, error="x")]
+    running = [_succeeded("a", 1, 1), _run("b", 2, PlatformState.RUNNING)]
+    over = task.model_copy(update={"status": TaskStatus.COMPLETED})
+    assert not lifecycle.finalization_due(over, ended, NOW, force=True)
+    assert lifecycle.finalization_due(task, ended, NOW, force=False)
+    assert not lifecycle.finalization_due(task, running, NOW, force=False)
+    assert lifecycle.finalization_due(task, running, task.deadline_at, force=False)
+    snap = Snapshot(task, {r.name: r for r in running})
+    assert lifecycle.finalize(NOW, force=False)(snap) is None
+    late = lifecycle.finalize(task.deadline_at, force=False)(snap)
+    assert late is not None and late.task is not None and late.task.finalized_at == task.deadline_at
+    deep = _searching(["a", "b"], mode="comprehensive")
+    note = RerankNote(method="llm", applied=True, candidates=1)
+    orders = {0: RerankOrder(order=["https://a.org/1"], note=note)}
+    writes = lifecycle.finalize(NOW, force=True, reranked=orders)(
+        Snapshot(deep, {r.name: r for r in ended})
+    )
+    assert writes is not None and writes.task is not None
+    assert writes.task.rerank == note
+
+
+def test_the_live_progress_is_the_mean_and_the_latest_platforms_words() -> None:
+    """Kills every mutant of `progress.merged`."""
+    stored = Progress(percent=0.0, stage="pending", message="Queued")
+    queued = [_run("a", 1, PlatformState.QUEUED), _run("b", 2, PlatformState.QUEUED)]
+    assert progress.merged(queued, stored) == stored
+    early = _run("a", 1, PlatformState.RUNNING, percent=50.0, stage="a_searching", message="m-a")
+    later = _run("b", 2, PlatformState.SUCCEEDED, stage="b_done", message="m-b")
+    early = early.model_copy(update={"updated_at": NOW})
+    later = later.model_copy(update={"updated_at": NOW + timedelta(seconds=1)})
+    assert progress.merged([early, later], stored) == Progress(
+        percent=75.0, stage="b_done", message="m-b"
+    )
+    assert progress.merged([later, early], stored).message == "m-b"
+
+
+def test_the_summary_counts_what_did_not_answer_and_the_failed_queries() -> None:
+    """Kills `summarize`'s single-platform message (failed: its error, else its state), the
+    unanswered count (failed + suspended), the failed queries (of succeeded runs only) and
+    their clause."""
+    failed = _run("a", 1, PlatformState.FAILED, error="boom")
+    assert progress.summarize([failed], 0).message == "Search failed: boom"
+    silent = _run("a", 1, PlatformState.FAILED)
+    assert progress.summarize([silent], 0).message == "Search failed: failed"
+    one = QueryFailure(platform="a", query_index=0, query="q0", error="x")
+    two = QueryFailure(platform="a", query_index=1, query="q1", error="x")
+    ok = _run("a", 1, PlatformState.SUCCEEDED, failed_queries=[one, two])
+    gone = _run("b", 2, PlatformState.FAILED, failed_queries=[one])
+    down = _run("c", 3, PlatformState.SUSPENDED)
+    summary = progress.summarize([ok, gone, down], 4)
+    assert (summary.failed, summary.failed_queries) == (2, 2)
+    assert summary.message.endswith("(2 failed); 2 queries failed on a platform")
+    assert progress.summarize([ok.model_copy(update={"failed_queries": [one]})], 3).message == (
+        "Search completed: 3 results; 1 query failed on a platform"
+    )
+
+
+def test_a_health_swap_writes_the_change_and_answers_the_document_as_stored() -> None:
+    """Kills every mutant of `mutations.health_swap`."""
+    stored = PlatformHealth(name="p", updated_at=NOW)
+    changed = stored.model_copy(update={"consecutive_failures": 1})
+    swap = health_swap(lambda h: changed if h is stored else None)
+    assert swap(stored) == (changed, changed)
+    assert health_swap(lambda h: None)(stored) == (None, stored)
+
+
+def test_a_bucket_key_keeps_an_email_and_hashes_only_what_is_too_long() -> None:
+    """Kills `bucket_key`'s safe characters changed and `len > KEY_CHARS` -> `>=`."""
+    assert quota.bucket_key("key:ann@x.org") == "key%3Aann@x.org"
+    exact = "a" * quota.KEY_CHARS
+    assert quota.bucket_key(exact) == exact
+    assert quota.bucket_key(exact + "a").startswith("sha256-")
