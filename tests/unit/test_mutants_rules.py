@@ -396,6 +396,7 @@ def test_the_final_document_says_what_failed_what_was_filtered_and_when() -> Non
     ]
     assert [[f.query for f in q.failed] for q in doc.results_by_query] == [["q0"], []]
     assert doc.filtered == {"exclude_domains": 2, "time_range": 0}
+    assert doc.summary is not None
     assert doc.progress == Progress(percent=100.0, stage="partial", message=doc.summary.message)
     assert doc.updated_at == doc.finalized_at == NOW
     a, b, _ = _three(task)
