@@ -16,6 +16,7 @@ from fanfuse.rules import (
     aggregate,
     breaker,
     filters,
+    health,
     lifecycle,
     limits,
     progress,
@@ -30,6 +31,7 @@ from fanfuse.wire.models import (
     BreakerState,
     CacheNote,
     CacheState,
+    Counters,
     FailureKind,
     FusionMethod,
     Hit,
@@ -39,6 +41,7 @@ from fanfuse.wire.models import (
     PlatformState,
     Progress,
     QueryFailure,
+    QuotaBucket,
     RerankNote,
     Result,
     SearchRequest,
@@ -529,3 +532,95 @@ def test_a_bucket_key_keeps_an_email_and_hashes_only_what_is_too_long() -> None:
     exact = "a" * quota.KEY_CHARS
     assert quota.bucket_key(exact) == exact
     assert quota.bucket_key(exact + "a").startswith("sha256-")
+
+
+def test_a_bucket_within_rounding_of_a_whole_token_admits() -> None:
+    """The refill is float arithmetic: a token short by EPSILON is a whole one. Kills `take`'s
+    `tokens + EPSILON >= 1` -> `>`."""
+    limit = quota.Limit.per_minute(60)
+    bucket = QuotaBucket(tokens=1 - quota.EPSILON, updated_at=NOW, expires_at=NOW)
+    written, wait = quota.take(bucket, limit, NOW)
+    assert wait is None and written is not None and written.tokens == 0.0
+    short = bucket.model_copy(update={"tokens": 1 - 3 * quota.EPSILON})
+    assert quota.take(short, limit, NOW)[0] is None
+
+
+def test_an_ended_run_is_complete_stamped_and_framed() -> None:
+    """Kills `ended_run`'s error, percent (100), message (its index, count and name) and
+    finished_at/updated_at keys."""
+    run = _run("b", 2, PlatformState.RUNNING, of=3, percent=40.0, updated_at=NOW - timedelta(1))
+    ended = aggregate.ended_run(run, PlatformState.FAILED, "HTTP 500", "Failed", NOW)
+    assert (ended.state, ended.error, ended.percent) == (PlatformState.FAILED, "HTTP 500", 100.0)
+    assert ended.message == "Platform 2/3 (b): Failed"
+    assert ended.finished_at == ended.updated_at == NOW
+
+
+def test_a_late_outcome_after_the_search_ended_only_closes_the_run() -> None:
+    """A worker reporting after a cancel or a forced finalization: its run ends cancelled or
+    timed out, with nothing of its outcome. Kills `finish`'s branch on the terminal task (the
+    state chosen, the cancelled run left alone, the run written)."""
+    outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED)
+    held = _run("a", 1, PlatformState.RUNNING, lease="w1")
+    for status, state in (
+        (TaskStatus.CANCELLED, PlatformState.CANCELLED),
+        (TaskStatus.PARTIAL, PlatformState.TIMED_OUT),
+    ):
+        task = _searching(["a"]).model_copy(update={"status": status})
+        writes = lifecycle.finish("a", outcome, NOW, "w1")(Snapshot(task, {"a": held}))
+        assert writes is not None and writes.task is None
+        (ended,) = writes.runs
+        assert (ended.state, ended.message) == (
+            state,
+            "Platform 1/2 (a): Stopped: search already finished",
+        )
+    cancelled = held.model_copy(update={"state": PlatformState.CANCELLED})
+    task = _searching(["a"]).model_copy(update={"status": TaskStatus.CANCELLED})
+    assert lifecycle.finish("a", outcome, NOW, "w1")(Snapshot(task, {"a": cancelled})) is None
+
+
+def test_the_breaker_stamps_every_change() -> None:
+    """Kills the `updated_at` keys of `claim_probe` and `on_success`."""
+    due = PlatformHealth(
+        name="p",
+        state=BreakerState.OPEN,
+        retry_at=NOW - timedelta(seconds=1),
+        consecutive_failures=3,
+        updated_at=NOW - timedelta(minutes=5),
+    )
+    probing = breaker.claim_probe(due, "tok", NOW)
+    assert probing is not None and probing.updated_at == NOW
+    closed = breaker.on_success(due, NOW)
+    assert closed is not None and closed.updated_at == NOW
+
+
+def test_a_latency_sample_moves_the_average_by_alpha_and_is_stamped() -> None:
+    """Kills `observed`'s updated_at keys and `(1 - ALPHA) * previous` -> `/`."""
+    first = health.observed(None, "p", 2.0, NOW)
+    assert first is not None and (first.latency_s, first.samples, first.updated_at) == (2.0, 1, NOW)
+    later = NOW + timedelta(minutes=1)
+    second = health.observed(first, "p", 4.0, later)
+    assert second is not None and second.updated_at == later and second.samples == 2
+    assert second.latency_s == pytest.approx(0.3 * 4.0 + 0.7 * 2.0)
+
+
+def test_the_fan_in_counts_and_its_progress() -> None:
+    """Kills `add_ended`'s failed count (dropped or subtracted), `at_fan_in` (the percents of
+    the ended and the waiting platforms, the stage and message kept) and `mean_percent`
+    (nothing is 0, the rounding)."""
+    counters = Counters(done=1, failed=1)
+    failed = _run("b", 2, PlatformState.FAILED, error="x")
+    assert progress.add_ended(counters, [failed]) == Counters(done=2, failed=2)
+    ended = _run("b", 2, PlatformState.SUCCEEDED, stage="b_searching", message="m")
+    assert progress.at_fan_in(1, 3, ended) == Progress(
+        percent=33.33, stage="b_searching", message="m"
+    )
+    assert progress.mean_percent([]) == 0.0
+    assert progress.mean_percent([10.0, 0.0, 0.0]) == 3.33
+
+
+def test_an_option_that_removed_nothing_says_zero() -> None:
+    """Kills `post_filter`'s `removed.get(name, 0)` -> `get(name, 1)`."""
+    hits = [[Hit(url="https://x.org/a")]]
+    options = SearchOptions(exclude_domains=["y.org"])
+    filtered = filters.post_filter(hits, options, (), NOW)
+    assert filtered.uses["exclude_domains"] == OptionUse(applied=Applied.POST_FILTER, removed=0)
