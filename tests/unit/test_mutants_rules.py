@@ -26,11 +26,12 @@ from fanfuse.rules import (
 )
 from fanfuse.rules.limits import Budget
 from fanfuse.rules.mutations import Snapshot, health_swap
-from fanfuse.wire.errors import TaskConflict, TaskExpired
+from fanfuse.wire.errors import LeaseHeld, TaskConflict, TaskExpired
 from fanfuse.wire.models import (
     BreakerState,
     CacheNote,
     CacheState,
+    CallRecord,
     Counters,
     FailureKind,
     FusionMethod,
@@ -46,6 +47,7 @@ from fanfuse.wire.models import (
     Result,
     SearchRequest,
     Stage,
+    StepProgress,
     Task,
     TaskStatus,
 )
@@ -624,3 +626,103 @@ def test_an_option_that_removed_nothing_says_zero() -> None:
     options = SearchOptions(exclude_domains=["y.org"])
     filtered = filters.post_filter(hits, options, (), NOW)
     assert filtered.uses["exclude_domains"] == OptionUse(applied=Applied.POST_FILTER, removed=0)
+
+
+def test_a_claim_starts_the_run_afresh_and_a_live_lease_is_named_when_refused() -> None:
+    """Kills `claim`'s LeaseHeld message, and its stage, progress (0 of 0), percent, message,
+    started_at (kept from the first attempt) and updated_at."""
+    task = _searching(["a", "b"])
+    first_start = NOW - timedelta(minutes=1)
+    lapsed = _run(
+        "b",
+        2,
+        PlatformState.RUNNING,
+        lease="w1",
+        lease_until=NOW - timedelta(seconds=1),
+        percent=60.0,
+        stage="b_fetching_content",
+        message="old",
+        started_at=first_start,
+        progress=StepProgress(current=3, total=5),
+    )
+    writes = lifecycle.claim("b", NOW, "w2", lease=timedelta(seconds=30))(
+        Snapshot(task, {"b": lapsed})
+    )
+    assert writes is not None
+    (run,) = writes.runs
+    assert (run.stage, run.percent, run.lease, run.attempt) == ("b_searching", 0.0, "w2", 1)
+    assert (run.progress.current, run.progress.total) == (0, 0)
+    assert run.message == "Platform 2/2 (b): Searching: querying"
+    assert (run.started_at, run.updated_at) == (first_start, NOW)
+    fresh = _run("b", 2, PlatformState.QUEUED)
+    claimed = lifecycle.claim("b", NOW, "w2", lease=timedelta(seconds=30))(
+        Snapshot(task, {"b": fresh})
+    )
+    assert claimed is not None and claimed.runs[0].started_at == NOW
+    with pytest.raises(LeaseHeld, match="b of t is leased to another delivery"):
+        lifecycle.claim("b", NOW, "w3", lease=timedelta(seconds=30))(Snapshot(task, {"b": run}))
+
+
+def test_the_fan_in_records_the_whole_outcome_and_the_tasks_progress() -> None:
+    """Kills `finish`'s message (the outcome's, else found/failed), the error, every outcome
+    field's key, and the task's status, progress and updated_at."""
+    task = _searching(["a", "b"])
+    held = _run("a", 1, PlatformState.RUNNING, lease="w1", timings={"queued": 0.5})
+    call = CallRecord(platform="a", status=200)
+    use = OptionUse(applied=Applied.NATIVE)
+    failure = QueryFailure(platform="a", query_index=0, query="q0", error="x")
+    note = CacheNote(state=CacheState.MISS, mode=CacheMode.AUTO, misses=1)
+    outcome = lifecycle.Outcome(
+        state=PlatformState.SUCCEEDED,
+        results=[Hit(url="https://a.org/1", rank=1)],
+        provider="p-1",
+        timings={"searching": 1.5},
+        calls=[call],
+        options={"time_range": use},
+        failed_queries=[failure],
+        cache=note,
+    )
+    writes = lifecycle.finish("a", outcome, NOW, "w1")(Snapshot(task, {"a": held}))
+    assert writes is not None and writes.task is not None
+    (ended,) = writes.runs
+    assert ended.message == "Platform 1/2 (a): Searching: Found 1 result"
+    assert (ended.provider, ended.calls, ended.cache) == ("p-1", [call], note)
+    assert ended.timings == {"queued": 0.5, "searching": 1.5}
+    assert (ended.options, ended.failed_queries) == ({"time_range": use}, [failure])
+    assert writes.task.status is TaskStatus.RUNNING and writes.task.updated_at == NOW
+    assert writes.task.progress.percent == 50.0
+    failed = lifecycle.Outcome(
+        state=PlatformState.FAILED,
+        error="HTTP 500",
+        failure=FailureKind.ERROR,
+        retry_at=NOW + timedelta(seconds=9),
+    )
+    writes = lifecycle.finish("a", failed, NOW, "w1")(Snapshot(task, {"a": held}))
+    assert writes is not None
+    (ended,) = writes.runs
+    assert (ended.message, ended.error) == ("Platform 1/2 (a): Failed: HTTP 500", "HTTP 500")
+    assert (ended.failure, ended.retry_at) == (FailureKind.ERROR, NOW + timedelta(seconds=9))
+    told = lifecycle.Outcome(state=PlatformState.SUCCEEDED, message="Served from the cache")
+    writes = lifecycle.finish("a", told, NOW, "w1")(Snapshot(task, {"a": held}))
+    assert (
+        writes is not None and writes.runs[0].message == "Platform 1/2 (a): Served from the cache"
+    )
+
+
+def test_queued_progress_and_counted_words() -> None:
+    """Kills `queued` and `counted`."""
+    assert progress.queued(1) == Progress(percent=0.0, stage="queued", message="Queued: 1 platform")
+    assert progress.queued(2).message == "Queued: 2 platforms"
+    assert [progress.counted(n, "result") for n in (0, 1, 2)] == [
+        "0 results",
+        "1 result",
+        "2 results",
+    ]
+    assert progress.counted(2, "query", "queries") == "2 queries"
+
+
+def test_too_late_to_start_leaves_exactly_the_fraction_asked() -> None:
+    """Kills `too_late_to_start`'s `<` -> `<=`."""
+    task = _searching(["a"])  # created at NOW, deadline 30 s later
+    assert not lifecycle.too_late_to_start(task, NOW + timedelta(seconds=15), 0.5)
+    assert lifecycle.too_late_to_start(task, NOW + timedelta(seconds=16), 0.5)
