@@ -32,15 +32,29 @@ PACKAGES = ("fusion", "rules", "wire", "guard", "budget")
 KILLED = {"killed", "timeout", "caught by type check"}
 
 
-def results(package: str) -> dict[str, str] | None:
-    path = STAGES / package / "results.txt"
-    if not path.exists():
-        return None
+def read(path: Path) -> dict[str, str]:
     found = {}
     for line in path.read_text().splitlines():
         name, sep, status = line.strip().rpartition(": ")
         if sep and "__mutmut_" in name:
             found[name] = status
+    return found
+
+
+def results(package: str) -> dict[str, str] | None:
+    """Each mutant's status in the package's last run. After `scripts/mutants --again` (which
+    keeps the full run's statuses in results-before.txt), a mutant it did not test again was
+    killed in the full run, and new tests cannot let it live: it keeps that verdict."""
+    path = STAGES / package / "results.txt"
+    if not path.exists():
+        return None
+    found = read(path)
+    before = STAGES / package / "results-before.txt"
+    if before.exists():
+        earlier = read(before)
+        for name, status in found.items():
+            if status == "not checked" and earlier.get(name) in KILLED:
+                found[name] = earlier[name]
     return found
 
 

@@ -90,6 +90,7 @@ def test_a_budget_chooses_every_querys_best_ranked_pages_first() -> None:
     assert budget.choose(hits, [0, 1, 2, 3]) == [0, 1, 2]
     assert (budget.used, budget.skipped) == (3, 1)
     assert budget.choose(hits, []) == [] and budget.skipped == 1
+    assert Budget(2).choose(hits, [0, 1, 2, 3]) == [1, 2]  # the two first results, not 0 and 1
 
 
 def test_only_the_caps_that_cut_are_reported() -> None:
@@ -119,7 +120,7 @@ def _searching(names: list[str], *, mode: str = "balanced", queries: int = 1) ->
         status=TaskStatus.RUNNING,
         progress=Progress(percent=40.0, stage="searching", message="m"),
         created_at=NOW,
-        updated_at=NOW,
+        updated_at=NOW - timedelta(minutes=1),
         deadline_at=NOW + timedelta(seconds=30),
         expires_at=NOW + timedelta(minutes=30),
     )
@@ -338,7 +339,7 @@ def test_stats_count_every_search_in_the_window_whatever_the_order_read() -> Non
 
 def test_a_platforms_errors_and_cache_add_up_over_its_runs() -> None:
     """Kills `_Tally.add_run`'s error count read under None, the cache hits and misses
-    overwritten instead of added, and the hit rate's rounding (1/3: 0.3333)."""
+    overwritten instead of added, and the hit rate's rounding (1/7: 0.1429)."""
     failed = _run("a", 1, PlatformState.FAILED, failure=FailureKind.RATE_LIMITED)
     cached = [
         _run(
@@ -353,12 +354,18 @@ def test_a_platforms_errors_and_cache_add_up_over_its_runs() -> None:
             PlatformState.SUCCEEDED,
             cache=CacheNote(state=CacheState.PARTIAL, mode=CacheMode.AUTO, misses=2),
         ),
+        _run(
+            "a",
+            1,
+            PlatformState.SUCCEEDED,
+            cache=CacheNote(state=CacheState.MISS, mode=CacheMode.AUTO, misses=4),
+        ),
     ]
     searches = [_recorded(5, failed), _recorded(6, failed), *(_recorded(7, run) for run in cached)]
     got = stats.compute(searches, {}, now=NOW, window=timedelta(hours=1), scope="all")
     (alpha,) = got.platforms
     assert alpha.errors == {"rate_limited": 2}
-    assert alpha.cache_hit_rate == 0.3333
+    assert alpha.cache_hit_rate == 0.1429  # 1 hit, 6 misses
 
 
 # -- the final document and the preview ------------------------------------------------------------
@@ -375,7 +382,10 @@ def _three(task: Task) -> list[PlatformRun]:
                 "time_range": OptionUse(applied=Applied.NATIVE),
                 "country": OptionUse(applied=Applied.NOT_APPLIED, removed=5),
             },
-            "failed_queries": [QueryFailure(platform="a", query_index=0, query="q0", error="x")],
+            "failed_queries": [
+                QueryFailure(platform="a", query_index=0, query="q0", error="x"),
+                QueryFailure(platform="a", query_index=2, query="q2", error="x"),  # no such
+            ],
         }
     )
     b = _run("b", 2, PlatformState.FAILED, of=3, error="HTTP 500")
@@ -401,6 +411,10 @@ def test_the_final_document_says_what_failed_what_was_filtered_and_when() -> Non
     ]
     assert [[f.query for f in q.failed] for q in doc.results_by_query] == [["q0"], []]
     assert doc.filtered == {"exclude_domains": 2, "time_range": 0}
+    assert aggregate.filtered_totals([_three(task)[0], _three(task)[0]]) == {
+        "exclude_domains": 4,
+        "time_range": 0,
+    }
     assert doc.summary is not None
     assert doc.progress == Progress(percent=100.0, stage="partial", message=doc.summary.message)
     assert doc.updated_at == doc.finalized_at == NOW
@@ -597,6 +611,9 @@ def test_the_breaker_stamps_every_change() -> None:
 
 def test_a_latency_sample_moves_the_average_by_alpha_and_is_stamped() -> None:
     """Kills `observed`'s updated_at keys and `(1 - ALPHA) * previous` -> `/`."""
+    breaker_only = PlatformHealth(name="p", updated_at=NOW - timedelta(hours=1))
+    seeded = health.observed(breaker_only, "p", 2.0, NOW)
+    assert seeded is not None and seeded.updated_at == NOW and seeded.latency_s == 2.0
     first = health.observed(None, "p", 2.0, NOW)
     assert first is not None and (first.latency_s, first.samples, first.updated_at) == (2.0, 1, NOW)
     later = NOW + timedelta(minutes=1)
@@ -623,9 +640,10 @@ def test_the_fan_in_counts_and_its_progress() -> None:
 def test_an_option_that_removed_nothing_says_zero() -> None:
     """Kills `post_filter`'s `removed.get(name, 0)` -> `get(name, 1)`."""
     hits = [[Hit(url="https://x.org/a")]]
-    options = SearchOptions(exclude_domains=["y.org"])
-    filtered = filters.post_filter(hits, options, (), NOW)
+    options = SearchOptions(exclude_domains=["y.org"], time_range=TimeRange.DAY)
+    filtered = filters.post_filter(hits, options, (OptionName.TIME_RANGE,), NOW)
     assert filtered.uses["exclude_domains"] == OptionUse(applied=Applied.POST_FILTER, removed=0)
+    assert filtered.uses["time_range"] == OptionUse(applied=Applied.NATIVE, removed=0)
 
 
 def test_a_claim_starts_the_run_afresh_and_a_live_lease_is_named_when_refused() -> None:
