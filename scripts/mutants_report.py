@@ -13,9 +13,9 @@ stay beside the new ones.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
-import sys
 import tomllib
 from collections import Counter
 from datetime import UTC, datetime
@@ -59,13 +59,20 @@ def results(package: str) -> dict[str, str] | None:
 
 
 def diff(package: str, name: str) -> str:
-    shown = subprocess.run(
-        [sys.executable, "-m", "mutmut", "show", name],
-        cwd=STAGES / package,
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
+    """The mutant's change as mutmut shows it (`mutmut show`), read in this process: the
+    mutated module is named in the mutant's name (`fanfuse.rules.lifecycle.x_claim__mutmut_3`)."""
+    module = re.split(r"\.x[_ǁ]", name.split("__mutmut_")[0], maxsplit=1)[0]
+    source = Path("src", *module.split(".")).with_suffix(".py")
+    here = Path.cwd()
+    try:
+        from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+        os.chdir(STAGES / package)
+        shown = get_diff_for_mutant(name, path=source)
+    except Exception as exc:  # a mutant mutmut cannot show: say so, keep the report
+        shown = f"(no diff: {exc!r})"
+    finally:
+        os.chdir(here)
     lines = [line for line in shown.splitlines() if line.startswith(("+", "-", "@@"))]
     return "\n".join(line for line in lines if not line.startswith(("+++", "---")))
 
