@@ -42,19 +42,21 @@ def read(path: Path) -> dict[str, str]:
 
 
 def results(package: str) -> dict[str, str] | None:
-    """Each mutant's status in the package's last run. After `scripts/mutants --again` (which
-    keeps the full run's statuses in results-before.txt), a mutant it did not test again was
-    killed in the full run, and new tests cannot let it live: it keeps that verdict."""
+    """Each mutant's status in the package's last run. `scripts/mutants --again` tests only the
+    mutants not killed, and mutmut then reports the others "not checked": they were killed by
+    an earlier run (kept here in verdicts.txt, updated at each report), and added tests cannot
+    let them live, so they keep that verdict."""
     path = STAGES / package / "results.txt"
     if not path.exists():
         return None
     found = read(path)
-    before = STAGES / package / "results-before.txt"
-    if before.exists():
-        earlier = read(before)
+    kept = STAGES / package / "verdicts.txt"
+    if kept.exists():
+        earlier = read(kept)
         for name, status in found.items():
             if status == "not checked" and earlier.get(name) in KILLED:
                 found[name] = earlier[name]
+    kept.write_text("".join(f"{name}: {status}\n" for name, status in found.items()))
     return found
 
 
