@@ -589,6 +589,7 @@ def test_a_late_outcome_after_the_search_ended_only_closes_the_run() -> None:
             state,
             "Platform 1/2 (a): Stopped: search already finished",
         )
+        assert ended.finished_at == ended.updated_at == NOW
     cancelled = held.model_copy(update={"state": PlatformState.CANCELLED})
     task = _searching(["a"]).model_copy(update={"status": TaskStatus.CANCELLED})
     assert lifecycle.finish("a", outcome, NOW, "w1")(Snapshot(task, {"a": cancelled})) is None
@@ -677,6 +678,11 @@ def test_a_claim_starts_the_run_afresh_and_a_live_lease_is_named_when_refused() 
         Snapshot(task, {"b": fresh})
     )
     assert claimed is not None and claimed.runs[0].started_at == NOW
+    alone = _run("b", 1, PlatformState.QUEUED, of=1)  # one platform: plain stage names
+    claimed = lifecycle.claim("b", NOW, "w2", lease=timedelta(seconds=30))(
+        Snapshot(task, {"b": alone})
+    )
+    assert claimed is not None and claimed.runs[0].stage == "searching"
     with pytest.raises(LeaseHeld, match="b of t is leased to another delivery"):
         lifecycle.claim("b", NOW, "w3", lease=timedelta(seconds=30))(Snapshot(task, {"b": run}))
 
@@ -700,7 +706,8 @@ def test_the_fan_in_records_the_whole_outcome_and_the_tasks_progress() -> None:
         failed_queries=[failure],
         cache=note,
     )
-    writes = lifecycle.finish("a", outcome, NOW, "w1")(Snapshot(task, {"a": held}))
+    pending = task.model_copy(update={"status": TaskStatus.PENDING})
+    writes = lifecycle.finish("a", outcome, NOW, "w1")(Snapshot(pending, {"a": held}))
     assert writes is not None and writes.task is not None
     (ended,) = writes.runs
     assert ended.message == "Platform 1/2 (a): Searching: Found 1 result"
