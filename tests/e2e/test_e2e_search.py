@@ -369,3 +369,22 @@ def test_search_status_carries_the_preview_while_running_and_reading_it_writes_n
     e2e.stub.release("web_gate")
     final = e2e.wait(accepted, timeout=60)
     assert final["status"] == "completed" and final["preview"] is None
+
+
+def test_the_last_fan_in_finalizes_the_search_while_the_aggregate_queue_is_held(
+    e2e: Runtime,
+) -> None:
+    """The cloud runtimes finalize at the last platform's fan-in (runtimes/cloud.py builds its
+    service with `finalize_at_fan_in=True`: one queue hop less). With the aggregate queue held,
+    neither the fan-in's aggregate task nor the deadline task is delivered, and the search
+    still ends, fused, with nothing left to the aggregator.
+
+    Kills: `finalize_at_fan_in=True` -> `False` in runtimes/cloud.py (the search would wait for
+    the held aggregate queue)."""
+    e2e.pause("aggregate")
+    accepted = e2e.start({"query": "electrons", "platform": "docs,web_ok"})
+    view = e2e.wait(accepted, timeout=60)
+    assert view["status"] == "completed", view
+    assert view["counters"] == {"done": 2, "failed": 0}
+    assert view["results"] and view["finalized_at"] is not None
+    assert view["summary"]["message"].startswith("Multi-platform search completed: 2/2 platforms")

@@ -44,7 +44,7 @@ names the field), 130 interrupted."""
 
 def _print_version(value: bool) -> None:
     if value:
-        from fanfuse import __version__
+        from fanfuse.support.version import __version__
 
         typer.echo(f"fanfuse {__version__}")
         raise typer.Exit()

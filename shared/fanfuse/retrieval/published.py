@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fanfuse import __version__
+from fanfuse.support.version import __version__
 from fanfuse.retrieval.buckets import Bucket, BucketError, MissingObject, open_bucket
 from fanfuse.retrieval.corpus import Corpus, CorpusDoc, cache_dir, slugify
 from fanfuse.wire.errors import CorpusError
