@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fanfuse.support.version import __version__
 from fanfuse.retrieval.buckets import Bucket, BucketError, MissingObject, open_bucket
 from fanfuse.retrieval.corpus import Corpus, CorpusDoc, cache_dir, slugify
+from fanfuse.support.version import __version__
 from fanfuse.wire.errors import CorpusError
 
 if TYPE_CHECKING:
