@@ -2,7 +2,7 @@
 # - every function: its own log group, X-Ray (when traced), the key, the table's item operations;
 # - http: send to every task queue (start_search enqueues the platforms and the deadline), and
 #   Scan the table (an operator's GET /search_status/stats reads every owner's recent searches:
-#   store/recent.py; the TTL expires items, nothing else scans);
+#   DynamoStore.recent, store/dynamodb.py; the TTL expires items, nothing else scans);
 # - worker: consume the platform queues, send to the aggregate queue (the last fan-in);
 # - aggregator: consume the aggregate queue and send to it (a deadline past SQS's 15-minute
 #   delay is sent on, hop by hop: queue/sqs.py).

@@ -323,7 +323,7 @@ def verify(
             ("dynamodb:Query", f"{table_arn}/index/{codec.OWNER_INDEX}"),
         ]
         if name == "http":
-            needed += [("dynamodb:Scan", table_arn)]  # an operator's stats (store/recent.py)
+            needed += [("dynamodb:Scan", table_arn)]  # an operator's stats (DynamoStore.recent)
         for action, resource in needed:
             if not allows(statements, action, resource):
                 problems.append(f"role {role_name} may not {action} on {resource}")

@@ -9,16 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fanfuse.retrieval import dense, top_k
+from fanfuse.retrieval import bundle as bundle_format
+from fanfuse.retrieval import embeddings, top_k
+from fanfuse.retrieval.bundle import BUNDLE, dequantize, quantize, read_bundle, write_bundle
 from fanfuse.retrieval.corpus import Corpus, indexable_text, load_corpus, load_trec_queries
-from fanfuse.retrieval.dense import (
-    BUNDLE,
-    DenseIndex,
-    dequantize,
-    quantize,
-    read_bundle,
-    write_bundle,
-)
+from fanfuse.retrieval.dense import DenseIndex
 
 pytestmark = pytest.mark.slow
 
@@ -60,7 +55,7 @@ def test_a_fresh_cache_searches_vaswani_from_the_bundle_without_encoding_it(
     assert index.embeddings.shape == (len(vaswani), 384)
     # The bundle holds this model's embeddings of these documents: encode a sample afresh.
     sample = list(range(0, len(vaswani), SAMPLE_STEP))
-    fresh = dense.encode([indexable_text(vaswani.docs[i]) for i in sample])
+    fresh = embeddings.encode([indexable_text(vaswani.docs[i]) for i in sample])
     cosines = np.sum(fresh * index.embeddings[sample], axis=1)
     assert np.all(cosines > 0.999), cosines.min()
     [hits] = index.search(["measurement of dielectric constant of liquids"], 5)
@@ -77,9 +72,9 @@ def test_the_bundle_ranks_like_float32_on_vaswanis_queries(vaswani: Corpus) -> N
     assert bundled is not None, why
     queries = list(load_trec_queries().values())[:QUERIES]
     overlaps = []
-    for query_vector in dense.encode(queries):
+    for query_vector in embeddings.encode(queries):
         wide = [p for p, _ in top_k((bundled @ query_vector).astype(np.float64), 20, False)]
-        exact = dense.encode([indexable_text(vaswani.docs[p]) for p in wide]) @ query_vector
+        exact = embeddings.encode([indexable_text(vaswani.docs[p]) for p in wide]) @ query_vector
         best = {wide[i] for i in np.argsort(-exact, kind="stable")[:10]}
         overlaps.append(len(best & set(wide[:10])) / 10)
     assert np.mean(overlaps) >= 0.95, overlaps
@@ -104,6 +99,6 @@ def test_a_bundle_of_another_corpus_or_model_is_refused(
     stale = "bundle bundle.npz was made for another fingerprint"
     assert read_bundle(bundle, changed) == (None, stale)
 
-    monkeypatch.setattr(dense, "weights_hash", lambda: "0" * 32)
+    monkeypatch.setattr(bundle_format, "weights_hash", lambda: "0" * 32)
     assert read_bundle(bundle, corpus) == (None, "bundle bundle.npz was made for another weights")
     assert read_bundle(tmp_path / "none.npz", corpus)[0] is None

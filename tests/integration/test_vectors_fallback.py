@@ -12,8 +12,8 @@ import pytest
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.vectors import FALLBACK_PROVIDER, VectorsPlatform
+from fanfuse.retrieval import bundle, dense
 from fanfuse.retrieval import corpus as corpus_module
-from fanfuse.retrieval import dense
 from fanfuse.retrieval.corpus import load_corpus
 from fanfuse.retrieval.dense import DenseIndex
 from fanfuse.runtimes.embedded import EmbeddedRuntime
@@ -39,7 +39,7 @@ def bundled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     trec = "".join(f"<DOC>\n<DOCNO>d{i}</DOCNO>\n{text}\n</DOC>\n" for i, text in enumerate(DOCS))
     (data / "doc-text.trec").write_text(trec, encoding="utf-8")
     monkeypatch.setattr(corpus_module, "DATA_DIR", data)
-    monkeypatch.setattr(dense, "BUNDLE", data / f"{dense.KIND}.npz")  # no such file
+    monkeypatch.setattr(bundle, "BUNDLE", data / f"{dense.KIND}.npz")  # no such file
     monkeypatch.setenv("FANFUSE_CACHE_DIR", str(tmp_path / "cache"))
     DenseIndex.clear_memo()
     return data / "doc-text.trec"

@@ -14,7 +14,7 @@ import pytest
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.vectors import VectorsPlatform
-from fanfuse.retrieval import dense, index_dir, read_meta
+from fanfuse.retrieval import embeddings, index_dir, read_meta
 from fanfuse.retrieval.corpus import Corpus, load_corpus
 from fanfuse.retrieval.dense import KIND, DenseIndex
 from fanfuse.runtimes.embedded import EmbeddedRuntime
@@ -53,7 +53,7 @@ def corpus_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.write_text("\n".join(json.dumps(row) for row in rows), encoding="utf-8")
     monkeypatch.setenv("FANFUSE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("FANFUSE_VECTORS_CORPUS", str(path))
-    monkeypatch.setattr(dense, "CHUNK", CHUNK)
+    monkeypatch.setattr(embeddings, "CHUNK", CHUNK)
     return path
 
 

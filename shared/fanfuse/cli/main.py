@@ -261,11 +261,19 @@ def dev(
     ] = "gcp",
     app_origin: Annotated[
         list[str] | None,
-        typer.Option(help="gcp: a browser app's origin (examples/web-app/README.md)"),
+        typer.Option(
+            help="gcp: a browser app on this origin (http://127.0.0.1:8000) may call the "
+            "functions as a user of the Firebase emulators (CORS, the emulators' unsigned ID "
+            "tokens for the demo- project): examples/web-app/README.md",
+        ),
     ] = None,
     rules: Annotated[
         Path | None,
-        typer.Option(exists=True, dir_okay=False, help="gcp: Firestore rules to load"),
+        typer.Option(
+            exists=True,
+            dir_okay=False,
+            help="gcp: Firestore security rules to load (infra/firestore.rules)",
+        ),
     ] = None,
 ) -> None:
     """Run the local cloud stack: emulators and functions.

@@ -320,6 +320,7 @@ def _dense(
 
     from fanfuse.retrieval import dense, index_dir, publish
     from fanfuse.retrieval.corpus import indexable_text
+    from fanfuse.retrieval.embeddings import MODEL_NAME, encode
 
     reason = dense.dense_unavailable_reason()
     if reason is not None:
@@ -333,15 +334,15 @@ def _dense(
     if missing:
 
         def encoding(done: int, total: int) -> None:
-            say(f"encoding documents with {dense.MODEL_NAME}: {done}/{total}")
+            say(f"encoding documents with {MODEL_NAME}: {done}/{total}")
 
-        parts.append(dense.encode(missing, on_progress=encoding))
+        parts.append(encode(missing, on_progress=encoding))
         offset = len(previous.corpus) if previous is not None else 0
         row.update({t: offset + i for i, t in enumerate(missing)})
     embeddings = np.concatenate(parts)[[row[t] for t in texts]]
     # The index `vectors` loads for this snapshot: the path and meta DenseIndex reads.
     path = index_dir(corpus, dense.KIND, cache_root)
-    publish(path, dense._meta(corpus), lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
+    publish(path, dense.index_meta(corpus), lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
     report.encoded = len(missing)
     report.reused = len(texts) - len(missing)
     report.corpus.dense = True
@@ -352,7 +353,7 @@ def _stored_dense(corpus: Corpus, cache_root: Path) -> DenseIndex | None:
     loading it never encodes), else None."""
     from fanfuse.retrieval import dense, index_dir, read_meta
 
-    if read_meta(index_dir(corpus, dense.KIND, cache_root)) != dense._meta(corpus):
+    if read_meta(index_dir(corpus, dense.KIND, cache_root)) != dense.index_meta(corpus):
         return None
     return dense.DenseIndex.load_or_build(corpus, cache_root, show_progress=False)
 

@@ -34,7 +34,8 @@ from fanfuse.platforms.docs import (
     to_hits,
 )
 from fanfuse.retrieval.corpus import Corpus, default_corpus_path
-from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
+from fanfuse.retrieval.dense import dense_unavailable_reason
+from fanfuse.retrieval.embeddings import MODEL_NAME, ProgressCallback
 from fanfuse.retrieval.published import CorpusVersion
 from fanfuse.wire.models import Hit
 
@@ -84,14 +85,15 @@ class VectorsPlatform(Platform[VectorsSettings]):
     ) -> list[list[Hit]]:
         if settings.corpus_url:
             with COLD_STARTS.loading(f"dense:{settings.corpus_url}", record):
-                from fanfuse.retrieval.dense import load_model
+                from fanfuse.retrieval.embeddings import load_model
 
                 load_model()  # the first query's encoding would load it: a cold start
                 return search_published(self.name, settings, params, CorpusVersion.dense)
         path = settings.corpus
         key = f"dense:{path}"
         with COLD_STARTS.loading(key, record):  # imports, the corpus, its index, the model
-            from fanfuse.retrieval.dense import DenseIndex, load_model
+            from fanfuse.retrieval.dense import DenseIndex
+            from fanfuse.retrieval.embeddings import load_model
 
             corpus = open_corpus(self.name, path)
             bundled = corpus.source == default_corpus_path().resolve()

@@ -1,4 +1,5 @@
-"""Local retrieval over a `Corpus`: BM25 (`bm25`) and dense embeddings (`dense`).
+"""Local retrieval over a `Corpus`: BM25 (`bm25`) and dense embeddings (`dense`: the index;
+`embeddings`: texts encoded with the shipped model, `minilm`; `bundle`: Vaswani's, shipped).
 
 Both indexes are built once per corpus fingerprint, cached under
 `cache_dir()/indexes/{fingerprint}/`, and memoized per process; searches return

@@ -1,165 +1,50 @@
-"""Dense retrieval with all-MiniLM-L6-v2 on ONNX Runtime (`fanfuse.retrieval.minilm`): no torch.
+"""The dense index: cosine search over a corpus's embeddings, cached, memoized, or encoded once.
 
-The model ships inside the package, converted once from the weights sentence-transformers used
-(`scripts/export-onnx-model`), so nothing is fetched from a hub and a search imports neither
-torch nor sentence-transformers. Document embeddings are computed once per corpus fingerprint
-and model, cached as `.npy`, and only loaded afterwards.
+A corpus's document embeddings (embeddings.py) are computed once per corpus fingerprint and
+model, cached as `.npy` under the index folder (`retrieval.index_dir`) and only loaded afterwards;
+the bundled corpus's come from the package's bundle (bundle.py) when it matches this model. A
+search encodes only its queries and ranks every document by one matrix product.
 
-The bundled Vaswani corpus's embeddings ship with the package (`BUNDLE`, int8 with one scale per
-row: 4.4 MB instead of 17.6 MB of float32, and the same top-10 on Vaswani's queries, see
-`tests/integration/test_dense_bundle.py`), so a first search does not spend a minute encoding.
-The bundle names the corpus fingerprint and the model's hash it was made from and is used only
-when both match this installation; `fanfuse index --bundle` writes it anew.
+What can take minutes is never on a search's path unless it asks: `ready` answers None and encodes
+in a background thread when nothing stored matches, and a published corpus's embeddings are
+loaded as made (`from_folder`), never encoded by a worker. A background encoding is an ONNX
+Runtime session in another thread, which aborts the process if the interpreter finalizes under
+it: the exit hook here abandons it after its current chunk and waits for it.
 """
 
 from __future__ import annotations
 
 import atexit
 import functools
-import json
-import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
-from fanfuse.retrieval.corpus import DATA_DIR, Corpus, indexable_text
-from fanfuse.retrieval.minilm import (
-    DIMENSION,
-    MODEL_NAME,
-    Encoder,
-    encoder,
-    model_hash,
-    unavailable_reason,
+from fanfuse.retrieval import IndexMemo, Ranked, bundle, index_dir, publish, read_meta, top_k
+from fanfuse.retrieval.corpus import Corpus, indexable_text
+from fanfuse.retrieval.embeddings import (
+    KIND,
+    ProgressCallback,
+    abandon,
+    abandoned,
+    encode,
+    weights_hash,
 )
+from fanfuse.retrieval.minilm import DIMENSION, MODEL_NAME, unavailable_reason
 from fanfuse.wire.errors import CorpusError
 
 SCHEMA = 3
 """3: the embeddings come from the ONNX model and the meta names its hash (`weights`)."""
-KIND = "dense-all-minilm-l6-v2"
-CHUNK = 256  # documents per progress step
-QUERY_BATCH = 16
-"""Texts up to which the query encoder (one thread) encodes them (see `minilm.Encoder`)."""
-BUNDLE = DATA_DIR / f"{KIND}.npz"
-"""The bundled corpus's embeddings (see the module docstring); versioned with the corpus."""
-BUNDLE_SCHEMA = 1
 
-ProgressCallback = Callable[[int, int], None]
-"""Called with (documents encoded so far, total) while a corpus is encoded."""
-
-__all__ = ["MODEL_NAME", "DenseIndex", "dense_unavailable_reason", "encode", "weights_hash"]
+__all__ = ["KIND", "DenseIndex", "dense_unavailable_reason", "index_meta"]
 
 
 def dense_unavailable_reason() -> str | None:
     """None when dense retrieval can run here, else why not; imports nothing heavy."""
     return unavailable_reason()
-
-
-def weights_hash() -> str:
-    """The model's identity, which cached and bundled embeddings must name to be used."""
-    return model_hash()
-
-
-def encode(
-    texts: list[str],
-    show_progress: bool = False,
-    on_progress: ProgressCallback | None = None,
-) -> NDArray[np.float32]:
-    """Unit-length embeddings, one row per text, in order.
-
-    A few texts (a search's queries) go to the query encoder, on one thread; more (a corpus)
-    to the corpus encoder, on every core. `on_progress(done, total)` is called in the calling
-    thread with 0 before the model is loaded (about a second), then after every chunk of
-    `CHUNK` texts.
-    """
-    if on_progress is not None:
-        on_progress(0, len(texts))
-    model = encoder("corpus" if len(texts) > QUERY_BATCH else "query")
-    rows = np.zeros((len(texts), DIMENSION), np.float32)
-    # Longest first, in chunks: less padding per batch, and a progress step per chunk.
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    chunks = [order[i : i + CHUNK] for i in range(0, len(order), CHUNK)]
-    done = 0
-    with _progress(len(texts), show_progress) as advance:
-        for chunk in chunks:
-            if _exiting.is_set():
-                raise RuntimeError("the process is exiting: encoding abandoned")
-            rows[chunk] = model.encode([texts[i] for i in chunk])
-            advance(len(chunk))
-            done += len(chunk)
-            if on_progress is not None:
-                on_progress(done, len(texts))
-    return rows
-
-
-_exiting = threading.Event()
-
-
-@atexit.register
-def _abandon_background_encoding() -> None:
-    """At exit, stop a background encoding (`DenseIndex.ready`) after its current chunk and
-    wait for it: ONNX Runtime aborts the process if the interpreter finalizes while one of its
-    sessions runs in another thread. Nothing is cached of an abandoned encoding."""
-    _exiting.set()
-    with DenseIndex._building_lock:
-        threads = list(DenseIndex._building.values())
-    for thread in threads:
-        thread.join(timeout=60)
-
-
-@functools.cache
-def _blas() -> Any:
-    """threadpoolctl's view of the loaded BLAS libraries, found once per process.
-
-    A search's product (documents x 384 by 384 x a few queries) runs on one BLAS thread: on two
-    threads OpenBLAS's second one spins after every product, which measured ~25 ms of CPU per
-    warm search on a resident server (half its CPU), for a product that takes ~2 ms.
-    """
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
-
-
-class _progress:
-    """A rich progress bar on stderr when asked for, else a no-op."""
-
-    def __init__(self, total: int, show: bool) -> None:
-        self.total = total
-        self.show = show
-        self._bar: Any = None
-
-    def __enter__(self) -> Any:
-        if not self.show:
-            return lambda n: None
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._bar = Progress(
-            TextColumn("Encoding documents with " + MODEL_NAME),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-        )
-        self._bar.start()
-        task = self._bar.add_task("encode", total=self.total)
-        return lambda n: self._bar.advance(task, n)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
 
 
 def index_meta(corpus: Corpus) -> dict[str, Any]:
@@ -177,76 +62,29 @@ def index_meta(corpus: Corpus) -> dict[str, Any]:
     }
 
 
-_meta = index_meta  # the name other modules used before `index_meta` was public
+@atexit.register
+def _abandon_background_encoding() -> None:
+    """At exit, stop a background encoding (`DenseIndex.ready`) after its current chunk and
+    wait for it: ONNX Runtime aborts the process if the interpreter finalizes while one of its
+    sessions runs in another thread. Nothing is cached of an abandoned encoding."""
+    abandon()
+    with DenseIndex._building_lock:
+        threads = list(DenseIndex._building.values())
+    for thread in threads:
+        thread.join(timeout=60)
 
 
-def load_model() -> Encoder:
-    """The process's query encoder, made now (about a second: the files' hashes, the session)
-    rather than by a search's first query, whose latency it would count."""
-    return encoder("query")
+@functools.cache
+def _blas() -> Any:
+    """threadpoolctl's view of the loaded BLAS libraries, found once per process.
 
-
-def quantize(embeddings: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
-    """Rows as int8 with one float32 scale each (row = int8 * scale): a quarter of the size.
-
-    Per row, so a row's largest component keeps all 127 steps whatever the other rows hold.
+    A search's product (documents x 384 by 384 x a few queries) runs on one BLAS thread: on two
+    threads OpenBLAS's second one spins after every product, which measured ~25 ms of CPU per
+    warm search on a resident server (half its CPU), for a product that takes ~2 ms.
     """
-    peaks = np.abs(embeddings).max(axis=1)
-    scales = np.where(peaks > 0, peaks / 127.0, 1.0).astype(np.float32)
-    rows = np.rint(embeddings / scales[:, None]).clip(-127, 127).astype(np.int8)
-    return rows, scales
+    from threadpoolctl import ThreadpoolController
 
-
-def dequantize(rows: NDArray[np.int8], scales: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Back to float32, each row renormalized to unit length (cosine = dot product again)."""
-    out = rows.astype(np.float32) * scales[:, None]
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return np.ascontiguousarray(out / np.where(norms > 0, norms, 1.0), dtype=np.float32)
-
-
-def bundle_meta(corpus: Corpus) -> dict[str, Any]:
-    """What a bundle must name to be used for `corpus` with the installed model."""
-    return {
-        "schema": BUNDLE_SCHEMA,
-        "kind": KIND,
-        "model": MODEL_NAME,
-        "weights": weights_hash(),
-        "fingerprint": corpus.fingerprint,
-        "documents": len(corpus),
-        "encoding": "int8, one float32 scale per row",
-    }
-
-
-def write_bundle(path: Path, corpus: Corpus, embeddings: NDArray[np.float32]) -> None:
-    """Write `embeddings` of `corpus` as a bundle (`fanfuse index --bundle`), atomically."""
-    rows, scales = quantize(embeddings)
-    meta = np.array(json.dumps(bundle_meta(corpus), sort_keys=True))
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
-        np.savez(f, rows=rows, scales=scales, meta=meta)
-    os.replace(tmp, path)
-
-
-def read_bundle(path: Path, corpus: Corpus) -> tuple[NDArray[np.float32] | None, str]:
-    """(the embeddings, "") when the bundle at `path` was made from this corpus and the installed
-    model's weights, else (None, why not): a stale bundle is never used."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            rows, scales = data["rows"], data["scales"]
-    except FileNotFoundError:
-        return None, f"no bundled embeddings at {path.name}"
-    except (OSError, ValueError, KeyError) as exc:
-        return None, f"unreadable bundle {path.name}: {exc}"
-    expected = bundle_meta(corpus)
-    differ = sorted(k for k in expected if meta.get(k) != expected[k])
-    if differ:
-        return None, f"bundle {path.name} was made for another {', '.join(differ)}"
-    if rows.dtype != np.int8 or rows.ndim != 2 or rows.shape[0] != len(corpus):
-        return None, f"bundle {path.name} has rows of shape {rows.shape}, dtype {rows.dtype}"
-    if scales.shape != (len(corpus),):
-        return None, f"bundle {path.name} has {scales.shape} scales"
-    return dequantize(rows, scales.astype(np.float32)), ""
+    return ThreadpoolController()
 
 
 class DenseIndex:
@@ -333,7 +171,7 @@ class DenseIndex:
                 cached = None
             if cached is not None and cached.ndim == 2 and cached.shape[0] == len(corpus):
                 return np.ascontiguousarray(cached, dtype=np.float32)
-        bundled, _ = read_bundle(BUNDLE, corpus)
+        bundled, _ = bundle.read_bundle(bundle.BUNDLE, corpus)
         return bundled
 
     @classmethod
@@ -370,7 +208,7 @@ class DenseIndex:
         try:
             cls.load_or_build(corpus, cache_root, show_progress=False)
         except RuntimeError:
-            if not _exiting.is_set():
+            if not abandoned():
                 raise
 
     @classmethod

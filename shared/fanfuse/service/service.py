@@ -85,9 +85,13 @@ class SearchService:
         (runtimes/); None: the content stages' defaults, and no LLM reranker. Nothing here reads
         the environment.
 
-        `finalize_at_fan_in`: the last worker finalizes (`_fan_in_complete`). The cloud runtimes
-        set it, where the aggregate task is a second trip through a queue and a function; the
-        embedded runtime's aggregate hop is an asyncio task in the same process: it keeps it."""
+        `finalize_at_fan_in`: the last platform's fan-in finalizes the search itself, in its own
+        transaction (`rules.fan_in`), when nothing slow is left to do (no reranker to call),
+        instead of leaving it to the aggregate delivery. The cloud runtimes set it
+        (runtimes/cloud.py, for GCP and AWS alike): there the aggregate task is a second trip
+        through the queue and a function before the answer is final. The embedded runtime's
+        queue is an asyncio task in the same process, whose hop costs next to nothing, and keeps
+        the finalization in the aggregate delivery (`_fan_in_complete`)."""
         self.store, self.queue, self.registry, self.settings = store, queue, registry, settings
         self._finalize_at_fan_in = finalize_at_fan_in
         self.clock = clock

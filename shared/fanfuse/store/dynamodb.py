@@ -32,7 +32,6 @@ from fanfuse.rules.mutations import (
 )
 from fanfuse.rules.stats import Recorded
 from fanfuse.store import dynamodb_codec as codec
-from fanfuse.store import recent
 from fanfuse.store.base import TaskStore
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.surfacing import surfacing, until_won
@@ -439,12 +438,41 @@ class DynamoStore(TaskStore):
     def recent(
         self, since: datetime, *, owner: str | None, limit: int
     ) -> tuple[list[Recorded], bool]:
-        """store/recent.py: the tasks by `deadline` (index or Scan), each read whole."""
-        return recent.dynamo_recent(self.client, self.table, self._recorded, (since, owner, limit))
-
-    def _recorded(self, task_id: str) -> Recorded | None:
-        task = self.get_task(task_id)
-        return None if task is None else Recorded(task, self.get_runs(task_id))
+        """The window's tasks chosen by `deadline` (at or after `since`: every task created
+        since then, and a few created up to one time budget before, which the rules skip):
+        an owner's on the owner index, everyone's by a Scan of the task items (a whole-table
+        read, paid per item: an operator's occasional question, as `purge_expired`'s is). Then
+        the newest `limit` by deadline, each read whole (task and runs, consistently)."""
+        names = {"#deadline": "deadline"}
+        values: dict[str, Any] = {":since": {"N": repr(since.timestamp())}}
+        if owner is not None:
+            pages = self.client.get_paginator("query").paginate(
+                TableName=self.table,
+                IndexName=codec.OWNER_INDEX,
+                KeyConditionExpression="#owner = :owner AND #deadline >= :since",
+                ExpressionAttributeNames={**names, "#owner": "owner"},
+                ExpressionAttributeValues={**values, ":owner": {"S": owner}},
+                ProjectionExpression="pk, #deadline",
+            )
+            found = [item for page in pages for item in page.get("Items", [])]
+        else:
+            scan = self.client.get_paginator("scan").paginate(
+                TableName=self.table,
+                FilterExpression="sk = :task AND #deadline >= :since",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues={**values, ":task": {"S": codec.TASK_SK}},
+                ProjectionExpression="pk, #deadline",
+            )
+            found = [item for page in scan for item in page.get("Items", [])]
+        found.sort(key=lambda item: float(item["deadline"]["N"]), reverse=True)
+        recorded: list[Recorded] = []
+        for item in found[:limit]:
+            task_id = item["pk"]["S"].removeprefix(codec.task_pk(""))
+            task = self.get_task(task_id)
+            if task is not None:  # deleted (expired) since the index was read
+                recorded.append(Recorded(task, self.get_runs(task_id)))
+        recorded.sort(key=lambda r: r.task.created_at, reverse=True)
+        return recorded, len(found) > limit
 
     def close(self) -> None:
         self.client.close()

@@ -47,7 +47,7 @@ from fanfuse.rules.mutations import (
 )
 from fanfuse.rules.stats import Recorded
 from fanfuse.settings import Settings
-from fanfuse.store import firestore_codec, recent
+from fanfuse.store import firestore_codec
 from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
@@ -82,6 +82,7 @@ D = TypeVar("D", bound=BaseModel)
 MAX_DOCUMENT_BYTES = 1_048_576
 """Firestore's cap on one document's storage size."""
 PURGE_BATCH = 100
+GET_ALL_BATCH = 100
 
 CACHE_SUFFIX = "_cache"
 HEALTH_SUFFIX = "_health"
@@ -430,10 +431,30 @@ class FirestoreStore(TaskStore):
     def recent(
         self, since: datetime, *, owner: str | None, limit: int
     ) -> tuple[list[Recorded], bool]:
-        """store/recent.py: one query on `created_at`, the runs in batched reads."""
-        return recent.firestore_recent(
-            self.client, self.collection, self.bounds, self._run_ref, (since, owner, limit)
+        """One query on `created_at`, newest first (the automatic single-field index; with an
+        owner, the composite (owner, created_at DESC) of infra/firestore.indexes.json), then the
+        tasks' platform documents in batched get_all reads."""
+        from google.cloud.firestore import Query
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        query = self.client.collection(self.collection).where(
+            filter=FieldFilter("created_at", ">=", encode(since))
         )
+        if owner is not None:
+            query = query.where(filter=FieldFilter("owner", "==", owner))
+        query = query.order_by("created_at", direction=Query.DESCENDING).limit(limit + 1)
+        docs = list(query.stream(**self.bounds.call()))
+        tasks = [Task.model_validate(decode(d.to_dict())) for d in docs[:limit]]
+        refs = [self._run_ref(t.task_id, name) for t in tasks for name in t.platforms]
+        runs: dict[str, list[PlatformRun]] = {t.task_id: [] for t in tasks}
+        for start in range(0, len(refs), GET_ALL_BATCH):
+            batch = refs[start : start + GET_ALL_BATCH]
+            for snap in self.client.get_all(batch, **self.bounds.call()):
+                if snap.exists:
+                    run = PlatformRun.model_validate(decode(snap.to_dict()))
+                    runs[run.task_id].append(run)
+        recorded = [Recorded(t, sorted(runs[t.task_id], key=lambda r: r.index)) for t in tasks]
+        return recorded, len(docs) > limit
 
     def close(self) -> None:
         client: Any = self.client  # its close() is untyped

@@ -1,7 +1,9 @@
 """Who calls, as the wire carries it: a verified caller and a stored API key.
 
-Kept apart from the documents in `models.py` (which re-exports both) so neither module outgrows
-the size limit; they depend on nothing else of the wire formats.
+These are the auth layer's vocabulary, not a search's documents (`models.py`): a `Caller` is made
+for each request by `fanfuse.auth` from a credential it verified, an `ApiKey` is what the key store
+keeps of a key (never the key). They depend on nothing else of the wire formats; `models.py`
+re-exports both for the modules that read them beside a search's documents (a task's owner).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.docs import to_hits
 from fanfuse.retrieval import Ranked
 from fanfuse.retrieval.bm25 import Bm25Index
+from fanfuse.retrieval.bundle import BUNDLE, write_bundle
 from fanfuse.retrieval.corpus import (
     Corpus,
     default_corpus_path,
@@ -37,13 +38,8 @@ from fanfuse.retrieval.corpus import (
     load_corpus,
     load_trec_queries,
 )
-from fanfuse.retrieval.dense import (
-    BUNDLE,
-    MODEL_NAME,
-    DenseIndex,
-    dense_unavailable_reason,
-    write_bundle,
-)
+from fanfuse.retrieval.dense import DenseIndex, dense_unavailable_reason
+from fanfuse.retrieval.embeddings import MODEL_NAME
 from fanfuse.tools.evaluation.pipelines import (
     PRODUCTION_DEPTH,
     Candidates,
