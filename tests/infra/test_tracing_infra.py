@@ -158,19 +158,31 @@ def test_on_aws_each_lambda_sends_otlp_to_the_collector_layer_which_may_write_to
 
 
 def test_the_tracing_extras_exist_and_bring_what_the_variables_name() -> None:
-    """pyproject's extras: gcp-trace brings the Cloud Trace exporter, aws-trace X-Ray's ids and
-    propagator, both the SDK and the OTLP exporter (the `tracing` extra)."""
+    """pyproject's extras: each brings the SDK and the exporter its cloud's variables name
+    (gcp-trace: Cloud Trace's; aws-trace: OTLP/HTTP, X-Ray's ids and propagator, and no gRPC,
+    which no Lambda uses)."""
     import tomllib
 
     extras = tomllib.loads((render.ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
-    wanted = {
-        "gcp-trace": "opentelemetry-exporter-gcp-trace",
-        "aws-trace": "opentelemetry-propagator-aws-xray",
-    }
-    for cloud, extra in package.TRACING_EXTRAS.items():
-        assert wanted[extra] in " ".join(extras[extra]), (cloud, extra)
-        assert "fanfuse[tracing]" in extras[extra]
-    assert any(d.startswith("opentelemetry-sdk") for d in extras["tracing"])
-    assert any(d.startswith("opentelemetry-exporter-otlp-proto-http") for d in extras["tracing"])
+
+    def brings(extra: str) -> str:
+        """The extra's requirements, a `fanfuse[...]` one expanded."""
+        found = []
+        for requirement in extras[extra]:
+            if requirement.startswith("fanfuse["):
+                found += [brings(e) for e in requirement[8:-1].split(",")]
+            else:
+                found.append(requirement)
+        return " ".join(found)
+
+    assert package.TRACING_EXTRAS == {"gcp": "gcp-trace", "aws": "aws-trace"}
+    for needed in ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"):
+        assert needed in brings("gcp-trace") and needed in brings("aws-trace")
+    assert "opentelemetry-exporter-gcp-trace" in brings("gcp-trace")
+    assert "opentelemetry-instrumentation-grpc" in brings("gcp-trace")  # Firestore, Cloud Tasks
+    aws = brings("aws-trace")
+    assert "opentelemetry-propagator-aws-xray" in aws and "opentelemetry-sdk-extension-aws" in aws
+    assert "opentelemetry-instrumentation-botocore" in aws  # DynamoDB, SQS
+    assert "grpc" not in aws
