@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,35 +17,24 @@ from fanfuse.http.client import HttpSearchClient
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import TaskView
-from tests.option_scenarios import web_platforms
-
-DOCS = "<DOC>\n<DOCNO>L1</DOCNO>\n<TEXT>A laser produces coherent light.</TEXT>\n</DOC>\n"
+from tests.integration.test_page import serve_env
+from tests.integration.test_page import stub as stub
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+def server(
+    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer
+) -> Iterator[ServeProcess]:
+    """`fanfuse serve` with docs and test_page.py's stub platforms (web_ok answers in 0.2 s)."""
     tmp = tmp_path_factory.mktemp("trace-serve")
-    (tmp / "lab.trec").write_text(DOCS)
-    with StubSearxServer() as stub:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FANFUSE_")}
-        env.update(
-            {
-                "FANFUSE_CACHE_DIR": str(tmp / "cache"),
-                "FANFUSE_DB_PATH": str(tmp / "serve.db"),
-                "FANFUSE_DOCS_CORPUS": str(tmp / "lab.trec"),
-                "FANFUSE_VECTORS_CORPUS": str(tmp / "lab.trec"),
-                "FANFUSE_DEADLINE_SECONDS": "30",
-                "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, {"slow": "delay/0.2"})),
-            }
-        )
-        with ServeProcess("--warm", "none", env=env, log_dir=tmp / "logs") as process:
-            yield process
+    with ServeProcess("--warm", "none", env=serve_env(tmp, stub), log_dir=tmp / "logs") as process:
+        yield process
 
 
 @pytest.fixture(scope="module")
 def searched(server: ServeProcess) -> TaskView:
     client = HttpSearchClient(server.url, api_key=server.api_key, poll=0.05)
-    view = asyncio.run(client.search({"query": "laser", "platform": "docs, slow"}))
+    view = asyncio.run(client.search({"query": "laser", "platform": "docs, web_ok"}))
     assert view.status.value == "completed"
     return view
 
@@ -67,7 +55,7 @@ def test_the_json_is_the_apis_timeline_whichever_url_names_the_deployment(
     server: ServeProcess, searched: TaskView, tmp_path: Path
 ) -> None:
     expected = searched.timeline.model_dump(mode="json")
-    assert {r["platform"] for r in expected["runs"]} == {"docs", "slow"}
+    assert {r["platform"] for r in expected["runs"]} == {"docs", "web_ok"}
     for endpoint in (
         server.url,
         f"{server.url}/",
@@ -97,7 +85,7 @@ def test_the_table_from_the_endpoint_with_the_key_given_as_an_option(
     assert code == 0, err
     assert err.strip() == server.url  # where it was read (on stderr, the table on stdout)
     rows = [line for line in out.splitlines() if line.count("│") > 5]
-    assert {cells.split("│")[1].strip() for cells in rows} == {"docs", "slow"}
+    assert {cells.split("│")[1].strip() for cells in rows} == {"docs", "web_ok"}
     kept = searched.timeline
     assert kept.finalized is not None
     assert f"finalized at {kept.finalized:.3f}s by {kept.finalized_by}" in out

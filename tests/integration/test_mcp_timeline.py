@@ -7,54 +7,22 @@ mcp` on the embedded runtime, as tests/integration/test_mcp.py runs it.
 
 from __future__ import annotations
 
-import asyncio
-import json
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
-
-import pytest
-from mcp import Client
 
 from fanfuse.fronts.mcp.render import digest, markdown, timeline_markdown
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import SearchRequest, TaskStatus, TaskView
 from fanfuse.wire.timeline import RunTimeline, Timeline
 from tests.fakes import make_task
-from tests.mcp_harness import stdio_server, structured, text
-from tests.option_scenarios import web_platforms
+from tests.integration.test_mcp import client, reached
+from tests.integration.test_mcp import env as env
+from tests.integration.test_mcp import stub as stub
+from tests.mcp_harness import structured, text
 
-DOUBLES = {"slow": "delay/0.3", "held": "gate/held"}
 HEADER = "Timeline (seconds after the search started):"
-
-
-@pytest.fixture(scope="module")
-def stub() -> Iterator[StubSearxServer]:
-    with StubSearxServer() as server:
-        yield server
-
-
-@pytest.fixture
-def env(tmp_path: Path, stub: StubSearxServer) -> Iterator[dict[str, str]]:
-    corpus = tmp_path / "lab.trec"
-    corpus.write_text(
-        "<DOC>\n<DOCNO>L1</DOCNO>\n<TEXT>A laser produces coherent light.</TEXT>\n</DOC>\n"
-    )
-    yield {
-        "FANFUSE_CACHE_DIR": str(tmp_path / "cache"),
-        "FANFUSE_DB_PATH": str(tmp_path / "fanfuse.db"),
-        "FANFUSE_DOCS_CORPUS": str(corpus),
-        "FANFUSE_VECTORS_CORPUS": str(tmp_path / "no-such-corpus"),
-        "FANFUSE_EXTRA_PLATFORMS": json.dumps(web_platforms(stub, DOUBLES)),
-        "FANFUSE_PROGRESS_INTERVAL": "0",
-        "FANFUSE_DEADLINE_SECONDS": "30",
-    }
-    stub.reset()
-
-
-def client(env: dict[str, str]) -> Client:
-    return Client(stdio_server(env), read_timeout_seconds=30)
+SLOW_S = 0.6
+"""test_mcp.py's `slow` platform answers after this long."""
 
 
 def timeline_lines(markdown_text: str) -> dict[str, str]:
@@ -80,7 +48,7 @@ async def test_a_finished_searchs_status_carries_its_timeline_in_both_forms(
     slow = runs["slow"]
     assert slow["queued"] <= slow["started"] <= slow["working"] <= slow["first_result"]
     assert slow["first_result"] <= slow["finished"] <= kept["fan_in"] <= kept["finalized"]
-    assert slow["stages"]["searching"] >= 0.3  # the stub's delay
+    assert slow["stages"]["searching"] >= SLOW_S  # the stub's delay
     assert kept["finalized_by"] in ("fan_in", "aggregate")
 
     # The text: the results and status line as before, then the timeline, a line a platform.
@@ -102,10 +70,7 @@ async def test_a_running_searchs_status_shows_the_platform_still_working(
     async with client(env) as c:
         started = await c.call_tool("start_search", {"query": "laser", "platform": "docs, held"})
         task_id = structured(started)["task_id"]
-        for _ in range(500):  # until held's request waits at its gate (10 s at most)
-            if stub.waiting("held"):
-                break
-            await asyncio.sleep(0.02)
+        await reached(stub, "held")
         running = await c.call_tool("get_search_status", {"task_id": task_id})
         await c.call_tool("cancel_search", {"task_id": task_id})
     data, md = structured(running), text(running)
