@@ -1,6 +1,6 @@
 # Tracing (docs/tracing.md): each function exports its spans to Cloud Trace when `tracing` is on,
-# through OpenTelemetry's Cloud Trace exporter (the function source is built with the
-# `gcp-trace` extra: scripts/package-functions). Off by default: no OTEL_* variable is set, and
+# through OpenTelemetry's Cloud Trace exporter (scripts/package-functions builds the function
+# source with the `gcp-trace` extra when this variable is on). Off by default: no OTEL_* variable is set, and
 # fanfuse's tracing is then a no-op (fanfuse/tracing/setup.py).
 #
 # What it needs: the Cloud Trace API, and each function's own service account allowed to write

@@ -1,5 +1,5 @@
 # One role per function, each allowed only what its handler does (least privilege):
-# - every function: its own log group, X-Ray (when traced), the key, the table's item operations;
+# - every function: its own log group, X-Ray (when traced: xray_tracing or tracing), the key, the table's item operations;
 # - http: send to every task queue (start_search enqueues the platforms and the deadline), and
 #   Scan the table (an operator's GET /search_status/stats reads every owner's recent searches:
 #   DynamoStore.recent, store/dynamodb.py; the TTL expires items, nothing else scans);
@@ -49,7 +49,9 @@ data "aws_iam_policy_document" "function" {
   }
 
   dynamic "statement" {
-    for_each = var.xray_tracing ? ["Tracing"] : []
+    # Lambda's own X-Ray tracing (var.xray_tracing), or the ADOT collector layer sending the
+    # functions' OpenTelemetry spans to X-Ray with the function's role (tracing.tf).
+    for_each = var.xray_tracing || var.tracing ? ["Tracing"] : []
     content {
       sid       = statement.value
       actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]

@@ -5,9 +5,12 @@
 # The spans use X-Ray's trace ids and propagation (OTEL_PYTHON_ID_GENERATOR=xray,
 # OTEL_PROPAGATORS=xray,tracecontext: the package is built with the `aws-trace` extra), so X-Ray
 # shows one search as one trace, its queue hops carried in the SQS messages' attributes. The
-# functions already may write to X-Ray (iam.tf, statement "Tracing"), which is all the
-# collector's X-Ray exporter needs. ADOT publishes its collector layer per region and
-# architecture: its ARN is a variable, required when tracing is on.
+# collector runs with the function's role: tracing on grants it X-Ray's writes (iam.tf,
+# statement "Tracing": xray:PutTraceSegments, xray:PutTelemetryRecords), all the collector's
+# X-Ray exporter needs. ADOT publishes its collector layer per region and architecture: its
+# ARN is a variable, required when tracing is on. scripts/package-functions builds the zip
+# with the `aws-trace` extra when tracing is on (the SDK, the OTLP exporter, X-Ray's ids and
+# propagator).
 
 variable "tracing" {
   description = "Export every Lambda's spans to X-Ray through the ADOT collector layer."

@@ -38,6 +38,13 @@ from fanfuse_deploy.render import AWS_INFRA, INFRA, ROOT
 
 BASE_EXTRAS = {"gcp": ["cloud", "web"], "aws": ["lambda", "web"]}
 """What every function imports on each cloud (the store, the queue, the front; page content)."""
+TRACING_EXTRAS = {"gcp": "gcp-trace", "aws": "aws-trace"}
+"""What a deployment with `tracing = true` adds (infra/tracing.tf, infra/aws/tracing.tf): the
+OpenTelemetry SDK and OTLP exporters, and on Google Cloud the Cloud Trace exporter
+(`OTEL_TRACES_EXPORTER=gcp_trace`), on AWS X-Ray's ids and propagator
+(`OTEL_PYTHON_ID_GENERATOR=xray`, `OTEL_PROPAGATORS=xray,tracecontext`): the variable sets
+those names in each function's environment, so the artifact must hold what they load. Off, none
+of it is shipped (and an installed SDK is never imported: fanfuse/tracing/setup.py)."""
 PLATFORM_EXTRAS = {"docs": "docs", "vectors": "vectors", "web_search_mcp": "web-search-mcp"}
 """Platforms that need more than the core: their extra, installed only where they are deployed."""
 CORPUS_ENGINES = frozenset({"docs", "vectors"})
@@ -79,12 +86,20 @@ def deployed_engines(cloud: str, var_files: list[Path]) -> list[str]:
     return sorted({engines.get(p, p) for p in deployed_platforms(cloud, var_files)})
 
 
-def extras_for(cloud: str, platforms: list[str]) -> list[str]:
+def extras_for(cloud: str, platforms: list[str], *, tracing: bool = False) -> list[str]:
     extra = [PLATFORM_EXTRAS[p] for p in platforms if p in PLATFORM_EXTRAS]
     base = BASE_EXTRAS[cloud]
     if platforms and set(platforms) <= CORPUS_ENGINES:
         base = [name for name in base if name != "web"]
-    return list(dict.fromkeys([*base, *extra]))
+    traced = [TRACING_EXTRAS[cloud]] if tracing else []
+    return list(dict.fromkeys([*base, *extra, *traced]))
+
+
+def deployed_extras(cloud: str, var_files: list[Path]) -> list[str]:
+    """The extras the deployment these var files describe needs: its platforms' engines', and
+    the tracing exporters' when its `tracing` variable is on."""
+    traced = bool(variables(cloud, var_files).get("tracing"))
+    return extras_for(cloud, deployed_engines(cloud, var_files), tracing=traced)
 
 
 def runtime_python(cloud: str, var_files: list[Path]) -> str:
@@ -223,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("var_files", type=Path, nargs="*")
     args = parser.parse_args(argv)
     platforms = deployed_platforms(args.cloud, args.var_files)
-    extras = extras_for(args.cloud, deployed_engines(args.cloud, args.var_files))
+    extras = deployed_extras(args.cloud, args.var_files)
     if args.cloud == "gcp":
         sizes = package_gcp(args.out, extras)
     else:

@@ -216,7 +216,7 @@ def build_artifact(
     version = package.runtime_python(cloud, var_files)
     python = find_python(version)
     platforms = package.deployed_platforms(cloud, var_files)
-    extras = package.extras_for(cloud, package.deployed_engines(cloud, var_files))
+    extras = package.deployed_extras(cloud, var_files)
     archive = work / ("function.zip" if cloud == "gcp" else "lambda.zip")
     say(f"$ scripts/package-functions {cloud} build/{archive.name} {shown(var_files)}")
     if cloud == "gcp":

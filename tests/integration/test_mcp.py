@@ -217,7 +217,8 @@ async def test_start_status_and_cancel_round_trip(
         assert cancelled["status"] == "cancelled"
         after = await c.call_tool("get_search_status", {"task_id": task_id})
         assert structured(after)["status"] == "cancelled"
-        assert text(after).endswith(f"**cancelled**: Search cancelled (task_id {task_id})")
+        status_text = text(after).split("\n\nTimeline (", 1)[0]  # then its timeline
+        assert status_text.endswith(f"**cancelled**: Search cancelled (task_id {task_id})")
         again = await c.call_tool("cancel_search", {"task_id": task_id})
         assert again.is_error and text(again) == f"search {task_id} is already cancelled"
 

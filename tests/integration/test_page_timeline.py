@@ -21,23 +21,27 @@ from tests.integration.test_page import finished, open_page, run_state, search, 
 from tests.integration.test_page import server as server
 from tests.integration.test_page import stub as stub
 
+LANES_JS = """
+return Array.from(document.querySelectorAll("#waterfall li.lane")).map((lane) => ({
+  name: lane.getAttribute("data-platform") || "search",
+  state: lane.getAttribute("data-state") || "",
+  finished: lane.getAttribute("data-finished") || "",
+  finalized: lane.getAttribute("data-finalized") || "",
+  label: lane.getAttribute("aria-label") || "",
+  segments: String(lane.querySelectorAll(".lane-track span").length),
+}));
+"""
+
 
 def lanes(b_driver: object) -> dict[str, dict[str, str]]:
-    """Each lane's platform -> its data attributes and the text a screen reader gets."""
+    """Each lane's platform -> its data attributes and the text a screen reader gets, read in
+    one script: the page redraws the waterfall on every update, so lanes found in one call
+    could be gone by the next (a stale element)."""
     from selenium.webdriver.remote.webdriver import WebDriver
 
     assert isinstance(b_driver, WebDriver)
-    found = {}
-    for lane in b_driver.find_elements(By.CSS_SELECTOR, "#waterfall li.lane"):
-        name = lane.get_attribute("data-platform") or "search"
-        found[name] = {
-            "state": lane.get_attribute("data-state") or "",
-            "finished": lane.get_attribute("data-finished") or "",
-            "finalized": lane.get_attribute("data-finalized") or "",
-            "label": lane.get_attribute("aria-label") or "",
-            "segments": str(len(lane.find_elements(By.CSS_SELECTOR, ".lane-track span"))),
-        }
-    return found
+    read: list[dict[str, str]] = b_driver.execute_script(LANES_JS)
+    return {lane["name"]: {k: v for k, v in lane.items() if k != "name"} for lane in read}
 
 
 def test_the_timeline_draws_a_waterfall_under_the_progress(

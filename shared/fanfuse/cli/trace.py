@@ -1,24 +1,43 @@
 """`fanfuse trace TASK_ID`: where one search's time went, from its task document's timeline.
 
-No tracing backend needed: the timeline is in the document (rules/timeline.py). Whoever runs
-it holds the store's credentials (the SQLite file, the project's Firestore, the table), as for
-`fanfuse stats`; `--json` prints the timeline as the API returns it. When the search was traced,
-its trace id is printed too, to find its spans (every hop, store round trips included) in the
-tracing backend.
+No tracing backend needed: the timeline is in the document (rules/timeline.py). Read from the
+store, by whoever holds its credentials (the SQLite file, the project's Firestore, the table), as
+for `fanfuse stats`; or with `--endpoint`, from a deployed API's search_status (`fanfuse serve`,
+the functions, API Gateway), as the search's owner, with the credentials `fanfuse search
+--endpoint` sends (an API key, an ID token, SigV4). `--json` prints the timeline as the API
+returns it. When the search was traced, its trace id is printed too, to find its spans (every
+hop, store round trips included) in the tracing backend.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Column, Table
 
-from fanfuse.cli.keys import DynamoOption, StoreOption, opened
+from fanfuse.cli.keys import (
+    ApiKeyOption,
+    AudienceOption,
+    AuthOption,
+    AwsRegionOption,
+    DynamoOption,
+    GoogleCredentialsOption,
+    IdTokenFileOption,
+    StoreOption,
+    client_auth,
+    explained,
+    opened,
+)
 from fanfuse.cli.render import console, fail, out
 from fanfuse.rules import timeline
-from fanfuse.wire.models import PlatformRun, Task
+from fanfuse.wire.errors import ApiError, FanfuseError
+from fanfuse.wire.models import Task, TaskView
 from fanfuse.wire.timeline import Timeline
+
+if TYPE_CHECKING:
+    from fanfuse.auth.outbound import ClientAuth
 
 
 def _at(value: float | None) -> str:
@@ -76,12 +95,33 @@ def trace_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the timeline as JSON")] = False,
     firestore: StoreOption = None,
     dynamodb: DynamoOption = False,
+    endpoint: Annotated[
+        str | None,
+        typer.Option(
+            help="read it from a deployed API instead of the store: `fanfuse serve`'s URL, a "
+            "deployment's base URL, or its start_search or search_status URL"
+        ),
+    ] = None,
+    api_key: ApiKeyOption = None,
+    auth: AuthOption = None,
+    audience: AudienceOption = None,
+    google_credentials: GoogleCredentialsOption = None,
+    id_token_file: IdTokenFileOption = None,
+    aws_region: AwsRegionOption = None,
 ) -> None:
     """One search's timeline: per platform queued, started, first result, each stage,
     finished; the fan-in and the finalization (seconds after the request arrived)."""
-    with opened(firestore, dynamodb) as (store, where):
-        task = store.get_task(task_id)
-        runs: list[PlatformRun] = store.get_runs(task_id) if task is not None else []
+    task: Task | None
+    if endpoint:
+        credentials = client_auth(
+            auth, api_key, audience, google_credentials, id_token_file, aws_region
+        )
+        view = _remote_view(endpoint, task_id, credentials)
+        task, runs, where = view, view.platform_runs, endpoint
+    else:
+        with opened(firestore, dynamodb) as (store, where):
+            task = store.get_task(task_id)
+            runs = store.get_runs(task_id) if task is not None else []
     if task is None:
         raise fail(f"no search {task_id} in {where}")
     kept = timeline.live(task, runs)
@@ -93,3 +133,20 @@ def trace_command(
     out.print(timeline_table(task, kept))
     for line in summary_lines(task, kept):
         out.print(line, highlight=False)
+
+
+def _remote_view(endpoint: str, task_id: str, credentials: ClientAuth) -> TaskView:
+    """The search's status from the API at `endpoint`; a search it does not know (or not for
+    this caller: the API answers both alike) and a refused credential are the user's to fix
+    (exit 2), an unreachable or failing API is not (exit 1)."""
+    from fanfuse.http.client import HttpSearchClient
+
+    try:
+        client = HttpSearchClient(endpoint, auth=credentials.build(endpoint))
+        return asyncio.run(client.status_of(task_id))
+    except ApiError as exc:
+        if exc.status_code == 404:
+            raise fail(f"no search {task_id} at {endpoint}") from None
+        raise fail(explained(exc, endpoint), 2 if exc.status_code < 500 else 1) from None
+    except FanfuseError as exc:
+        raise fail(explained(exc, endpoint), 2 if exc.status_code < 500 else 1) from None

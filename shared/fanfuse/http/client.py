@@ -12,7 +12,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 from pydantic import BaseModel
@@ -56,6 +56,27 @@ def start_url(endpoint: str) -> str:
     if parts.scheme not in ("http", "https") or parts.path.strip("/"):
         return endpoint.strip()
     return urlunsplit(parts._replace(path=f"/{START_ROUTE}"))
+
+
+STATUS_ROUTE = "search_status"
+
+
+def status_url(endpoint: str, task_id: str) -> str:
+    """The status URL of search `task_id` on the deployment an `--endpoint` names, for a search
+    this client did not start (`fanfuse trace --endpoint`): `{search_status URL}/{task_id}`, the
+    shape of every status_url the API gives. A base URL or a start_search URL has search_status
+    beside start_search (serve, API Gateway and Cloud Functions route both by name); a
+    search_status URL is taken as it is. A function of its own (Cloud Run, `fanfuse dev`)
+    answers every path and reads the task id from the last segment, so its URL works bare."""
+    parts = urlsplit(start_url(endpoint))
+    path = parts.path.rstrip("/")
+    head, _, last = path.rpartition("/")
+    if last == START_ROUTE:
+        path = f"{head}/{STATUS_ROUTE}"
+    elif last != STATUS_ROUTE:
+        path = f"{path}/{STATUS_ROUTE}"
+    path = f"{path}/{quote(task_id, safe='')}"
+    return urlunsplit(parts._replace(path=path, query="", fragment=""))
 
 
 def _raise_for(response: httpx.Response) -> None:
@@ -162,6 +183,12 @@ class HttpSearchClient:
     async def status(self, accepted: Accepted) -> TaskView:
         async with self._client() as http:
             return await self._call(http, "GET", accepted.status_url, TaskView)
+
+    async def status_of(self, task_id: str) -> TaskView:
+        """A search's status by its id alone (`status_url`), one this client may not have
+        started: the API checks the caller may read it, as for any status call."""
+        async with self._client() as http:
+            return await self._call(http, "GET", status_url(self.endpoint, task_id), TaskView)
 
     async def cancel(self, accepted: Accepted) -> TaskView:
         """POST `cancel_url`; Unavailable when the stack named none (an older deployment)."""

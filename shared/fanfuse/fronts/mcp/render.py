@@ -165,13 +165,47 @@ def _result(r: Result) -> DigestResult:
     )
 
 
-def markdown(d: Digest) -> str:
-    """Results per query and one status line; while running, the progress and what to call."""
+def markdown(d: Digest, with_timeline: bool = False) -> str:
+    """Results per query and one status line; while running, the progress and what to call.
+    `with_timeline` (get_search_status): the search's timeline after it (`timeline_markdown`)."""
     if d.status in (TaskStatus.PENDING, TaskStatus.RUNNING):
-        return progress_markdown(d)
-    down = set(d.failed_platforms)  # on the status line already
-    sections = [_section(i, q, down) for i, q in enumerate(d.queries, 1)]
-    return "\n\n---\n\n".join([*sections, status_line(d)])
+        text = progress_markdown(d)
+    else:
+        down = set(d.failed_platforms)  # on the status line already
+        sections = [_section(i, q, down) for i, q in enumerate(d.queries, 1)]
+        text = "\n\n---\n\n".join([*sections, status_line(d)])
+    if with_timeline and (d.timeline.runs or d.timeline.finalized is not None):
+        text += "\n\n" + timeline_markdown(d.timeline)
+    return text
+
+
+def _moment(label: str, value: float | None) -> list[str]:
+    return [] if value is None else [f"{label} {value:.3f}"]
+
+
+def timeline_markdown(kept: Timeline) -> str:
+    """Where the search's time went, a line a platform (as `fanfuse trace` prints it): its
+    moments, its stages' seconds, then the fan-in and the finalization. Bounded whatever the
+    queries or results: a platform's line has a fixed set of fields, at most four stages."""
+    lines = ["Timeline (seconds after the search started):"]
+    for e in kept.runs:
+        parts = [e.state]
+        parts += _moment("queued", e.queued) + _moment("started", e.started)
+        parts += _moment("working", e.working) + _moment("first result", e.first_result)
+        parts += [f"{stage} {seconds:.3f}s" for stage, seconds in e.stages.items()]
+        parts += _moment("finished", e.finished)
+        if e.attempt > 1:
+            parts.append(f"attempt {e.attempt}")
+        parts.append(f"{e.calls} call{'s' if e.calls != 1 else ''}")
+        lines.append(f"- {e.platform}: {', '.join(parts)}")
+    ends = [e.finished for e in kept.runs if e.finished is not None]
+    search = _moment("slowest platform ended", max(ends) if ends else None)
+    search += _moment("fan-in", kept.fan_in) + _moment("finalized", kept.finalized)
+    if kept.finalized is not None and kept.finalized_by is not None:
+        search[-1] += f" by {kept.finalized_by}"
+    if search:
+        lines.append("- search: " + ", ".join(search))
+    return "\n".join(lines)
 
 
 def _section(number: int, q: DigestQuery, down: set[str]) -> str:

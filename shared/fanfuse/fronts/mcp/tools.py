@@ -83,7 +83,9 @@ def tool_list(max_wait: float) -> list[Tool]:
         Tool(
             name="get_search_status",
             description="A search's progress (percent, each platform's state and message); "
-            "once it is over, its fused results.",
+            "once it is over, its fused results; and its timeline (per platform: queued, "
+            "started, first result, each stage's seconds, finished; the fan-in and the "
+            "finalization), to see where its time went.",
             input_schema=_schema(TaskRef),
             output_schema=digest_out,
             annotations=ToolAnnotations(read_only_hint=True),
@@ -121,9 +123,11 @@ def answer(text: str, structured: BaseModel) -> CallToolResult:
     )
 
 
-def of_view(view: TaskView) -> CallToolResult:
+def of_view(view: TaskView, with_timeline: bool = False) -> CallToolResult:
+    """`with_timeline`: get_search_status's text carries the timeline too (its structured
+    result always does), for a model asking where a search's time went."""
     d = digest(view)
-    return answer(markdown(d), d)
+    return answer(markdown(d, with_timeline), d)
 
 
 class Tools:
@@ -146,7 +150,7 @@ class Tools:
                 accepted = await self.backend.start(args, caller)
                 return answer(started(accepted.task_id), accepted)
             if name == "get_search_status":
-                return of_view(await self.backend.status(_ref(args).task_id, caller))
+                return of_view(await self.backend.status(_ref(args).task_id, caller), True)
             if name == "cancel_search":
                 return of_view(await self.backend.cancel(_ref(args).task_id, caller))
             if name == "list_platforms":
