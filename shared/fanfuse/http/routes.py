@@ -20,9 +20,10 @@ statuses, the links a started search's id leads to). From `ROUTES`:
 
 What is written elsewhere for a reason is checked against the table by
 tests/unit/test_route_table.py: functions/main.py's entry points (functions-framework needs one
-decorated function per target, named as the target), the local stack's targets and Terraform's
-(infra/main.tf, infra/aws/lambda.tf) name `FUNCTION_TARGETS`, and serve's and the functions'
-answers match the table route by route.
+decorated function per target, named as the target), Terraform's function lists (infra/main.tf,
+infra/aws/lambda.tf) and the deployment rehearsal's (scripts/fanfuse_deploy/render.py) name
+`FUNCTION_TARGETS` and `PUBLIC_TARGETS`; and serve's, the functions' and the Lambda's answers
+match the table route by route (the local stack's targets are `FUNCTION_TARGETS` itself).
 
 Fronts. `target` is the function that answers a route on a function deployment (the Cloud
 Functions, and the Lambda, which runs the same targets): the three public calls at their own
