@@ -27,9 +27,11 @@ from pydantic import SecretStr
 from fanfuse.auth import keys
 from fanfuse.fronts.aws_lambda import front
 from fanfuse.net.aws_clients import sqs_client
+from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue, ensure_queues
 from fanfuse.runtimes import cloud
+from fanfuse.service.catalog import Catalog
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.moto_app import ThreadedMoto
@@ -50,6 +52,8 @@ class FakeService:
         self.store.put_key(RECORD)
         self.outcome = outcome
         self.delivered: list[Any] = []
+        # what `{search_status URL}/openapi.json` reads: the deployment's platforms
+        self.catalog = Catalog(self.store, Registry.from_settings(settings), settings)
 
     def status(self, task_id: str) -> TaskView:
         return task_view(task_id, "key:alice")

@@ -37,8 +37,8 @@ from werkzeug import Request, Response
 from fanfuse.auth.outbound import AuthMode, ClientAuth, GoogleIdToken
 from fanfuse.cli.main import app
 from fanfuse.fronts.mcp.access import LOCAL_CALLER
+from fanfuse.http.backend import open_backend
 from fanfuse.http.client import HttpSearchClient
-from fanfuse.runtimes.backend import open_backend
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.wire.errors import ApiError
 from fanfuse.wire.models import TaskView

@@ -60,17 +60,19 @@ LAYERS: dict[str, set[str]] = {
     },
     # the composition roots, then what the HTTP fronts share (framework-free)
     # runtimes -> content, rerank: the roots build those settings (ContentSettings,
-    # LlmRerankSettings) and pass them down; runtimes -> http: the remote runtime is reached
-    # through its API's client (`runtimes.backend`, the one port the CLI and the MCP front share)
+    # LlmRerankSettings) and pass them down
     "runtimes": {
         *("service", "platforms", "content", "rerank", "store", "queue", "auth", "net", "rules"),
-        *("http", *_BASE),
+        *_BASE,
     },
     # http -> queue: a task delivery's body is the queue's message (`http.deliveries` parses it);
     # no new reach, since `service` already imports `queue`
     # http -> store, rules: `GET /stats` reads the store's StatsStore role and computes the
     # figures by rules/stats.py (http.stats), which `fanfuse stats` shares; no new reach either
-    "http": {"service", "auth", "queue", "store", "rules", *_BASE},
+    # http -> runtimes: the client side reaches either runtime through one port
+    # (`http.backend`, the one the CLI and the MCP front share): the embedded one in this
+    # process, or a stack through the API's client
+    "http": {"runtimes", "service", "auth", "queue", "store", "rules", *_BASE},
     # the fronts never import each other, but for their shared text (`render`) and the Flask
     # targets the Lambda serves behind apig_wsgi (`functions`)
     "fronts": set(),
@@ -333,7 +335,7 @@ def test_no_module_the_package_root_reaches_imports_it() -> None:
     """The root is the public API: it reaches the runtimes, and through them nearly every layer,
     so a layer below it importing it (for its `__version__`, say) closes a loop."""
     below = reached("")
-    assert {"runtimes", "service", "http", "wire", "support"} <= below
+    assert {"runtimes", "service", "wire", "support"} <= below
     importing = {m for m, targets in graph().items() if "fanfuse" in targets}
     assert {m for m in importing if layer_of(m) in below} == set()
     assert {layer for layer, row in LAYERS.items() if "" in row and layer in below} == set()

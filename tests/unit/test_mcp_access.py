@@ -27,8 +27,8 @@ from fanfuse.fronts.mcp.access import (
     transport_security,
 )
 from fanfuse.fronts.mcp.serve import build_server, http_app
+from fanfuse.http.backend import EmbeddedBackend
 from fanfuse.platforms import Registry
-from fanfuse.runtimes.backend import EmbeddedBackend
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import TaskNotFound, Unauthorized

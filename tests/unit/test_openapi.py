@@ -18,10 +18,11 @@ import pytest
 from pydantic import ValidationError
 
 from fanfuse.fronts import functions
-from fanfuse.http.api import PUBLIC_TARGETS, check_task_id
+from fanfuse.http.api import check_task_id
 from fanfuse.http.deployment import Deployment, any_case, for_functions, function_server
 from fanfuse.http.openapi import document, render
 from fanfuse.http.patterns import NOT_BLANK
+from fanfuse.http.routes import PUBLIC_TARGETS
 from fanfuse.runtimes import cloud
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import InvalidRequest

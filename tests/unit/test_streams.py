@@ -24,9 +24,9 @@ from fanfuse.fronts.mcp import tasks as mcp_tasks
 from fanfuse.fronts.mcp.access import CALLER_KEY, LOCAL_CALLER
 from fanfuse.fronts.serve import watch as sse
 from fanfuse.http.api import error_answer
+from fanfuse.http.backend import EmbeddedBackend
 from fanfuse.http.streams import StreamCap, Watchers
 from fanfuse.platforms import Registry
-from fanfuse.runtimes.backend import EmbeddedBackend
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import TaskNotFound, TooManyStreams

@@ -29,9 +29,9 @@ from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.fronts import functions
 from fanfuse.fronts.mcp.serve import build_server, http_app
 from fanfuse.fronts.serve.app import create_app
+from fanfuse.http.backend import EmbeddedBackend
 from fanfuse.platforms import Registry
 from fanfuse.runtimes import cloud
-from fanfuse.runtimes.backend import EmbeddedBackend
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.support import logs

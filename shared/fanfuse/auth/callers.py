@@ -80,7 +80,7 @@ KEY_MISS_SIZE = 4096
 OWNER_NAMESPACES = ("key", "firebase", "google", "gateway", "aws", "local")
 """The prefixes of `Caller.subject`: API keys, Firebase and Google ID tokens, API Gateway's
 claims (GCP), the IAM principal of a SigV4-signed call (AWS), and the fixed owner of an
-unauthenticated local MCP server (`runtimes.backend`)."""
+unauthenticated local MCP server (`http.backend`)."""
 LAMBDA_REQUEST_CONTEXT = "apig_wsgi.request_context"
 """Where apig-wsgi (`fanfuse.fronts.aws_lambda.front`) puts the Lambda event's `requestContext`
 in the WSGI environ; no other front sets it, and no request header can (headers are `HTTP_*`)."""

@@ -177,7 +177,7 @@ async def _run_search(
 ) -> TaskView:
     """One search on the runtime `--endpoint` names (else in this process, not resident: it
     resumes nothing), through the backend the MCP tools use too; Ctrl-C cancels it."""
-    from fanfuse.runtimes.backend import open_backend
+    from fanfuse.http.backend import open_backend
 
     auth = credentials.build(endpoint) if endpoint else None
     with progress_bars(show_progress) as bars:

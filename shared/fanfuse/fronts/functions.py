@@ -8,6 +8,8 @@ FANFUSE_CLOUD=aws).
 `functions/main.py` only names the five targets; what they share lives here: two wrappers that
 check the method and map errors to JSON answers, `public_target` for the three public targets
 and `task_target` for the two Cloud Tasks targets, so that each target holds only its own work.
+The public targets, their methods and the routes `search_status` answers under its URL are the
+route table's (`fanfuse.http.routes`), as `serve`'s routes and the OpenAPI document are.
 
 Status codes. The three public targets answer 400 (every problem listed, by field), 404, 405,
 409 or 413 for bad input, never 500; 5xx means infrastructure (Firestore, Cloud Tasks).
@@ -52,7 +54,7 @@ from pydantic import BaseModel, TypeAdapter
 from werkzeug.exceptions import HTTPException
 
 from fanfuse.auth.callers import LAMBDA_REQUEST_CONTEXT, visible_status
-from fanfuse.http import cors, deliveries, stats
+from fanfuse.http import cors, deliveries, routes, stats
 from fanfuse.http.api import (
     CancelRequest,
     check_length,
@@ -74,9 +76,6 @@ Handler = Callable[[flask.Request], flask.Response]
 """What functions-framework calls for a target: one request in, one answer out."""
 
 TASK_NAME_HEADER = deliveries.TASK_NAME_HEADER
-OPENAPI_NAME = "openapi.json"
-STATS_NAME = "stats"
-PLATFORMS_NAME = "platforms"
 STATUS_TARGET = "search_status"
 
 
@@ -161,54 +160,54 @@ def _require_method(request: flask.Request, target: str, allowed: tuple[str, ...
     require_method(target, request.method, allowed)
 
 
-def public_target(*methods: str) -> Callable[[Handler], Handler]:
-    """A public target answering `methods`: its errors become their own 4xx JSON body (or 5xx
-    for an infrastructure error the service names, like QueueUnavailable), anything else 503.
+def public_target(answer: Handler) -> Handler:
+    """A public target answering the methods of its routes (`routes.methods_of`): its errors
+    become their own 4xx JSON body (or 5xx for an infrastructure error the service names, like
+    QueueUnavailable), anything else 503.
 
-    The target's name (what the 405 message and the log say) is the function's name. A request
+    The target's name (what the 405 message and the log say) is the function's name, a target
+    of the route table (KeyError at import otherwise). A request
     from a browser origin in `settings.cors_origins` gets CORS headers (`fanfuse.http.cors`),
     and its preflight (OPTIONS) a 204 before any credential is read; any other origin neither.
     """
 
-    def wrap(answer: Handler) -> Handler:
-        target = answer.__name__
+    target = answer.__name__
+    if target not in routes.PUBLIC_TARGETS:
+        raise KeyError(f"{target} is no public target of the route table")
+    methods = routes.methods_of(target)
 
-        @functools.wraps(answer)
-        def handle(request: flask.Request) -> flask.Response:
-            headers = dict(request.headers)
-            with ExitStack() as context:
-                try:  # the trace is read inside the error handling: no header escapes as a 500
-                    context.enter_context(logs.request_context(headers))
-                    context.enter_context(
-                        spans.server(
-                            f"{request.method} {target}", headers, _http_attributes(request)
-                        )
-                    )
-                    context.enter_context(flushed())
-                except Exception:
-                    return _infrastructure(target)
-                origins = _cors_origins()
-                origin = request.headers.get("Origin")
-                if request.method == "OPTIONS":
-                    allowed = cors.preflight_headers(origin, origins, methods)
-                    if allowed is not None:
-                        return flask.Response(status=204, headers=allowed)
-                response = _answer(request)
-                response.headers.update(cors.answer_headers(origin, origins))
-                return response
-
-        def _answer(request: flask.Request) -> flask.Response:
-            try:
-                _require_method(request, target, methods)
-                return answer(request)
-            except FanfuseError as exc:
-                return error_response(exc)
+    @functools.wraps(answer)
+    def handle(request: flask.Request) -> flask.Response:
+        headers = dict(request.headers)
+        with ExitStack() as context:
+            try:  # the trace is read inside the error handling: no header escapes as a 500
+                context.enter_context(logs.request_context(headers))
+                context.enter_context(
+                    spans.server(f"{request.method} {target}", headers, _http_attributes(request))
+                )
+                context.enter_context(flushed())
             except Exception:
                 return _infrastructure(target)
+            origins = _cors_origins()
+            origin = request.headers.get("Origin")
+            if request.method == "OPTIONS":
+                allowed = cors.preflight_headers(origin, origins, methods)
+                if allowed is not None:
+                    return flask.Response(status=204, headers=allowed)
+            response = _answer(request)
+            response.headers.update(cors.answer_headers(origin, origins))
+            return response
 
-        return handle
+    def _answer(request: flask.Request) -> flask.Response:
+        try:
+            _require_method(request, target, methods)
+            return answer(request)
+        except FanfuseError as exc:
+            return error_response(exc)
+        except Exception:
+            return _infrastructure(target)
 
-    return wrap
+    return handle
 
 
 def _http_attributes(request: flask.Request) -> dict[str, str]:
@@ -280,7 +279,7 @@ def verdict_response(verdict: deliveries.Verdict) -> flask.Response:
 # The five targets: each holds only its own work
 
 
-@public_target("POST")
+@public_target
 def start_search(request: flask.Request) -> flask.Response:
     """POST a SearchRequest -> 202 `{task_id, status, status_url}` (and `Location`).
 
@@ -294,10 +293,12 @@ def start_search(request: flask.Request) -> flask.Response:
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 
-@public_target("GET", "HEAD")
+@public_target
 def search_status(request: flask.Request) -> flask.Response:
     """GET `/{task_id}` or `?task_id=` -> the merged TaskView; 404 for an unknown id.
 
+    Without `?task_id=`, a path ending in the name of a route the table nests under
+    `search_status` (`routes.nested`) is that route, answered by `NESTED`:
     GET `/openapi.json` -> the API's OpenAPI document as this deployment serves it
     (`openapi_document`), which `serve` answers at the same name: `.` is never in a task id, so
     the two cannot clash; no credential is needed, and no store is read (the service is built,
@@ -305,15 +306,21 @@ def search_status(request: flask.Request) -> flask.Response:
     GET `/platforms` -> every platform with its availability and health, as `serve`'s
     `/platforms` (any verified caller; `platforms` is never a task id either).
     """
-    if request.args.get("task_id") is None and request.path.endswith("/" + OPENAPI_NAME):
-        return json_response(openapi_document())
-    if request.args.get("task_id") is None and request.path.endswith("/" + STATS_NAME):
-        return stats_response(request)
-    if request.args.get("task_id") is None and request.path.endswith("/" + PLATFORMS_NAME):
-        caller(request)  # its reasons name the provider settings this deployment lacks
-        return json_response(TypeAdapter(list[PlatformInfo]).dump_json(service().platforms()))
+    if request.args.get("task_id") is None:
+        for name, route in routes.nested(STATUS_TARGET).items():
+            if request.path.endswith("/" + name):
+                return NESTED[route.operation_id](request)
     who = caller(request)
     return json_response(visible_status(service().status, task_id_of(request), who))
+
+
+def openapi_response(request: flask.Request) -> flask.Response:
+    return json_response(openapi_document())
+
+
+def platforms_response(request: flask.Request) -> flask.Response:
+    caller(request)  # its reasons name the provider settings this deployment lacks
+    return json_response(TypeAdapter(list[PlatformInfo]).dump_json(service().platforms()))
 
 
 def openapi_document() -> dict[str, Any]:
@@ -337,7 +344,7 @@ def stats_response(request: flask.Request) -> flask.Response:
     return json_response(stats.collect(store, store, query, utcnow()))
 
 
-@public_target("POST")
+@public_target
 def cancel_search(request: flask.Request) -> flask.Response:
     """POST `{task_id}` -> the cancelled TaskView; 404 unknown, 409 once terminal."""
     who = caller(request)
@@ -348,6 +355,14 @@ def cancel_search(request: flask.Request) -> flask.Response:
     svc = service()
     visible_status(svc.status, task_id, who)  # 404/410 before anything is written
     return json_response(svc.cancel(task_id))
+
+
+NESTED: dict[str, Handler] = {
+    "openapi": openapi_response,
+    "stats": stats_response,
+    "platforms": platforms_response,
+}
+"""The routes `search_status` answers under its URL (`routes.nested`), by operation id."""
 
 
 run_platform = task_target("run_platform")

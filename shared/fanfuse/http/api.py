@@ -38,8 +38,6 @@ MAX_BODY_BYTES = 64 * 1024
 """A request is at most 5 queries of 500 characters and a few options: 64 KiB is plenty."""
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 """What a task id may look like (the service makes uuid4 hex ids); also a safe document id."""
-PUBLIC_TARGETS = ("start_search", "search_status", "cancel_search")
-"""The public calls, named as the functions are: `serve` mounts them under the same names."""
 
 
 class CancelRequest(Inbound):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fanfuse.http.patterns import BLANKS
+from fanfuse.http.routes import ROUTES
 from fanfuse.service.catalog import Catalog
 from fanfuse.settings import Settings
 from fanfuse.wire.request import MAX_PLATFORM_NAMES, MAX_QUERIES
@@ -189,17 +190,10 @@ def arrays(schema: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
-FUNCTION_OF_PATH = {
-    "/start_search": "start_search",
-    "/search_status/{task_id}": "search_status",
-    "/search_status": "search_status",
-    "/cancel_search": "cancel_search",
-    "/platforms": "search_status",
-    "/stats": "search_status",
-    "/openapi.json": "search_status",
-}
-"""Which function answers each path the functions have: the three public calls at their own
-names, and `{search_status URL}/platforms`, `/stats`, `/openapi.json` (fronts/functions.py)."""
+FUNCTION_OF_PATH = {route.path: route.target for route in ROUTES if route.target is not None}
+"""Which function answers each path the functions have (the route table's `target`): the three
+public calls at their own names, and `{search_status URL}/platforms`, `/stats`, `/openapi.json`
+(fronts/functions.py)."""
 
 
 def function_server(path: str, target: str, url: str) -> str:

@@ -1,12 +1,14 @@
-"""One OpenAPI 3.1 document for the HTTP API, generated from the wire models.
+"""One OpenAPI 3.1 document for the HTTP API, generated from the route table and the wire models.
 
 `fanfuse serve` and the Cloud Functions answer the same three public calls under the same names
 (`start_search`, `search_status`, `cancel_search`), so one document describes both; the routes
 only `serve` has (`/search`, the event stream) say so (`x-fanfuse-only: serve`).
-The schemas are the models themselves (`model_json_schema` through `models_json_schema`, refs
-under `#/components/schemas/`), never a second description that could drift: a schema change is
-a model change. `docs/openapi.json` is this document checked in; a test fails when the two
-differ, and `fanfuse openapi > docs/openapi.json` regenerates it.
+The paths are the route table's (`fanfuse.http.routes`: the routes the fronts serve), rendered
+here; the schemas are the models themselves (`model_json_schema` through `models_json_schema`,
+refs under `#/components/schemas/`), never a second description that could drift: a route
+change is a change to the table, a schema change is a model change. `docs/openapi.json` is this
+document checked in; a test fails when the two differ, and `fanfuse openapi > docs/openapi.json`
+regenerates it.
 
 Where it is served: `GET /openapi.json` on `serve`, and `GET {search_status URL}/openapi.json`
 on the functions (`.` is never in a task id, so that path cannot name a search).
@@ -32,37 +34,35 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.http.api import TASK_ID, CancelRequest
+from fanfuse.http.api import TASK_ID
 from fanfuse.http.deployment import Deployment, for_deployment
 from fanfuse.http.patterns import COUNTRY, HOST, HOSTS, NOT_BLANK, items, strings
-from fanfuse.http.stats import MAX_PARAMETER_CHARS
+from fanfuse.http.routes import (
+    EVENT_STREAM,
+    EXAMPLE_TASK_ID,
+    ROUTES,
+    TEXT,
+    Parameter,
+    Route,
+    Success,
+)
 from fanfuse.support.version import __version__
 from fanfuse.wire.inbound import text_schema
-from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
-from fanfuse.wire.stats import WINDOW_PATTERN, Stats
+from fanfuse.wire.models import ErrorBody, TaskView
 
 REF = "#/components/schemas/{model}"
-MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-    (SearchRequest, "validation"),
-    (CancelRequest, "validation"),
-    (Accepted, "serialization"),
-    (TaskView, "serialization"),
-    (ErrorBody, "serialization"),
-    (PlatformInfo, "serialization"),
-    (Stats, "serialization"),
-]
+STREAMED = (TaskView, ErrorBody)
+"""The models an event stream's events carry (`events_schema`)."""
 INPUT_STRINGS = {
     "query": "one query as a string",
     "platform": '"all", a name, or comma-separated names',
     "include_domains": "comma-separated host names",
     "exclude_domains": "comma-separated host names",
 }
-SERVE_ONLY = {"x-fanfuse-only": "serve"}
 RETRY_AFTER = {
     "Retry-After": {"description": "seconds to wait", "schema": {"type": "string"}},
 }
-AUTH = (401, 403)
-"""What every route but this document may answer: `fanfuse.auth.callers` verifies the caller."""
+LOCATION = {"Location": {"description": "the status_url", "schema": {"type": "string"}}}
 SECURITY_SCHEMES = {
     "apiKey": {
         "type": "apiKey",
@@ -77,6 +77,17 @@ SECURITY_SCHEMES = {
         "description": "a Firebase or Google-signed ID token",
     },
 }
+
+
+def models() -> list[tuple[type[BaseModel], JsonSchemaMode]]:
+    """The document's schemas: the routes' bodies as they are validated, what they answer (an
+    error body among it) as it is serialized."""
+    bodies = dict.fromkeys(route.body.model for route in ROUTES if route.body is not None)
+    answered = [answer.model for route in ROUTES for answer in route.answers if answer.model]
+    answers: dict[type[BaseModel], None] = dict.fromkeys([*answered, *STREAMED, ErrorBody])
+    validated: JsonSchemaMode = "validation"
+    serialized: JsonSchemaMode = "serialization"
+    return [(model, validated) for model in bodies] + [(model, serialized) for model in answers]
 
 
 def ref(name: str) -> dict[str, str]:
@@ -111,28 +122,6 @@ def _errors(*statuses: int) -> dict[str, Any]:
         if status in answers:
             answers[status]["headers"] = RETRY_AFTER
     return answers
-
-
-def _task_id(where: str) -> dict[str, Any]:
-    return {
-        "name": "task_id",
-        "in": where,
-        "required": where == "path",
-        "schema": task_id_schema(),
-        "example": EXAMPLE_TASK_ID,
-    }
-
-
-EXAMPLE_TASK_ID = "5f0c6a4e9b2d4c71a3e8d2b6f4a1c9e7"
-"""A task id as the service makes them (uuid4 hex); no search has it (404)."""
-SEARCH_EXAMPLE = {"query": ["microwave waveguide", "dielectric constant"], "max_results": 5}
-"""What a request looks like (and what schemathesis' examples phase sends): valid on any
-deployment, since `platform` is left to its default, every available platform."""
-
-
-def _body(model: str, example: dict[str, Any]) -> dict[str, Any]:
-    media = {"schema": ref(model), "example": example}
-    return {"required": True, "content": {"application/json": media}}
 
 
 def task_id_schema() -> dict[str, Any]:
@@ -179,21 +168,30 @@ def events_schema() -> dict[str, Any]:
 
 def links() -> dict[str, Any]:
     """The calls a search's `task_id` (in the answer's body) leads to, for clients and for the
-    stateful tests (schemathesis follows them)."""
+    stateful tests (schemathesis follows them): each route with a `link`, given the id where it
+    reads it (its `task_id` parameter, else its body); those that read the search first, then
+    those that change it."""
     task_id = "$response.body#/task_id"
-    return {
-        "status": {"operationId": "search_status", "parameters": {"path.task_id": task_id}},
-        "status_by_query": {
-            "operationId": "search_status_by_query",
-            "parameters": {"query.task_id": task_id},
-        },
-        "events": {"operationId": "search_events", "parameters": {"path.task_id": task_id}},
-        "cancel": {"operationId": "cancel_search", "requestBody": {"task_id": task_id}},
-    }
+    found: dict[str, Any] = {}
+    for route in sorted(ROUTES, key=lambda r: r.body is not None):
+        if route.link is None:
+            continue
+        if route.body is not None:
+            found[route.link] = {
+                "operationId": route.operation_id,
+                "requestBody": {"task_id": task_id},
+            }
+        else:
+            where = next(p.where for p in route.parameters if p.name == "task_id")
+            found[route.link] = {
+                "operationId": route.operation_id,
+                "parameters": {f"{where}.task_id": task_id},
+            }
+    return found
 
 
 def components(deployment: Deployment | None = None) -> dict[str, Any]:
-    _, schemas = models_json_schema(MODELS, ref_template=REF)
+    _, schemas = models_json_schema(models(), ref_template=REF)
     defs: dict[str, Any] = copy.deepcopy(schemas["$defs"])
     request = defs["SearchRequest"]["properties"]
     for name, description in INPUT_STRINGS.items():
@@ -217,193 +215,84 @@ def components(deployment: Deployment | None = None) -> dict[str, Any]:
     return defs
 
 
-_TEXT = {"text/plain": {"schema": {"type": "string"}}}
+def parameter(spec: Parameter) -> dict[str, Any]:
+    """A route's parameter as the document states it: a task id is the one parameter every
+    route that reads one shares (the schema of what the API accepts, an example), with the
+    route's description added; any other is a string, at most its `max_length`, of its
+    `pattern`."""
+    stated: dict[str, Any] = {"name": spec.name, "in": spec.where, "required": spec.required}
+    if spec.name == "task_id":
+        stated.update(schema=task_id_schema(), example=EXAMPLE_TASK_ID)
+        if spec.description is not None:
+            stated["description"] = spec.description
+        return stated
+    if spec.description is not None:
+        stated["description"] = spec.description
+    schema: dict[str, Any] = {"type": "string"}
+    if spec.max_length is not None:
+        schema["maxLength"] = spec.max_length
+    if spec.pattern is not None:
+        schema["pattern"] = spec.pattern
+    stated["schema"] = schema
+    if spec.example is not None:
+        stated["example"] = spec.example
+    return stated
 
 
-def _query(
-    name: str, description: str, pattern: str | None = None, example: str | None = None
-) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "string", "maxLength": MAX_PARAMETER_CHARS}
-    if pattern is not None:
-        schema["pattern"] = pattern
-    parameter = {"name": name, "in": "query", "required": False, "description": description}
-    return {**parameter, "schema": schema, **({"example": example} if example else {})}
+def answer(spec: Success) -> dict[str, Any]:
+    """A route's successful answer: its content's schema, its headers, its links."""
+    if spec.media == EVENT_STREAM:
+        schema = events_schema()
+    elif spec.media == TEXT:
+        schema = {"type": "string"}
+    elif spec.model is None:
+        schema = {"type": "object"}
+    elif spec.many:
+        schema = {"type": "array", "items": ref(spec.model.__name__)}
+    else:
+        schema = ref(spec.model.__name__)
+    stated: dict[str, Any] = {
+        "description": spec.description,
+        "content": {spec.media: {"schema": schema}},
+    }
+    if spec.location:
+        stated["headers"] = LOCATION
+    if spec.links:
+        stated["links"] = links()
+    return stated
+
+
+def operation(route: Route) -> dict[str, Any]:
+    """A route as the document's operation; one served by a single front says which
+    (`x-fanfuse-only`)."""
+    stated: dict[str, Any] = {}
+    if len(route.fronts) == 1:
+        stated["x-fanfuse-only"] = next(iter(route.fronts))
+    stated["operationId"] = route.operation_id
+    if route.public:
+        stated["security"] = []
+    stated["summary"] = route.summary
+    if route.description is not None:
+        stated["description"] = route.description
+    if route.parameters:
+        stated["parameters"] = [parameter(p) for p in route.parameters]
+    if route.body is not None:
+        media = {"schema": ref(route.body.model.__name__), "example": route.body.example}
+        stated["requestBody"] = {"required": True, "content": {"application/json": media}}
+    stated["responses"] = {
+        **{str(success.status): answer(success) for success in route.answers},
+        **_errors(*route.statuses),
+    }
+    return stated
 
 
 def paths() -> dict[str, Any]:
-    status = {
-        "200": _json("TaskView", "the search with its platforms' live progress"),
-        **_errors(*AUTH, 400, 404, 405, 410, 503),
-    }
-    location = {"Location": {"description": "the status_url", "schema": {"type": "string"}}}
-    return {
-        "/start_search": {
-            "post": {
-                "operationId": "start_search",
-                "summary": "Start a search; poll its status_url",
-                "requestBody": _body("SearchRequest", SEARCH_EXAMPLE),
-                "responses": {
-                    "202": {
-                        **_json("Accepted", "accepted"),
-                        "headers": location,
-                        "links": links(),
-                    },
-                    **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
-                },
-            }
-        },
-        "/search_status/{task_id}": {
-            "get": {
-                "operationId": "search_status",
-                "summary": "The search's status (status_url)",
-                "parameters": [_task_id("path")],
-                "responses": status,
-            }
-        },
-        "/search_status": {
-            "get": {
-                "operationId": "search_status_by_query",
-                "summary": "The search's status, by `?task_id=`",
-                "parameters": [{**_task_id("query"), "required": True}],
-                "responses": status,
-            }
-        },
-        "/cancel_search": {
-            "post": {
-                "operationId": "cancel_search",
-                "summary": "Cancel a search: body `{task_id}` or `?task_id=` (cancel_url)",
-                "description": "The search is named by the body `{task_id}`, or by `?task_id=` "
-                "(the form `cancel_url` takes, POSTed as it is): given, the query's id is the one "
-                "cancelled and the body is not read, so it may be left out. Neither is a 400 "
-                "naming `body`. The document says the body is required, as one operation cannot "
-                "say `one of a parameter or a body`: the body is the form it describes whole.",
-                "parameters": [
-                    {
-                        **_task_id("query"),
-                        "description": "the id, instead of the body's (cancel_url)",
-                    }
-                ],
-                "requestBody": _body("CancelRequest", {"task_id": EXAMPLE_TASK_ID}),
-                "responses": {
-                    "200": _json("TaskView", "the cancelled search"),
-                    **_errors(*AUTH, 400, 404, 405, 409, 410, 413, 415, 503),
-                },
-            }
-        },
-        "/search": {
-            "post": {
-                **SERVE_ONLY,
-                "operationId": "search",
-                "summary": "Search and wait: the final document in one call",
-                "description": "Waits until the search is terminal, at most its deadline "
-                "(timeout_s or the deployment's) plus a few seconds; past that cap it answers 202 "
-                "with the running document and a Location to poll.",
-                "requestBody": _body("SearchRequest", SEARCH_EXAMPLE),
-                "responses": {
-                    "200": {**_json("TaskView", "the terminal search"), "links": links()},
-                    "202": {
-                        **_json("TaskView", "still running at the cap"),
-                        "headers": location,
-                        "links": links(),
-                    },
-                    **_errors(*AUTH, 400, 405, 413, 415, 429, 503),
-                },
-            }
-        },
-        "/search_status/{task_id}/events": {
-            "get": {
-                **SERVE_ONLY,
-                "operationId": "search_events",
-                "summary": "Server-Sent Events of the search's progress",
-                "description": "`event: progress` with the TaskView JSON on each change, then one "
-                "`event: done` with the terminal document (or `event: timeout` with the last "
-                "one when the deadline passes first); then the stream closes. Each event's id "
-                "names the state it carries: a client reconnecting with `Last-Event-ID` gets the "
-                "current state at once if it is newer than that id, then the live stream (a "
-                "terminal search: its `done` event).",
-                "parameters": [
-                    _task_id("path"),
-                    {
-                        "name": "Last-Event-ID",
-                        "in": "header",
-                        "required": False,
-                        "description": "the id of the last event received (an id this stream "
-                        "did not send is ignored: the current state is sent)",
-                        "schema": {"type": "string"},
-                    },
-                ],
-                "responses": {
-                    "200": {
-                        "description": "the event stream; the schema is that of one event",
-                        "content": {"text/event-stream": {"schema": events_schema()}},
-                    },
-                    **_errors(*AUTH, 400, 404, 405, 410, 429),
-                },
-            }
-        },
-        "/platforms": {
-            "get": {
-                "operationId": "platforms",
-                "summary": "The platforms, which are available here, and why the others are not "
-                "(functions: GET {search_status URL}/platforms)",
-                "responses": {
-                    "200": {
-                        "description": "one entry per platform",
-                        "content": {
-                            "application/json": {
-                                "schema": {"type": "array", "items": ref("PlatformInfo")}
-                            }
-                        },
-                    },
-                    **_errors(*AUTH, 405),
-                },
-            }
-        },
-        "/stats": {
-            "get": {
-                "operationId": "stats",
-                "summary": "Per platform figures over recent searches (functions: GET "
-                "{search_status URL}/stats): an operator's of every owner, anyone else's own",
-                "parameters": [
-                    _query(
-                        "window",
-                        "how far back: 30m, 24h (default), 7d; longer reads 30d",
-                        WINDOW_PATTERN,
-                        "24h",
-                    ),
-                    _query("owner", "an operator's: one owner's searches (a caller subject)"),
-                ],
-                "responses": {
-                    "200": _json("Stats", "the figures (aggregates only)"),
-                    **_errors(*AUTH, 400, 405, 503),
-                },
-            }
-        },
-        "/metrics": {
-            "get": {
-                **SERVE_ONLY,
-                "operationId": "metrics",
-                "summary": "Prometheus metrics of this server, for an operator",
-                "responses": {
-                    "200": {"description": "Prometheus text format 0.0.4", "content": _TEXT},
-                    **_errors(*AUTH, 405),
-                },
-            }
-        },
-        "/openapi.json": {
-            "get": {
-                "operationId": "openapi",
-                "security": [],
-                "summary": "This document (functions: GET {search_status URL}/openapi.json)",
-                "responses": {
-                    "200": {
-                        "description": "OpenAPI 3.1",
-                        "content": {"application/json": {"schema": {"type": "object"}}},
-                    }
-                },
-            }
-        },
-    }
+    """The route table (http/routes.py) as the document's paths, each documented under its
+    first method (a HEAD is the GET it goes with)."""
+    found: dict[str, Any] = {}
+    for route in ROUTES:
+        found.setdefault(route.path, {})[route.methods[0].lower()] = operation(route)
+    return found
 
 
 @functools.cache

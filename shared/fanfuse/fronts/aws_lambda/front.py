@@ -58,8 +58,8 @@ from werkzeug.exceptions import HTTPException, NotFound
 from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
 from fanfuse.fronts import functions
 from fanfuse.http import deliveries
-from fanfuse.http.api import PUBLIC_TARGETS
 from fanfuse.http.deliveries import TASK_NAME_HEADER
+from fanfuse.http.routes import PUBLIC_TARGETS
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue
 from fanfuse.runtimes import cloud
 from fanfuse.tracing import setup

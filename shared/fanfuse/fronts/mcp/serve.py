@@ -30,8 +30,8 @@ from starlette.types import ASGIApp
 from fanfuse.auth.callers import Authenticator
 from fanfuse.fronts.mcp import access, tasks
 from fanfuse.fronts.mcp.tools import Tools, tool_error, tool_list
+from fanfuse.http.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.http.streams import StreamCap
-from fanfuse.runtimes.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.settings import Settings
 from fanfuse.support.version import __version__
 from fanfuse.wire.errors import FanfuseError

@@ -79,8 +79,8 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from fanfuse.fronts.mcp import access
 from fanfuse.fronts.mcp.render import digest
 from fanfuse.fronts.mcp.tools import of_view, tool_error
+from fanfuse.http.backend import EmbeddedBackend, SearchBackend
 from fanfuse.http.streams import StreamCap, Watchers, for_service
-from fanfuse.runtimes.backend import EmbeddedBackend, SearchBackend
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import FanfuseError, TooManyStreams
 from fanfuse.wire.models import Caller, TaskStatus, TaskView

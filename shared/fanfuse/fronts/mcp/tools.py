@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 
 from fanfuse.fronts.mcp.render import Digest, digest, markdown
-from fanfuse.runtimes.backend import Platforms, SearchBackend
+from fanfuse.http.backend import Platforms, SearchBackend
 from fanfuse.service.polling import until_terminal
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, problems_of
 from fanfuse.wire.models import Accepted, Caller, TaskView

@@ -1,5 +1,11 @@
 """The Starlette application of `fanfuse serve`: routes named like the functions, one runtime.
 
+The API's routes are the route table's (`fanfuse.http.routes`): each endpoint here answers
+operations of the table (`answers`), and the app mounts every route the table says `serve`
+answers at its path, under its name, with its methods (`api_routes`); the routes nested under
+`search_status`'s URL on the functions (`{search_status URL}/stats`) are answered under that
+spelling too. The search page's two routes are the app's own, outside the API.
+
 Every route takes every method and checks it itself (`route`), so a wrong method gets the
 functions' 405 JSON body with `Allow`, not Starlette's plain-text one; errors are mapped by
 `fanfuse.http.api.error_answer`, and anything that is not a FanfuseError is logged and answered 503,
@@ -50,7 +56,7 @@ from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import page, watch
 from fanfuse.fronts.serve.metrics import Metrics, Streams
-from fanfuse.http import api, stats
+from fanfuse.http import api, routes, stats
 from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
 from fanfuse.http.streams import StreamCap, Watchers, for_service
@@ -72,6 +78,8 @@ OFFLINE = ("docs", "vectors")
 SSE_PING = 15.0
 Endpoint = Callable[[Request, EmbeddedRuntime], Awaitable[Response]]
 T = TypeVar("T")
+ENDPOINTS: dict[str, Endpoint] = {}
+"""operation id (the route table's) -> the endpoint that answers it (`answers`)."""
 
 
 def json_response(
@@ -161,6 +169,31 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
     return wrap
 
 
+def answers(*operation_ids: str) -> Callable[[Endpoint], Endpoint]:
+    """Make `answer` the endpoint of these operations of the route table (an id the table
+    lacks is a KeyError here, at import)."""
+
+    def register(answer: Endpoint) -> Endpoint:
+        for operation_id in operation_ids:
+            routes.operation(operation_id)
+            ENDPOINTS[operation_id] = answer
+        return answer
+
+    return register
+
+
+def api_routes() -> list[Route]:
+    """Every route of the table `serve` answers, at its path, under its name (405s and logs say
+    it), with its methods and its endpoint."""
+    served = routes.served_by("serve")
+    missing = [spec.operation_id for spec in served if spec.operation_id not in ENDPOINTS]
+    if missing:
+        raise RuntimeError(f"serve has no endpoint for the route table's {missing}")
+    return [
+        route(spec.path, spec.name, *spec.methods)(ENDPOINTS[spec.operation_id]) for spec in served
+    ]
+
+
 def caller_of(request: Request) -> Caller | None:
     """The verified caller (None: anonymous, where settings allow it); else 401/403."""
     auth: Authenticator = request.app.state.auth
@@ -174,26 +207,22 @@ def task_id_of(request: Request) -> str:
     )
 
 
-@route("/start_search", "start_search", "POST")
+@answers("start_search")
 async def start_search(request: Request, runtime: EmbeddedRuntime) -> Response:
     accepted = await admitted_start(request, runtime)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
 
-async def _status(request: Request, runtime: EmbeddedRuntime) -> Response:
-    if (
-        request.path_params.get("task_id") == "openapi.json"
-        and "task_id" not in request.query_params
-    ):
-        return _openapi(runtime)  # the functions' spelling: `{search_status URL}/openapi.json`
-    if request.path_params.get("task_id") == "stats" and "task_id" not in request.query_params:
-        return await _stats(request, runtime)  # and `{search_status URL}/stats`
+@answers("search_status", "search_status_by_query")
+async def search_status(request: Request, runtime: EmbeddedRuntime) -> Response:
+    """The search's view; and, in the functions' spelling, the routes the table nests under
+    `search_status`'s URL (`/search_status/openapi.json`, `/search_status/stats`...), which no
+    task id names without `?task_id=`."""
+    nested = routes.nested("search_status").get(request.path_params.get("task_id", ""))
+    if nested is not None and "task_id" not in request.query_params:
+        return await ENDPOINTS[nested.operation_id](request, runtime)
     who = caller_of(request)
     return json_response(visible_status(runtime.service.status, task_id_of(request), who))
-
-
-status_by_query = route("/search_status", "search_status", "GET", "HEAD")(_status)
-status_by_path = route("/search_status/{task_id}", "search_status", "GET", "HEAD")(_status)
 
 
 def cancel_request(raw: bytes, content_type: str | None) -> api.CancelRequest:
@@ -201,7 +230,7 @@ def cancel_request(raw: bytes, content_type: str | None) -> api.CancelRequest:
     return parsed
 
 
-@route("/cancel_search", "cancel_search", "POST")
+@answers("cancel_search")
 async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
     who = caller_of(request)
     if "task_id" in request.query_params:
@@ -213,7 +242,7 @@ async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
     return json_response(runtime.service.cancel(task_id))
 
 
-@route("/search", "search", "POST")
+@answers("search")
 async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Start and wait: 200 with the terminal document, or 202 with the running one at the cap."""
     accepted = await admitted_start(request, runtime)
@@ -240,7 +269,7 @@ class HeldStream(EventSourceResponse):
             self.release()
 
 
-@route("/search_status/{task_id}/events", "search_events", "GET")
+@answers("search_events")
 async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
     """The search's Server-Sent Events (watch.events). 400/404/410 as JSON before the stream
     starts (a watched search answers them from its latest snapshot, with no read), then 429
@@ -259,7 +288,8 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
     return HeldStream(watch.events(runtime, watchers, task_id, last_id=last_id), release)
 
 
-async def _stats(request: Request, runtime: EmbeddedRuntime) -> Response:
+@answers("stats")
+async def stats_figures(request: Request, runtime: EmbeddedRuntime) -> Response:
     """The figures `http.stats` lets this caller read: an operator's (Settings.operators, or
     the key this server printed) every owner's, anyone else's their own."""
     state = request.app.state
@@ -272,10 +302,7 @@ async def _stats(request: Request, runtime: EmbeddedRuntime) -> Response:
     return json_response(figures)
 
 
-stats_route = route("/stats", "stats", "GET", "HEAD")(_stats)
-
-
-@route("/metrics", "metrics", "GET", "HEAD")
+@answers("metrics")
 async def metrics(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Prometheus' text format (fronts/serve/metrics.py), for an operator."""
     state = request.app.state
@@ -284,7 +311,7 @@ async def metrics(request: Request, runtime: EmbeddedRuntime) -> Response:
     return Response(exposed.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-@route("/platforms", "platforms", "GET", "HEAD")
+@answers("platforms")
 async def platforms(request: Request, runtime: EmbeddedRuntime) -> Response:
     caller_of(request)  # verified, though every caller gets the same list
     return json_response(runtime.service.platforms())
@@ -307,14 +334,10 @@ def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
     return Deployment.of(runtime.settings, runtime.service.catalog)
 
 
-def _openapi(runtime: EmbeddedRuntime) -> Response:
+@answers("openapi")
+async def openapi(request: Request, runtime: EmbeddedRuntime) -> Response:
     """The API's document with this server's platforms and limits written in (openapi.py)."""
     return Response(render(deployment_of(runtime)), media_type="application/json")
-
-
-@route("/openapi.json", "openapi", "GET", "HEAD")
-async def openapi(request: Request, runtime: EmbeddedRuntime) -> Response:
-    return _openapi(runtime)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -407,18 +430,8 @@ def create_app(
             finally:
                 app.state.metrics.uninstall()
 
-    routes = [
-        start_search,
-        status_by_query,
-        search_events,
-        status_by_path,
-        cancel_search,
-        search,
-        platforms,
-        stats_route,
-        metrics,
-        openapi,
-        home,
-        page_file,
-    ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_found})
+    return Starlette(
+        routes=[*api_routes(), home, page_file],
+        lifespan=lifespan,
+        exception_handlers={404: not_found},
+    )

@@ -26,7 +26,7 @@ from types import FrameType
 import uvicorn
 
 from fanfuse.fronts.serve.app import create_app, warm_names
-from fanfuse.http.api import PUBLIC_TARGETS
+from fanfuse.http.routes import PUBLIC_TARGETS
 from fanfuse.platforms import Registry
 from fanfuse.settings import Settings
 

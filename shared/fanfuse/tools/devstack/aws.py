@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fanfuse.auth import keys
-from fanfuse.http.api import PUBLIC_TARGETS
+from fanfuse.http.routes import PUBLIC_TARGETS
 from fanfuse.settings import Settings
 from fanfuse.tools.devstack.lifetime import StackLifetime
 from fanfuse.tools.devstack.processes import (

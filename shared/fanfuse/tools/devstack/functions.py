@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from fanfuse.http import routes
 from fanfuse.tools.devstack.processes import (
     LOOPBACK,
     Component,
@@ -23,13 +24,8 @@ from fanfuse.tools.devstack.processes import (
     wait_until,
 )
 
-FUNCTION_TARGETS: tuple[str, ...] = (
-    "start_search",
-    "search_status",
-    "cancel_search",
-    "run_platform",
-    "aggregate",
-)
+FUNCTION_TARGETS = routes.FUNCTION_TARGETS
+"""One functions-framework process per target, as the cloud deploys one function per target."""
 REPO_ROOT = Path(__file__).resolve().parents[4]
 """shared/fanfuse/tools/devstack/functions.py -> the repository root."""
 DEFAULT_FUNCTIONS_SOURCE = REPO_ROOT / "functions" / "main.py"

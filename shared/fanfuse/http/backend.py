@@ -4,8 +4,9 @@ platforms, in this process or on a deployed stack.
 The MCP tools (`fronts/mcp`) and the command line (`fanfuse search [--endpoint]`, `cli/main.py`)
 are written once against `SearchBackend`; `open_backend` picks the runtime. `EmbeddedBackend` runs
 the service in this process (SQLite, in-process queue), `RemoteBackend` calls a deployed stack's
-HTTP API through `HttpSearchClient` (the one reason `runtimes` may import `http`: the remote
-runtime is reached through its API's client). Every call names the caller it acts for
+HTTP API through `HttpSearchClient`. It lives on the client side, beside that client: it uses the
+runtimes (the embedded one, or a stack through its API) and no runtime uses it, so `runtimes`
+imports nothing of `http`. Every call names the caller it acts for
 (fronts/mcp/access.py; the command line's own searches have none, as a `fanfuse.search()` call):
 the embedded backend makes it the owner of what it starts and shows and cancels nothing of
 another owner (404, as the API answers); the remote one is used by the MCP server only
