@@ -30,11 +30,15 @@ class PlatformMessage(BaseModel):
     platform: str
     member: str | None = Field(default=None, exclude_if=lambda member: member is None)
     """Left out of the body when None: the task a platform's first turn has always had."""
+    carrier: str | None = Field(default=None, exclude_if=lambda carrier: carrier is None)
+    """A first turn whose first member cannot run here: the first member that can, whose queue
+    carries the task (a platform this deployment does not run has no queue; the turn passes the
+    first member over and asks the next, as a worker does for any member that cannot run)."""
 
     @property
     def queue(self) -> str:
         """The platform whose queue carries the task."""
-        return self.member or self.platform
+        return self.member or self.carrier or self.platform
 
     @property
     def suffix(self) -> str:

@@ -115,6 +115,13 @@ class SearchService:
 
     # -- start -------------------------------------------------------------------------------
 
+    def _carrier(self, run: PlatformRun) -> str | None:
+        """Whose queue carries a chain's first turn when its first member cannot run here
+        (validation let it in because a later member can): that member's (queue/base.py)."""
+        if not run.chain or self.registry.unavailable_reason(run.name) is None:
+            return None
+        return next((m for m in run.chain[1:] if self.registry.unavailable_reason(m) is None), None)
+
     def validate(self, payload: Any) -> SearchRequest:
         return self.catalog.validate(payload)
 
@@ -198,7 +205,10 @@ class SearchService:
             raise
         try:
             self.queue.enqueue_platforms(
-                [PlatformMessage(task_id=task_id, platform=n) for n in names]
+                [
+                    PlatformMessage(task_id=task_id, platform=n, carrier=self._carrier(run))
+                    for n, run in zip(names, runs, strict=True)
+                ]
             )
             self._enqueue_deadline(task)
         except Exception as exc:
