@@ -8,8 +8,11 @@ no request leaves the machine, even when a redirect points elsewhere. Found by m
 from __future__ import annotations
 
 import dataclasses
+import ssl
 
+import httpx
 import pytest
+import trustme
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -139,3 +142,30 @@ async def test_an_unwanted_content_type_is_not_read(server: HTTPServer, runner: 
         runner, "k", url, OPEN, None, accept_types=("text/",), resolver=Names(site="127.0.0.1")
     )
     assert response.rejected_type and response.body == b""
+
+
+async def test_an_https_page_is_verified_against_its_name_not_the_address() -> None:
+    """The connection goes to the checked address, and TLS still asks for the name (SNI) and
+    checks the certificate against it: a certificate for `site.test` served on 127.0.0.1 is
+    accepted. Kills the `sni_hostname` extension not passed on (the certificate would be
+    checked against 127.0.0.1 and refused)."""
+    authority = trustme.CA()
+    served = authority.issue_cert("site.test")
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    authority.configure_trust(client_context)
+    server = HTTPServer(host="127.0.0.1", port=0, ssl_context=server_context)
+    server.expect_request("/page").respond_with_data("<p>tls</p>", content_type="text/html")
+    server.start()
+    runner = Runner(transport=httpx.AsyncHTTPTransport(verify=client_context))
+    try:
+        url = f"https://site.test:{server.port}/page"
+        response, final = await guard.get(
+            runner, "k", url, OPEN, None, resolver=Names(site="127.0.0.1")
+        )
+        assert (response.status, response.body, final) == (200, b"<p>tls</p>", url)
+    finally:
+        await runner.aclose()
+        server.clear()
+        server.stop()
