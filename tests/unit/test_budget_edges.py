@@ -61,3 +61,20 @@ def test_under_a_daily_budget_a_share_is_what_was_reserved_even_below_a_larger_c
     )
     assert budget.share(cost, "a") == pytest.approx(0.01)
     assert budget.share(cost, "b") == pytest.approx(0.03)
+
+
+def test_a_refusal_says_how_its_fallback_chains_were_priced() -> None:
+    """Kills `chain_note`'s chains joined or spelt otherwise, or its sentence misspelt."""
+    assert budget.chain_note([["google", "brave"], ["exa", "tavily"]]) == (
+        "a fallback chain (google|brave, exa|tavily) is estimated at its dearest plausible "
+        "path, every member asked and charged (a hedge asks two at once)"
+    )
+
+
+def test_a_keys_day_is_its_owners_and_its_own() -> None:
+    """`{owner}$key-{key_id}$spend-YYYYMMDD`: two keys of one owner keep two figures, and the
+    same key id under two owners never shares one. Kills the key's part replacing the owner's
+    instead of following it."""
+    noon = datetime(2026, 11, 25, 12, tzinfo=UTC)
+    assert budget.day_key("owner-a", noon, "k1") == "owner-a$key-k1$spend-20261125"
+    assert budget.day_key("owner-b", noon, "k1") != budget.day_key("owner-a", noon, "k1")
