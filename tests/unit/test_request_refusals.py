@@ -113,8 +113,11 @@ def test_a_value_of_the_longest_shown_length_is_quoted_whole() -> None:
 
 def test_a_joiner_between_latin_and_arabic_letters_is_refused() -> None:
     """A joiner joins two letters of a script that joins: one after a Latin letter only hides
-    itself, whatever follows. Kills `joins` reading the character after it twice."""
+    itself, whatever follows. Kills `joins` reading the character after it twice, and a
+    joiner that joins ending the scan (`continue` -> `break`)."""
     assert character_problem("\u0628\u200d\u0628") is None
+    # a joiner that joins does not end the scan: what follows it is judged too
+    assert character_problem("\u0628\u200d\u0628 \u202e") == "contains the bidi control U+202E"
     assert character_problem("a\u200d\u0628") == (
         "contains the zero-width character U+200D (a joiner is kept only inside a word of a "
         "script that joins, or an emoji sequence)"
