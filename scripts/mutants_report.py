@@ -151,6 +151,10 @@ def header(
         "the first run on the code as merged (issues 29-35 changed wire/, net/guard.py and the",
         "budget rules), before the tests written for its survivors, with its commit.",
         "",
+        "Commands: `MUTANTS_CHILDREN=2 scripts/mutants PACKAGE` (a full run, one package at a",
+        "time), `python scripts/mutants_report.py --merged-before PACKAGE` (keep it as `merged`),",
+        "then `scripts/mutants --again PACKAGE` once tests for its survivors are written.",
+        "",
         "| package | mutants | killed | survived | no tests | other | equivalent | score "
         "| before | merged | run on |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
