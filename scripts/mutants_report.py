@@ -7,7 +7,11 @@ name -> why no test can tell it from the original). The score is killed / (mutan
 a mutant no test reaches ("no tests") or that outlives them ("survived", "timeout" aside: a
 timeout is a kill, the mutant hangs) counts against it. A package not run keeps its section of
 the previous report. The figures of the run before this issue's tests (docs/mutants-baseline.json)
-stay beside the new ones.
+stay beside the new ones, and so do those of the first run on the code as merged before the
+last round of tests (docs/mutants-merged.json, written by `--merged-before`: the package's last
+run, scored with today's reviewed list of equivalent mutants, which depends on the code alone).
+
+Usage: python scripts/mutants_report.py [--merged-before PACKAGE...]
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from collections import Counter
 from datetime import UTC, datetime
@@ -27,6 +32,7 @@ STAGES = ROOT / "build" / "mutants"
 REPORT = ROOT / "docs" / "mutants.md"
 FIGURES = ROOT / "docs" / "mutants.json"
 BASELINE = ROOT / "docs" / "mutants-baseline.json"
+MERGED = ROOT / "docs" / "mutants-merged.json"
 EQUIVALENT = ROOT / "scripts" / "mutants-equivalent.toml"
 PACKAGES = ("fusion", "rules", "wire", "guard", "budget")
 KILLED = {"killed", "timeout", "caught by type check"}
@@ -125,7 +131,11 @@ def previous_sections(skip: set[str]) -> dict[str, str]:
     return kept
 
 
-def header(table: dict[str, dict[str, Any]], baseline: dict[str, dict[str, Any]]) -> list[str]:
+def header(
+    table: dict[str, dict[str, Any]],
+    baseline: dict[str, dict[str, Any]],
+    merged: dict[str, dict[str, Any]],
+) -> list[str]:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
@@ -137,27 +147,62 @@ def header(table: dict[str, dict[str, Any]], baseline: dict[str, dict[str, Any]]
         "",
         f"Last written {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit {commit} (the code run",
         "is that commit's working tree). Score: killed / (mutants - equivalent); a timeout is a",
-        "kill (the mutant hangs). `before`: the same run before issue 36's tests.",
+        "kill (the mutant hangs). `before`: the same run before issue 36's tests. `merged`:",
+        "the first run on the code as merged (issues 29-35 changed wire/, net/guard.py and the",
+        "budget rules), before the tests written for its survivors, with its commit.",
+        "",
+        "Commands: `MUTANTS_CHILDREN=2 scripts/mutants PACKAGE` (a full run, one package at a",
+        "time), `python scripts/mutants_report.py --merged-before PACKAGE` (keep it as `merged`),",
+        "then `scripts/mutants --again PACKAGE` once tests for its survivors are written.",
         "",
         "| package | mutants | killed | survived | no tests | other | equivalent | score "
-        "| before | run on |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| before | merged | run on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for package, row in table.items():
-        old = baseline.get(package)
-        before = f"{old['score']} % ({old['killed']}/{old['mutants']})" if old else "-"
+        first = merged.get(package)
         lines.append(
             f"| {package} | {row['mutants']} | {row['killed']} | {row['survived']} | "
             f"{row['no tests']} | {row['other']} | {row['equivalent']} | {row['score']} % | "
-            f"{before} | {row['run']} |"
+            f"{shown(baseline.get(package))} | {shown(first, with_commit=True)} | {row['run']} |"
         )
     return lines
+
+
+def shown(row: dict[str, Any] | None, with_commit: bool = False) -> str:
+    """A run's score as the table's before columns show it."""
+    if not row:
+        return "-"
+    scored = row["mutants"] - row["equivalent"]
+    text = f"{row['score']} % ({row['killed']}/{scored})"
+    return f"{text}, {row['commit']}" if with_commit and row.get("commit") else text
+
+
+def record_merged(packages: list[str]) -> None:
+    """Keep the last run of each of `packages` as its first run on the merged code."""
+    equivalent_by_package = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
+    merged = json.loads(MERGED.read_text()) if MERGED.exists() else {}
+    commit = subprocess.run(  # the last commit that changed the library: the code run
+        ["git", "log", "-1", "--format=%h", "--", "shared/fanfuse"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    for package in packages:
+        found = results(package)
+        if found is None:
+            raise SystemExit(f"no run of {package} to record")
+        row: dict[str, Any] = dict(figures(found, equivalent_by_package.get(package, {})))
+        row["run"], row["commit"] = datetime.now(UTC).strftime("%Y-%m-%d"), commit
+        merged[package] = row
+    MERGED.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
 
 
 def main() -> None:
     equivalent_by_package = tomllib.loads(EQUIVALENT.read_text()) if EQUIVALENT.exists() else {}
     old = json.loads(FIGURES.read_text()) if FIGURES.exists() else {}
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+    merged = json.loads(MERGED.read_text()) if MERGED.exists() else {}
     table: dict[str, dict[str, Any]] = {}
     sections: dict[str, str] = {}
     run = {p for p in PACKAGES if results(p) is not None}
@@ -176,10 +221,12 @@ def main() -> None:
     FIGURES.write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
     body = [sections[p] for p in PACKAGES if p in sections]
     REPORT.write_text(
-        "\n".join([*header(table, baseline), "", "## Mutants not killed", "", *body, ""])
+        "\n".join([*header(table, baseline, merged), "", "## Mutants not killed", "", *body, ""])
     )
     print(f"wrote {REPORT.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--merged-before"]:
+        record_merged(sys.argv[2:])
     main()
