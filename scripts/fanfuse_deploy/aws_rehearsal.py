@@ -602,7 +602,8 @@ def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
         corpus_urls: dict[str, str] = json.loads(operator.terraform("corpus-urls").stdout)
         started = time.monotonic()
         versions = publish_corpora(corpus_urls, work, moto.url, region)
-        figures.seconds["publish"] = time.monotonic() - started
+        if versions:
+            figures.seconds["publish"] = time.monotonic() - started
         port = free_port()
         with lambda_stand_ins(created, runtime_python, task_root, moto.url, region, port,
                               work / "logs", hooks.clean_env):  # fmt: skip
