@@ -39,7 +39,9 @@ resource "google_storage_bucket" "corpora" {
   location                    = var.region
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
-  force_destroy               = false
+  # Emptied with the rest on teardown only (deletion_protection = false; docs/deploy.md): every
+  # version is rebuilt from its documents by `fanfuse index --publish`.
+  force_destroy = !var.deletion_protection
 
   # A version's objects are never rewritten; object versioning keeps a replaced pointer too, so
   # an earlier publication can be made current again.

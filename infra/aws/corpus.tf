@@ -55,6 +55,10 @@ resource "aws_s3_bucket" "corpora" {
   #checkov:skip=CKV2_AWS_62:Nothing reacts to a publication: workers read the pointer on their own schedule (corpus_refresh_seconds).
   count  = local.create_corpus_bucket ? 1 : 0
   bucket = local.corpus_bucket
+  # Emptied with the rest on teardown only (deletion_protection = false; docs/deploy.md): every
+  # version is rebuilt from its documents by `fanfuse index --publish`. A bucket named in
+  # corpus_bucket is never Terraform's, and stays.
+  force_destroy = !var.deletion_protection
 }
 
 resource "aws_s3_bucket_public_access_block" "corpora" {

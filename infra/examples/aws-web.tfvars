@@ -1,9 +1,17 @@
-# A deployment on AWS of the bundled corpus and three web search providers, each with its key in
-# Secrets Manager, plus optional parts: CORS for a browser app, alert e-mails, a reservation for
-# the worker (docs/deploy.md). scripts/deploy-rehearsal aws
-# infra/examples/aws-web.tfvars applies it to moto, searches, plans again and tears it down.
+# A deployment on AWS of the bundled corpus and web search: Wikipedia (no key, a plain setting)
+# and three providers, each with its key in Secrets Manager, plus optional parts: CORS for a
+# browser app, alert e-mails, a reservation for the worker (docs/deploy.md).
+# `scripts/deploy-rehearsal aws infra/examples/aws-web.tfvars` applies it to moto, searches,
+# plans again and tears it down.
+# (Web platforms fetch pages: the zip carries the `web` extra, and `vectors` would not fit beside
+# it in Lambda's 250 MB: a team's own documents are in aws.tfvars.)
 
-platforms = ["docs", "tavily", "brave", "exa"]
+platforms = ["docs", "wikipedia", "tavily", "brave", "exa"]
+
+# Each platform's plain settings (FANFUSE_<PLATFORM>_<FIELD>, docs/platforms.md), worker only.
+platform_settings = {
+  FANFUSE_WIKIPEDIA_USER_AGENT = "fanfuse-example/0.1 (ops@example.com)"
+}
 
 # Created before the apply, one per key (docs/deploy.md, "Secrets"):
 #   aws secretsmanager create-secret --name fanfuse/tavily-api-key --secret-string "$KEY"
@@ -16,7 +24,7 @@ provider_secrets = {
 # The providers' quotas: a worker invocation per platform and search, at most 3 at a time each.
 platform_concurrency = 3
 
-# The worker may run 4 x 3 = 12 pollers' invocations: reserve 20 for it (the plan checks that the
+# The worker may run 5 x 3 = 15 pollers' invocations: reserve 20 for it (the plan checks that the
 # pollers fit, and that 100 stay unreserved in the account).
 reserved_concurrency = { worker = 20 }
 

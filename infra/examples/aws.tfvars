@@ -1,19 +1,22 @@
-# An example deployment on AWS (docs/deploy.md); scripts/deploy-rehearsal aws applies exactly this
-# to moto's server, searches through what it created, plans again (nothing to change) and tears
-# it down, with the commands docs/deploy.md gives:
+# An example deployment on AWS (docs/deploy.md) that needs no provider key and fetches no page:
+# `docs` searches the bundled corpus, `handbook` (BM25) and `handbook_vectors` (MiniLM on ONNX
+# Runtime) a team's own documents, published to the corpus bucket this deployment creates
+# (infra/aws/corpus.tf, docs/corpora.md). scripts/deploy-rehearsal aws applies exactly this to
+# moto's server, publishes a handbook into that bucket, searches all three through what the apply
+# created, plans again (nothing to change) and tears it down, with the commands docs/deploy.md
+# gives:
 #   scripts/package-functions aws build/lambda.zip infra/examples/aws.tfvars
 #   terraform -chdir=infra/aws apply -var-file=../examples/aws.tfvars -var=lambda_s3_key=...
-# Every listed platform needs its settings here and its keys in Secrets Manager (tests/infra check).
+#   fanfuse index handbook --publish s3://fanfuse-corpora-ACCOUNT/handbook   (output corpus_urls)
+# Corpus engines only: the zip needs no `web` extra (page content), and that is what lets
+# `vectors` (its model and runtime) fit Lambda's 250 MB unzipped; web platforms beside `vectors`
+# do not fit one zip (docs/deploy.md, "The clouds' limits"). Web providers: aws-web.tfvars.
 
-platforms = ["docs", "wikipedia", "tavily"]
+platforms = ["docs", "handbook", "handbook_vectors"]
 
-platform_settings = {
-  FANFUSE_WIKIPEDIA_USER_AGENT = "fanfuse-example/0.1 (ops@example.com)"
-}
-
-# Created before the apply: aws secretsmanager create-secret --name fanfuse/tavily-api-key ...
-provider_secrets = {
-  FANFUSE_TAVILY_API_KEY = "fanfuse/tavily-api-key"
+corpus_platforms = {
+  handbook         = { engine = "docs", corpus = "handbook" }
+  handbook_vectors = { engine = "vectors", corpus = "handbook" }
 }
 
 # Who may call (docs/deploy.md, "Who may call the API on AWS"). The default, api_access = "iam":

@@ -14,10 +14,14 @@ test holds docs/deploy.md to these very strings), on this machine:
 4. what the apply created, read back and checked (`verify`): the table, the queues and their
    dead-letter queues, the mappings, the functions and their environment, the roles and their
    policies, the log groups against the key's policy, the API (its CORS), the alarms;
-5. the first key (`fanfuse keys create --dynamodb` against the created table), then one Lambda
+5. the first key (`fanfuse keys create --dynamodb` against the created table); the corpus
+   platforms' corpus (corpus.py's handbook), published with `fanfuse index --publish` into the
+   bucket the apply created (output `corpus_urls`), as an operator would; then one Lambda
    stand-in per created function (lambda_service.py: the installed zip, the function's own
-   environment as created, its handler, its mappings' queues and concurrency) and a search
-   through the HTTP front as an app makes it;
+   environment as created, its handler, its mappings' queues and concurrency), a search through
+   the HTTP front as an app makes it, one over the corpus platforms (each must find the
+   handbook's page, from the published version), and a `vectors` worker's cold start from the
+   installed zip with the worker's environment;
 6. a second plan, which must find nothing to change;
 7. the teardown: deletion protection lifted by a saved plan, then the destroy plan applied.
 
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fanfuse_deploy import limits, package, render
+from fanfuse_deploy import corpus, limits, package, render
 from fanfuse_deploy import terraform as tf
 
 LAMBDA_SERVICE = Path(__file__).with_name("lambda_service.py")
@@ -50,7 +54,11 @@ BOOTSTRAP_TARGETS = (
     "aws_s3_bucket_server_side_encryption_configuration.artifacts",
     "aws_s3_bucket_public_access_block.artifacts",
 )
-TEARDOWN_TARGETS = ("aws_dynamodb_table.fanfuse", "aws_s3_bucket.artifacts")
+TEARDOWN_TARGETS = (
+    "aws_dynamodb_table.fanfuse",
+    "aws_s3_bucket.artifacts",
+    "aws_s3_bucket.corpora",
+)
 
 _PLAN = "terraform -chdir=infra/aws plan -input=false -var-file=$VAR_FILE -var=lambda_s3_key=$KEY"
 RUNBOOK: dict[str, str] = {
@@ -74,6 +82,8 @@ RUNBOOK: dict[str, str] = {
         "FANFUSE_DYNAMODB_TABLE=$TABLE FANFUSE_AWS_REGION=$REGION"
         " fanfuse keys create --owner my-app --dynamodb"
     ),
+    "corpus-urls": "terraform -chdir=infra/aws output -json corpus_urls",
+    "publish": corpus.PUBLISH,
     "check": (
         "terraform -chdir=infra/aws plan -input=false -detailed-exitcode -var-file=$VAR_FILE"
         " -var=lambda_s3_key=$KEY"
@@ -103,10 +113,18 @@ class Figures:
     seconds: dict[str, float] = field(default_factory=dict)
     resources: int = 0
     sizes: limits.Sizes | None = None
+    cold_start: dict[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
         times = ", ".join(f"{k} {v:.0f} s" for k, v in self.seconds.items())
-        return f"{self.resources} resources; {times}; lambda zip {self.sizes}"
+        line = f"{self.resources} resources; {times}; lambda zip {self.sizes}"
+        if self.cold_start:
+            line += (
+                f"; vectors worker cold start: import {self.cold_start['import_s']} s, first "
+                f"search {self.cold_start['first_search_s']} s, warm "
+                f"{self.cold_start['warm_search_s']} s"
+            )
+        return line
 
 
 class Operator:
@@ -285,6 +303,7 @@ def verify(
 
     functions: dict[str, dict[str, Any]] = {}
     mappings: dict[str, list[dict[str, Any]]] = {}
+    policies: dict[str, list[dict[str, Any]]] = {}
     for name, function_name in dict(outputs["functions"]).items():  # type: ignore[arg-type]
         config = lam.get_function_configuration(FunctionName=function_name)
         functions[name] = config
@@ -317,6 +336,7 @@ def verify(
                 "PolicyDocument"
             ]
             statements += statements_of(document)
+        policies[name] = statements
         table_arn = table["TableArn"]
         needed = [
             ("dynamodb:GetItem", table_arn),
@@ -336,6 +356,7 @@ def verify(
     }
     if consumed != queue_arns:
         problems.append(f"queues without a mapping: {sorted(queue_arns - consumed)}")
+    problems += corpus_problems(client, outputs, module, functions, policies)
 
     # Every encrypted log group is one the key's policy lets CloudWatch Logs use the key for.
     logs, kms = client("logs"), client("kms")
@@ -365,7 +386,76 @@ def verify(
     return Created(functions, mappings, queues, table_name)
 
 
+def corpus_problems(
+    client: Callable[[str], Any], outputs: Mapping[str, Any], module: Any,
+    functions: Mapping[str, dict[str, Any]], policies: Mapping[str, list[dict[str, Any]]],
+) -> list[str]:  # fmt: skip
+    """The corpus platforms as created (corpus.tf): each function told its corpus URL, the
+    bucket private, versioned and encrypted (when Terraform made it), only the worker may read
+    it, and no function may write it (the operator publishes)."""
+    urls: dict[str, str] = dict(outputs.get("corpus_urls") or {})
+    declared = dict(module.variables.get("corpus_platforms") or {})
+    if set(urls) != set(declared):
+        return [f"corpus_urls {sorted(urls)} are not the corpus platforms {sorted(declared)}"]
+    problems: list[str] = []
+    for config in functions.values():
+        variables = config.get("Environment", {}).get("Variables", {})
+        told = json.loads(variables.get("FANFUSE_EXTRA_PLATFORMS") or "{}")
+        seen = {
+            p: (s.get("engine"), s.get("settings", {}).get("corpus_url")) for p, s in told.items()
+        }
+        wanted = {p: (declared[p]["engine"], url) for p, url in urls.items()}
+        if seen != wanted:
+            problems.append(f"{config['FunctionName']}: corpus platforms {seen}, not {wanted}")
+    s3 = client("s3")
+    for bucket in sorted({url.split("/")[2] for url in urls.values()}):
+        if module.variables.get("corpus_bucket") is not None:
+            continue  # an existing bucket, used as it is
+        versioning = s3.get_bucket_versioning(Bucket=bucket).get("Status")
+        blocked = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+        rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]
+        algorithms = {
+            r["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] for r in rules["Rules"]
+        }
+        if versioning != "Enabled" or not all(blocked.values()) or algorithms != {"aws:kms"}:
+            problems.append(
+                f"corpus bucket {bucket}: versioning {versioning}, public access block "
+                f"{blocked}, encryption {algorithms}"
+            )
+    for url in sorted(set(urls.values())):
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        pointer = f"arn:aws:s3:::{bucket}/{prefix}/CURRENT"
+        for name, statements in policies.items():
+            reads = allows(statements, "s3:GetObject", pointer) and allows(
+                statements, "s3:ListBucket", f"arn:aws:s3:::{bucket}"
+            )
+            if reads != (name == "worker"):
+                problems.append(f"{name} {'may' if reads else 'may not'} read {url}")
+            if allows(statements, "s3:PutObject", pointer):
+                problems.append(f"{name} may write {url}")
+    return problems
+
+
 # -- The functions, on the stand-in Lambda service ------------------------------------------------
+
+
+def stand_in_env(
+    config: Mapping[str, Any], task_root: Path, endpoint: str, region: str
+) -> dict[str, str]:
+    """A created function's environment, as Lambda gives it, plus only what aims it at moto
+    (fanfuse's clients by FANFUSE_AWS_ENDPOINT_URL, boto3's S3 client of the published corpora
+    by AWS_ENDPOINT_URL_S3) and what the Lambda runtime itself sets."""
+    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV
+
+    return {
+        **config.get("Environment", {}).get("Variables", {}),
+        **AWS_DUMMY_ENV,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_LAMBDA_FUNCTION_NAME": config["FunctionName"],
+        "FANFUSE_AWS_ENDPOINT_URL": endpoint,
+        "AWS_ENDPOINT_URL_S3": endpoint,
+        "PYTHONPATH": str(task_root),
+    }
 
 
 @contextmanager
@@ -374,21 +464,13 @@ def lambda_stand_ins(
     log_dir: Path, clean_env: Callable[[Mapping[str, str]], dict[str, str]],
 ) -> Iterator[None]:  # fmt: skip
     """One process per created function: its environment, its handler, its mappings."""
-    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV
     from fanfuse.tools.devstack.processes import http_request, wait_until
 
     processes: list[subprocess.Popen[bytes]] = []
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         for name, config in created.functions.items():
-            env = clean_env({
-                **config.get("Environment", {}).get("Variables", {}),
-                **AWS_DUMMY_ENV,
-                "AWS_DEFAULT_REGION": region,
-                "AWS_LAMBDA_FUNCTION_NAME": config["FunctionName"],
-                "FANFUSE_AWS_ENDPOINT_URL": endpoint,
-                "PYTHONPATH": str(task_root),
-            })  # fmt: skip
+            env = clean_env(stand_in_env(config, task_root, endpoint, region))
             argv = [python, str(LAMBDA_SERVICE), "--handler", config["Handler"],
                     "--mappings", json.dumps(created.mappings[name])]  # fmt: skip
             if name == "http":
@@ -409,6 +491,20 @@ def lambda_stand_ins(
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(5)
+
+
+def publish_corpora(
+    corpus_urls: Mapping[str, str], work: Path, endpoint: str, region: str
+) -> dict[str, str]:
+    """Each corpus the deployment names, published as docs/deploy.md says (corpus.PUBLISH),
+    into the bucket the apply created, from the operator's machine: corpus URL -> version."""
+    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV
+
+    if not corpus_urls:
+        say("no corpus platforms (corpus_platforms): nothing to publish")
+        return {}
+    env = {**AWS_DUMMY_ENV, "AWS_DEFAULT_REGION": region, "AWS_ENDPOINT_URL_S3": endpoint}
+    return {url: corpus.publish(url, work, env) for url in sorted(set(corpus_urls.values()))}
 
 
 def refused_plan(workspace: tf.Workspace, values: Mapping[str, str], module: Any) -> None:
@@ -488,10 +584,12 @@ def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
         figures.resources = len(workspace.state_resources())
         say(f"applied: {figures.resources} resources in {figures.seconds['apply']:.0f} s")
         created = verify(client, workspace.outputs(), module, region)
+        corpora = sorted(module.variables["corpus_platforms"])
         say(f"verified: table {created.table}, {len(created.queues)} queues each with its "
             f"dead-letter queue, {sum(len(m) for m in created.mappings.values())} mappings, "
-            f"{len(created.functions)} functions, their roles, log groups and the key's "
-        "policy")  # fmt: skip
+            f"{len(created.functions)} functions, their roles, log groups and the key's policy"
+            + (f"; the corpus bucket of {', '.join(corpora)}, read by the worker only"
+               if corpora else ""))  # fmt: skip
         endpoint = operator.terraform("endpoint").output.strip().splitlines()[-1]
         say(f"the API: {endpoint} (API Gateway is not in the rehearsal's path)")
         table = operator.terraform("table").output.strip().splitlines()[-1]
@@ -501,12 +599,30 @@ def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
             "FANFUSE_AWS_ENDPOINT_URL": moto.url, "FANFUSE_DYNAMODB_TABLE": table,
             "FANFUSE_AWS_REGION": region,
         })  # fmt: skip
+        corpus_urls: dict[str, str] = json.loads(operator.terraform("corpus-urls").stdout)
+        started = time.monotonic()
+        versions = publish_corpora(corpus_urls, work, moto.url, region)
+        if versions:
+            figures.seconds["publish"] = time.monotonic() - started
         port = free_port()
         with lambda_stand_ins(created, runtime_python, task_root, moto.url, region, port,
                               work / "logs", hooks.clean_env):  # fmt: skip
             say("the three functions run on the stand-in Lambda service, from the installed zip")
             local = f"http://127.0.0.1:{port}"
             hooks.search_as_an_app(f"{local}/start_search", api_key, public=(endpoint, local))
+            if corpus_urls:
+                corpus.search(f"{local}/start_search", api_key, set(versions.values()),
+                              sorted(corpus_urls), public=(endpoint, local))  # fmt: skip
+        engines = {n: p["engine"] for n, p in module.variables["corpus_platforms"].items()}
+        vectors = sorted(name for name, engine in engines.items() if engine == "vectors")
+        if vectors:
+            worker_env = hooks.clean_env(
+                stand_in_env(created.functions["worker"], task_root, moto.url, region)
+            )
+            figures.cold_start = corpus.vectors_cold_start(
+                runtime_python, task_root, worker_env, "aws_lambda",
+                versions[corpus_urls[vectors[0]]], platform=vectors[0],
+            )  # fmt: skip
         run = operator.terraform("check", ok=(0, 2))
         figures.seconds["second plan"] = run.seconds
         if run.code == 2:

@@ -1,25 +1,28 @@
 """The rehearsal's published corpus (issue 33): a team's handbook, deployed and searched.
 
-Each rehearsal adds two platforms over one published corpus to the deployment it rehearses:
-`handbook` (engine docs, BM25) and `handbook_vectors` (engine vectors, MiniLM on ONNX Runtime),
-through the Terraform variables an operator would set (corpus.tf's `corpus_bucket`,
-`corpus_platforms`, and the platforms' queues). Then, as docs/deploy.md tells the operator, it
-publishes the corpus with `fanfuse index DIR --publish URL` to the local bucket (moto's S3, or
-the Cloud Storage emulator), searches it through the public API, and checks that both platforms
-answered from the version it published. It also measures a `vectors` worker's cold start from
-the installed artifact: the entry module's import, then the first search (download, hashes,
-model), then a warm one.
+Each rehearsal deploys two platforms over one published corpus: `handbook` (engine docs, BM25)
+and `handbook_vectors` (engine vectors, MiniLM on ONNX Runtime), through the Terraform variables
+an operator sets (corpus.tf's `corpus_platforms`, and the platforms' queues). On AWS they are in
+infra/examples/aws.tfvars itself, whose apply creates the corpus bucket; on Google Cloud, whose
+Terraform is rendered rather than applied, `var_file` adds them to the example deployment and
+the Cloud Storage emulator holds the bucket. Then, as docs/deploy.md tells the operator, the
+rehearsal publishes the corpus with `fanfuse index handbook --publish URL` (PUBLISH) to that
+bucket, searches it through the public API, and checks that every corpus platform answered from
+the version it published. It also measures a `vectors` worker's cold start from the installed
+artifact: the entry module's import, then the first search (download, hashes, model), then a
+warm one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,8 @@ from fanfuse_deploy import package
 
 BUCKET = "rehearsal-corpora"
 CORPUS = "handbook"
+GCS_URL = f"gs://{BUCKET}/{CORPUS}"
+"""The GCP rehearsal's corpus, on the Cloud Storage emulator (AWS's is where Terraform put it)."""
 PLATFORMS = {"handbook": "docs", "handbook_vectors": "vectors"}
 QUEUE_LIMITS = {"rate": 50, "concurrency": 20, "max_attempts": 3}
 QUERY = "when are expense reports due"
@@ -41,28 +46,21 @@ DOCUMENTS = {
     "at once.\n",
 }
 TERMINAL = {"completed", "partial", "failed", "cancelled"}
+PUBLISH = f"fanfuse index {CORPUS} --publish $CORPUS_URL"
+"""docs/deploy.md's publishing command, run in the folder holding the corpus's folder."""
 
 
 def say(message: str) -> None:
     print(f"rehearsal: {message}", flush=True)
 
 
-def url(cloud: str) -> str:
-    return f"{'gs' if cloud == 'gcp' else 's3'}://{BUCKET}/{CORPUS}"
-
-
-def var_file(cloud: str, work: Path, var_files: list[Path]) -> Path:
-    """A var file, after the rehearsal's own, adding the corpus platforms to the deployment:
+def var_file(work: Path, var_files: list[Path]) -> Path:
+    """A var file, after the GCP rehearsal's own, adding the corpus platforms to the deployment:
     their queues (`platforms` keeps the ones already there), the bucket, the corpus each reads.
-    Written as HCL object syntax with JSON values (`name = {...}`), as a tfvars file may be."""
-    platforms: Any = package.variables(cloud, var_files)["platforms"]
-    if cloud == "gcp":
-        platforms = {**platforms, **{name: QUEUE_LIMITS for name in PLATFORMS}}
-    else:
-        # A Lambda zip holds at most 250 MB unzipped: the web platforms' extra (page content)
-        # beside vectors' model and runtime is ~300 MB, so the AWS rehearsal deploys the corpus
-        # platforms with `docs` alone (docs/corpora.md: such a deployment needs no `web`).
-        platforms = ["docs", *PLATFORMS]
+    Written as HCL object syntax with JSON values (`name = {...}`), as a tfvars file may be.
+    (AWS's example var file names its corpus platforms itself: infra/examples/aws.tfvars.)"""
+    platforms: Any = package.variables("gcp", var_files)["platforms"]
+    platforms = {**platforms, **{name: QUEUE_LIMITS for name in PLATFORMS}}
     corpora = {name: {"engine": engine, "corpus": CORPUS} for name, engine in PLATFORMS.items()}
     values = {"platforms": platforms, "corpus_bucket": BUCKET, "corpus_platforms": corpora}
     path = work / "corpus.tfvars"
@@ -70,9 +68,9 @@ def var_file(cloud: str, work: Path, var_files: list[Path]) -> Path:
     return path
 
 
-def publish(cloud: str, work: Path, store_env: Mapping[str, str]) -> str:
-    """`fanfuse index DIR --publish URL` from the operator's machine (this venv), against the
-    local bucket; returns the version it made current."""
+def publish(corpus_url: str, work: Path, store_env: Mapping[str, str]) -> str:
+    """PUBLISH from the operator's machine (this venv) against the deployment's bucket (the
+    emulator's or moto's, by `store_env`); returns the version it made current."""
     folder = work / "corpus" / CORPUS
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in DOCUMENTS.items():
@@ -80,71 +78,72 @@ def publish(cloud: str, work: Path, store_env: Mapping[str, str]) -> str:
     beside = Path(sys.executable).parent / "fanfuse"
     fanfuse = str(beside) if beside.exists() else shutil.which("fanfuse") or "fanfuse"
     env = {**os.environ, **store_env, "FANFUSE_CACHE_DIR": str(work / "operator-cache")}
-    command = [fanfuse, "index", str(folder), "--publish", url(cloud)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    command = shlex.split(PUBLISH.replace("$CORPUS_URL", corpus_url))
+    say(f"$ {PUBLISH}  (CORPUS_URL={corpus_url})")
+    done = subprocess.run(
+        [fanfuse, *command[1:]], cwd=folder.parent, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"rehearsal FAILED: fanfuse index --publish:\n{done.stderr[-3000:]}")
     last = done.stdout.strip().splitlines()[-1]
-    say(f"fanfuse index {folder.name}/ --publish {url(cloud)}: {last}")
+    say(f"fanfuse index {folder.name}/ --publish {corpus_url}: {last}")
     return last.split(" version ")[1].split(" ")[0]
 
 
-def publish_to_moto(work: Path, endpoint: str, region: str) -> str:
-    """The bucket Terraform would create (corpus.tf), on moto's S3, then `publish` to it."""
-    import boto3
-
-    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV
-
-    env = {**AWS_DUMMY_ENV, "AWS_DEFAULT_REGION": region, "AWS_ENDPOINT_URL_S3": endpoint}
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name=region,
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
-    )
-    s3.create_bucket(Bucket=BUCKET)
-    return publish("aws", work, env)
-
-
-def search(start_url: str, api_key: str, version: str, deadline_s: float = 150.0) -> None:
-    """Search the corpus through the public API, as an app would, on both corpus platforms."""
-    from fanfuse_deploy.rehearsal import http_json
+def search(
+    start_url: str,
+    api_key: str,
+    versions: Collection[str],
+    platforms: Sequence[str] = tuple(PLATFORMS),
+    public: tuple[str, str] | None = None,
+    deadline_s: float = 150.0,
+) -> None:
+    """Search the corpus through the public API, as an app would, on the corpus platforms:
+    each must find the handbook's expense page from a version the rehearsal published.
+    `public`: as rehearsal.search_as_an_app's (the status_url is the deployment's public one)."""
+    from fanfuse_deploy.rehearsal import http_json, local_status_url
 
     headers = {"X-Api-Key": api_key}
-    body = {"query": QUERY, "platform": list(PLATFORMS), "max_results": 5, "cache": "bypass"}
+    body = {"query": QUERY, "platform": list(platforms), "max_results": 5, "cache": "bypass"}
     status, started = http_json("POST", start_url, body, headers)
     if status != 202:
         raise SystemExit(f"rehearsal FAILED: start_search over the corpus: {status} {started}")
+    status_url = local_status_url(str(started["status_url"]), public)
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        status, view = http_json("GET", str(started["status_url"]), None, headers)
+        status, view = http_json("GET", status_url, None, headers)
         if status != 200:
             raise SystemExit(f"rehearsal FAILED: search_status answered {status}: {view}")
         if view.get("status") in TERMINAL:
-            check(view, version)
+            check(view, set(versions), platforms)
             return
         time.sleep(0.5)
     raise SystemExit(f"rehearsal FAILED: the corpus search was not final after {deadline_s:.0f} s")
 
 
-def check(view: Mapping[str, Any], version: str) -> None:
+def check(view: Mapping[str, Any], versions: set[str], platforms: Sequence[str]) -> None:
+    """Completed, every corpus platform succeeded and ranked the expense page first among the
+    fused results, every result from a published version."""
     runs = {run["name"]: run for run in view.get("platform_runs") or []}
     problems = [
-        f"{name}: {run.get('state')} {run.get('error') or ''}"
-        for name, run in runs.items()
-        if run.get("state") != "succeeded"
+        f"{name}: {runs[name].get('state')} {runs[name].get('error') or ''}"
+        if name in runs
+        else f"{name}: did not run"
+        for name in platforms
+        if runs.get(name, {}).get("state") != "succeeded"
     ]
     results = view.get("results") or []
     if view.get("status") != "completed" or problems or not results:
         raise SystemExit(f"rehearsal FAILED: corpus search {view.get('status')}: {problems}")
     top = results[0]
     answered = {r.get("metadata", {}).get("corpus_version") for r in results}
-    if top.get("title") != "Expense reports" or answered != {version}:
-        found = f"{top.get('title')!r} from versions {answered}"
-        raise SystemExit(f"rehearsal FAILED: the corpus search found {found}")
     by = sorted(top.get("platforms") or [])
-    say(f"corpus search: completed, first {top['title']!r} from {', '.join(by)}, version {version}")
+    if top.get("title") != "Expense reports" or not answered <= versions or by != sorted(platforms):
+        found = f"{top.get('title')!r} from {by}, versions {answered}"
+        raise SystemExit(f"rehearsal FAILED: the corpus search found {found}")
+    shown = ", ".join(sorted(answered))
+    say(f"corpus search: completed, first {top['title']!r} from {', '.join(by)}, version {shown}")
 
 
 COLD_START = """
@@ -175,14 +174,20 @@ print(json.dumps({{
 
 
 def vectors_cold_start(
-    python: str, cwd: Path, env: Mapping[str, str], module: str, version: str
+    python: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    module: str,
+    version: str,
+    platform: str = "handbook_vectors",
 ) -> dict[str, Any]:
-    """A `handbook_vectors` worker's cold start from the installed artifact, in a fresh process
-    with the function's environment and an empty /tmp cache: the entry module's import, the
-    first search (the corpus read and checked, the model loaded), a warm search."""
+    """A `vectors` corpus platform's (`platform`) worker's cold start from the installed
+    artifact, in a fresh process with the function's environment and an empty /tmp cache: the
+    entry module's import, the first search (the corpus read and checked, the model loaded), a
+    warm search."""
     cache = cwd.parent / "cold-start-cache"
     shutil.rmtree(cache, ignore_errors=True)
-    code = COLD_START.format(module=module, name="handbook_vectors", query=QUERY)
+    code = COLD_START.format(module=module, name=platform, query=QUERY)
     done = subprocess.run(
         [python, "-c", code],
         cwd=cwd,

@@ -185,13 +185,7 @@ def search_as_an_app(
     if status != 202:
         raise SystemExit(f"rehearsal FAILED: start_search answered {status}: {body}")
     say(f"start_search 202 task {body['task_id']}")
-    status_url = str(body["status_url"])
-    if public is not None:
-        base, local = public
-        if not status_url.startswith(base + "/"):
-            raise SystemExit(f"rehearsal FAILED: status_url {status_url} is not under {base}")
-        say(f"status_url {status_url}: followed at {local}")
-        status_url = local + status_url[len(base) :]
+    status_url = local_status_url(str(body["status_url"]), public)
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         status, view = http_json("GET", status_url, None, headers)
@@ -206,6 +200,18 @@ def search_as_an_app(
             return view
         time.sleep(0.5)
     raise SystemExit(f"rehearsal FAILED: the search was not final after {deadline_s:.0f} s")
+
+
+def local_status_url(status_url: str, public: tuple[str, str] | None) -> str:
+    """`status_url` as this machine reaches it: with `public` (the deployment's public base URL,
+    the local address standing in for it), the URL must be under the public one."""
+    if public is None:
+        return status_url
+    base, local = public
+    if not status_url.startswith(base + "/"):
+        raise SystemExit(f"rehearsal FAILED: status_url {status_url} is not under {base}")
+    say(f"status_url {status_url}: followed at {local}")
+    return local + status_url[len(base) :]
 
 
 def build_artifact(
@@ -237,7 +243,7 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
     from fanfuse.tools.devstack.stack import queue_id
     from fanfuse.tools.devstack.storage import StorageEmulator
 
-    var_files = [*var_files, corpus.var_file("gcp", work, var_files)]  # the published corpus
+    var_files = [*var_files, corpus.var_file(work, var_files)]  # the published corpus
     version, python, platforms, archive = build_artifact("gcp", work, var_files)
     source = unzip(archive, work / "function")
     say(f"requirements.txt: {(source / 'requirements.txt').read_text().strip()}")
@@ -312,8 +318,8 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         say("the five functions started from the installed artifact")
         key = create_key_gcp(project, firestore.host)
         search_as_an_app(urls["start_search"], key)
-        published = corpus.publish("gcp", work, {"STORAGE_EMULATOR_HOST": storage.host})
-        corpus.search(urls["start_search"], key, published)
+        published = corpus.publish(corpus.GCS_URL, work, {"STORAGE_EMULATOR_HOST": storage.host})
+        corpus.search(urls["start_search"], key, {published})
         corpus.vectors_cold_start(str(venv / "bin" / "python"), source, run_env, "main", published)
     finally:
         for started_component in reversed(started):

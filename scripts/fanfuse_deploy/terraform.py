@@ -98,12 +98,14 @@ def backend_endpoint_flags(endpoint: str) -> list[str]:
 
 @dataclass
 class Run:
-    """One terraform command: its arguments, exit code, seconds and output."""
+    """One terraform command: its arguments, exit code, seconds and output (stdout and stderr;
+    `stdout` alone for what a command prints as data, `output -json`)."""
 
     args: list[str]
     code: int
     seconds: float
     output: str
+    stdout: str = ""
 
 
 @dataclass
@@ -147,8 +149,9 @@ class Workspace:
             timeout=self.timeout_s,
         )  # fmt: skip
         run = Run(
-            list(args), done.returncode, time.monotonic() - started, done.stdout + done.stderr
-        )
+            list(args), done.returncode, time.monotonic() - started, done.stdout + done.stderr,
+            done.stdout,
+        )  # fmt: skip
         self.runs.append(run)
         if done.returncode not in ok:
             raise TerraformFailed(

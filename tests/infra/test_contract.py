@@ -105,7 +105,16 @@ def test_aws_every_name_terraform_sets_is_a_setting_and_every_platform_is_config
     case: str,
 ) -> None:
     envs = aws_envs(AWS_CASES[case])
-    deployed = sorted(json.loads(envs["worker"]["FANFUSE_DEPLOYED_PLATFORMS"]))
+    named = Settings(
+        extra_platforms=json.loads(envs["worker"].get("FANFUSE_EXTRA_PLATFORMS", "{}"))
+    ).extra_platforms
+    # A named instance (a corpus platform, corpus.tf) is deployed, and valid on its own settings.
+    for name, spec in named.items():
+        assert name in json.loads(envs["worker"]["FANFUSE_DEPLOYED_PLATFORMS"]), name
+        load_engine(spec.engine, name, spec.settings).settings_model.model_validate(spec.settings)
+    deployed = sorted(
+        p for p in json.loads(envs["worker"]["FANFUSE_DEPLOYED_PLATFORMS"]) if p not in named
+    )
     assert set(deployed) <= set(BUILTIN)
     # The local rehearsal hosts the three handlers in one process with the union of their
     # environments: that is right only while they agree on every name they share.

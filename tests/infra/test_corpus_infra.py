@@ -100,3 +100,35 @@ def test_the_artifact_installs_each_corpus_platforms_engine(tmp_path: Path) -> N
     assert package.extras_for("aws", ["docs", "wikipedia"]) == ["lambda", "web", "docs"]
     assert "manylinux_2_28_x86_64" in package.lambda_platforms("3.12")
     assert "manylinux_2_28_x86_64" not in package.lambda_platforms("3.11")
+
+
+def test_the_aws_example_deploys_docs_and_vectors_over_a_corpus_in_one_lambda_zip() -> None:
+    """infra/examples/aws.tfvars is the AWS rehearsal's published corpus (the apply creates its
+    bucket): both engines over one corpus, and corpus engines only, so the zip carries no `web`
+    extra (with it, `vectors` would not fit Lambda's 250 MB unzipped)."""
+    example = [render.EXAMPLES / "aws.tfvars"]
+    module = render.aws_module(example)
+    corpora = module.variables["corpus_platforms"]
+    assert {spec["engine"] for spec in corpora.values()} == {"docs", "vectors"}
+    assert len({spec["corpus"] for spec in corpora.values()}) == 1
+    assert module.variables.get("corpus_bucket") is None  # Terraform creates it
+    assert set(corpora) <= set(module.variables["platforms"])
+    engines = package.deployed_engines("aws", example)
+    assert package.extras_for("aws", engines) == ["lambda", "docs", "vectors"]
+    web = [render.EXAMPLES / "aws-web.tfvars"]
+    assert "vectors" not in package.deployed_engines("aws", web)
+
+
+def test_a_created_corpus_bucket_is_emptied_on_teardown_only(tmp_path: Path) -> None:
+    """The teardown (docs/deploy.md) lifts deletion_protection, then destroys: a bucket that
+    still holds published versions must then go with them, and never before."""
+    for cloud in ("gcp", "aws"):
+        path = var_file(tmp_path, cloud, None)
+        module = render.gcp_module([path]) if cloud == "gcp" else render.aws_module([path])
+        kind = "google_storage_bucket" if cloud == "gcp" else "aws_s3_bucket"
+        bucket = module.resources(kind)["corpora"]
+        assert module.value(bucket["force_destroy"], {}) is False, cloud
+        lifted = tmp_path / f"{cloud}-teardown.tfvars"
+        lifted.write_text("deletion_protection = false\n")
+        module = (render.gcp_module if cloud == "gcp" else render.aws_module)([path, lifted])
+        assert module.value(module.resources(kind)["corpora"]["force_destroy"], {}) is True, cloud

@@ -3,9 +3,13 @@ gives them (rehearsal.REHEARSALS):
 
 - gcp: the Cloud Functions source built, installed into a clean environment, the functions
   started with Terraform's rendered environment on the emulators, a search through the API;
-- aws, with infra/examples/aws.tfvars and with aws-web.tfvars (the corpus and three keyed web
-  providers): Terraform applies infra/aws to moto's server, the rehearsal checks what it created,
+- aws, with infra/examples/aws.tfvars (the bundled corpus and a team's handbook as `docs` and
+  `vectors` corpus platforms) and with aws-web.tfvars (the corpus and four web platforms, three
+  keyed): Terraform applies infra/aws to moto's server, the rehearsal checks what it created,
   searches through the functions as created, plans again (nothing to change) and destroys it.
+  With aws.tfvars it also publishes the handbook into the corpus bucket the apply created and
+  finds its documents through both corpus platforms (issue 33), and measures a `vectors`
+  worker's cold start from the installed zip.
 
 The two AWS rehearsals run at once (each waits mostly on the AWS provider's propagation
 delays). A missing prerequisite (the runtime's Python, gcloud, Java, terraform, the provider
@@ -56,11 +60,22 @@ def finish(process: subprocess.Popen[bytes], log: Path, timeout: float) -> str:
     return "\n".join(lines)
 
 
+CORPUS_FOUND = (
+    r"fanfuse index handbook/ --publish \S+://\S+/handbook: .* version ",
+    r"corpus search: completed, first 'Expense reports' from handbook, handbook_vectors, "
+    r"version \S+",
+    r"vectors worker cold start: import [\d.]+ s, first search [\d.]+ s .*; torch not imported",
+)
+"""A published corpus found through deployed `docs` and `vectors` platforms (issue 33)."""
+
+
 @pytest.mark.timeout(480)
 def test_the_gcp_rehearsal_passes(tmp_path: Path) -> None:
     log = tmp_path / "gcp.log"
     said = finish(start(GCP, log), log, 450)
     assert "no fanfuse/tools" in said  # the functions ran from a source without them
+    for expected in CORPUS_FOUND:
+        assert re.search(expected, said), (expected, said[-3000:])
 
 
 @pytest.mark.timeout(1200)
@@ -84,6 +99,12 @@ def test_terraform_applies_infra_aws_to_moto_searches_plans_nothing_and_destroys
             r"destroyed \(\d+ s\)",
         ):
             assert re.search(expected, said), (command, expected, said[-3000:])
+        if command == AWS:  # aws.tfvars: the corpus, in the bucket Terraform created
+            assert re.search(r"s3://fanfuse-corpora-\d+/handbook", said), said[-3000:]
+            for expected in CORPUS_FOUND:
+                assert re.search(expected, said), (command, expected, said[-3000:])
+        else:
+            assert "nothing to publish" in said, said[-3000:]
         print(f"{command}: {re.search(r'figures: (.*)', said).group(1)}")  # type: ignore[union-attr]
     print(f"both AWS rehearsals: {time.monotonic() - started:.0f} s")
 
