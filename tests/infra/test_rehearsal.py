@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,7 @@ def start(command: str, log: Path) -> subprocess.Popen[bytes]:
         env=env,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: a timeout ends the emulators it started
     )
 
 
@@ -50,7 +52,7 @@ def finish(process: subprocess.Popen[bytes], log: Path, timeout: float) -> str:
     try:
         process.wait(timeout)
     except subprocess.TimeoutExpired:
-        process.kill()
+        os.killpg(process.pid, signal.SIGKILL)  # the script and every process it started
         process.wait(10)
     output = log.read_text(errors="replace")
     lines = [line for line in output.splitlines() if line.startswith("rehearsal")]
@@ -69,16 +71,18 @@ CORPUS_FOUND = (
 """A published corpus found through deployed `docs` and `vectors` platforms (issue 33)."""
 
 
-@pytest.mark.timeout(480)
+# The budgets below are hang guards, not performance claims: the GCP rehearsal took 624 s and
+# both AWS ones 1,129 s on this 2-core machine at load 17-26 (2026-11-27), about half that quiet.
+@pytest.mark.timeout(960)
 def test_the_gcp_rehearsal_passes(tmp_path: Path) -> None:
     log = tmp_path / "gcp.log"
-    said = finish(start(GCP, log), log, 450)
+    said = finish(start(GCP, log), log, 900)
     assert "no fanfuse/tools" in said  # the functions ran from a source without them
     for expected in CORPUS_FOUND:
         assert re.search(expected, said), (expected, said[-3000:])
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1860)
 def test_terraform_applies_infra_aws_to_moto_searches_plans_nothing_and_destroys(
     tmp_path: Path,
 ) -> None:
@@ -89,7 +93,7 @@ def test_terraform_applies_infra_aws_to_moto_searches_plans_nothing_and_destroys
         for i, cmd in enumerate((AWS, AWS_WEB))
     }
     for command, (process, log) in runs.items():
-        remaining = max(60.0, 1150 - (time.monotonic() - started))
+        remaining = max(60.0, 1800 - (time.monotonic() - started))
         said = finish(process, log, remaining)
         for expected in (
             r"applied: \d+ resources in \d+ s",

@@ -63,6 +63,14 @@ CANNOT_RUN: list[tuple[str, str, str]] = [
         "an MCP server, waiting for its client until stopped: tests/integration/test_mcp.py "
         "and tests/e2e/test_e2e_mcp.py drive it",
     ),
+    (
+        "docs/deploy.md",
+        r".",
+        "the deployment runbook: its rehearsals take minutes each and the rest needs a cloud "
+        "account; tests/infra/test_deploy_docs.py checks that each of its commands is one "
+        "scripts/deploy-rehearsal runs (tests/infra/test_rehearsal.py runs those) or is marked "
+        "as not rehearsed, with why",
+    ),
     ("docs/security.md", r"^fanfuse keys list \[--json\]", "`[--json]` is usage notation"),
     ("docs/security.md", r"^fanfuse keys revoke KEY_ID", "KEY_ID stands for a key's id"),
     (
