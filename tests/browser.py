@@ -138,7 +138,8 @@ class Browser:
         """The requests the page sent since the last call (`url`, `method`, `headers`), in
         order, from DevTools' `Network.requestWillBeSent` events."""
         sent = []
-        for entry in self.driver.get_log("performance"):
+        # selenium's ChromiumDriver.get_log is unannotated (a list of dicts at run time)
+        for entry in self.driver.get_log("performance"):  # type: ignore[no-untyped-call]
             message = json.loads(entry["message"])["message"]
             if message.get("method") == "Network.requestWillBeSent":
                 sent.append(message["params"]["request"])
@@ -146,7 +147,7 @@ class Browser:
 
     def console(self) -> list[dict[str, object]]:
         """The browser console's entries since the last call."""
-        entries: list[dict[str, object]] = self.driver.get_log("browser")
+        entries: list[dict[str, object]] = self.driver.get_log("browser")  # type: ignore[no-untyped-call]  # selenium: unannotated
         return entries
 
 

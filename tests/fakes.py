@@ -96,19 +96,16 @@ class FakePlatform(Platform[PlatformSettings]):
         barrier: asyncio.Barrier | None = None,
         gate: asyncio.Event | None = None,
         overrides: dict[str, Any] | None = None,
-        content: bool = False,
     ) -> None:
-        """`content`: the hits carry their page content, so a search that asks for content
-        fetches nothing (a fake's example.com URLs must never be fetched)."""
         super().__init__(name, overrides)
-        if content:
-            self.capabilities = Capabilities(content=True)
         self._results = results if results is not None else hits(name, 5)
         self.error, self.delay, self.barrier, self.gate = error, delay, barrier, gate
         self.calls = 0
         self.params: list[SearchParams] = []
 
-    async def search(self, ctx: PlatformContext, params: SearchParams) -> list[list[Hit]]:
+    async def search(
+        self, ctx: PlatformContext[PlatformSettings], params: SearchParams
+    ) -> list[list[Hit]]:
         self.calls += 1
         self.params.append(params)
         if self.barrier is not None:
@@ -124,6 +121,13 @@ class FakePlatform(Platform[PlatformSettings]):
             found = self._results(q) if callable(self._results) else self._results
             out.append(list(found))
         return out
+
+
+class ContentFakePlatform(FakePlatform):
+    """A FakePlatform whose hits carry their page content, so a search that asks for content
+    fetches nothing (a fake's example.com URLs must never be fetched)."""
+
+    capabilities = Capabilities(content=True)
 
 
 class NoQueue(TaskQueue):

@@ -57,9 +57,9 @@ def brotli_bomb(decoded: int = GIB) -> bytes:
     import brotli
 
     squeeze = brotli.Compressor(quality=5)
-    return b"".join(squeeze.process(CHUNK) for _ in range(decoded // len(CHUNK))) + (
-        squeeze.finish()
-    )
+    body = b"".join(squeeze.process(CHUNK) for _ in range(decoded // len(CHUNK)))
+    tail: bytes = squeeze.finish()  # brotli has no type hints
+    return body + tail
 
 
 def punycode_page(size: int = PUNYCODE_PAGE_BYTES) -> bytes:
@@ -223,8 +223,9 @@ def platform_run(view: dict[str, Any], platform: str = "searxng") -> dict[str, A
 def outcome(view: dict[str, Any], url: str) -> tuple[str | None, str | None]:
     """(content, fetch_error) of the result at `url`: the content from the fused results (the
     platform run's hits keep it in the contents store), the error from the run's hit."""
-    hit = next((h for h in platform_run(view).get("results") or [] if h["url"] == url), {})
-    fused = next((r for r in view.get("results") or [] if r["url"] == url), {})
+    none: dict[str, Any] = {}
+    hit = next((h for h in platform_run(view).get("results") or [] if h["url"] == url), none)
+    fused = next((r for r in view.get("results") or [] if r["url"] == url), none)
     return fused.get("content"), (hit.get("metadata") or {}).get("fetch_error")
 
 

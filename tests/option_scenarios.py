@@ -68,7 +68,8 @@ def web_platforms(stub: StubSearxServer, doubles: dict[str, str]) -> dict[str, d
 
 
 def host(result: dict[str, Any]) -> str | None:
-    return urlsplit(result["url"]).hostname
+    url: str = result["url"]
+    return urlsplit(url).hostname
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,8 +37,9 @@ class SigningKey:
 
     def sign(self, claims: dict[str, Any], kid: str | None = None) -> str:
         """A compact RS256 JWT of `claims` (google-auth's encoder), `kid` in its header."""
-        signer = crypt.RSASigner(self.private, key_id=kid or self.kid)
-        token: bytes = jwt.encode(signer, claims)
+        # google-auth's RSASigner and jwt.encode are unannotated
+        signer = crypt.RSASigner(self.private, key_id=kid or self.kid)  # type: ignore[no-untyped-call]
+        token: bytes = jwt.encode(signer, claims)  # type: ignore[no-untyped-call]
         return token.decode()
 
     def jwk(self) -> dict[str, str]:

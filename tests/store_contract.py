@@ -238,8 +238,8 @@ class StoreContract:
             store.transact("ls1", ["alpha"], claim("alpha", now, "w2"))
         assert 0 < info.value.retry_after_s <= LEASE.total_seconds()
         run = store.get_runs("ls1")[0]
-        assert run.lease == "w1" and run.attempt == 1
-        later = run.lease_until + timedelta(seconds=1)  # type: ignore[operator]
+        assert run.lease == "w1" and run.attempt == 1 and run.lease_until is not None
+        later = run.lease_until + timedelta(seconds=1)
         taken = store.transact("ls1", ["alpha"], claim("alpha", later, "w2"))
         assert taken is not None and (taken.runs[0].lease, taken.runs[0].attempt) == ("w2", 2)
         assert not store.patch_run("ls1", "alpha", {"message": "old holder"}, lease="w1")
@@ -361,8 +361,9 @@ class StoreContract:
         assert store.get_key(first.key_id).revoked_at is not None  # type: ignore[union-attr]
 
     def test_concurrent_takes_from_several_instances_never_exceed_the_bound(
-        self, harness: Harness
+        self, harness: Harness, tmp_path: Path
     ) -> None:
+        """(`tmp_path`: where the cloud stores' version keeps its write log.)"""
         stores = [harness.instance() for _ in range(4)]
         take_concurrently(stores)
         for store in stores:

@@ -169,7 +169,9 @@ def test_a_silent_endpoint_fails_the_call_in_bounded_time() -> None:
         assert info.value.retry_after_s == 0.2
     settings = Settings(aws_endpoint_url=f"http://{LOOPBACK}:1")
     config = dynamodb_client(settings).meta.config
-    assert (config.connect_timeout, config.read_timeout) == (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+    # botocore-stubs' Config declares its options as constructor arguments, not attributes
+    timeouts = (config.connect_timeout, config.read_timeout)  # type: ignore[attr-defined]
+    assert timeouts == (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
 
 
 def stubbed_withdraw(unprocessed_answers: int) -> tuple[Stubber, DynamoStore]:

@@ -275,7 +275,7 @@ class Cloud(Runtime):
         with mock.patch.dict(os.environ, {"FIRESTORE_EMULATOR_HOST": self.addresses.firestore}):
             return firestore.Client(project=self.addresses.project)
 
-    def doc(self, path: str) -> firestore.DocumentSnapshot:
+    def doc(self, path: str) -> firestore.DocumentSnapshot[firestore.DocumentReference]:
         return self.db.document(path).get()
 
     def stamp(self, path: str) -> object:
@@ -283,14 +283,14 @@ class Cloud(Runtime):
 
     def task_doc(self, task_id: str) -> dict[str, Any]:
         snap = self.doc(f"searches/{task_id}")
-        assert snap.exists, f"no task document {task_id}"
-        data: dict[str, Any] = snap.to_dict()
+        data = snap.to_dict()
+        assert data is not None, f"no task document {task_id}"
         return data
 
     def platform_doc(self, task_id: str, name: str) -> dict[str, Any]:
         snap = self.doc(f"searches/{task_id}/platforms/{name}")
-        assert snap.exists
-        data: dict[str, Any] = snap.to_dict()
+        data = snap.to_dict()
+        assert data is not None, f"no platform document {task_id}/{name}"
         return data
 
 

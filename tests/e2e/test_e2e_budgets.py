@@ -6,6 +6,8 @@ tests/store_contract.py, which runs here too.)"""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 
 from fanfuse.platforms import Registry
@@ -43,7 +45,7 @@ def test_a_keys_daily_budget_holds_under_20_concurrent_searches(e2e: Cloud) -> N
         started.append(accepted.task_id)
         return True
 
-    assert together([lambda i=i: start(i) for i in range(SEARCHES)]) == 5
+    assert together([partial(start, i) for i in range(SEARCHES)]) == 5
     assert spent(e2e.store, KEY.subject) == pytest.approx(DAILY_USD)
     tasks = list(e2e.db.collection("searches").stream())
     assert sorted(t.id for t in tasks) == sorted(started)  # a refused start wrote nothing

@@ -624,7 +624,7 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
             parent = f"projects/{DEFAULT_PROJECT}/locations/{DEFAULT_LOCATION}"
             queues = sorted(q.name for q in client.list_queues(parent=parent, timeout=5))
         finally:
-            client.transport.close()
+            client.transport.close()  # type: ignore[no-untyped-call]  # google-cloud-tasks: unannotated
         assert queues == [
             queue_path(DEFAULT_PROJECT, DEFAULT_LOCATION, q) for q in ("zz-aggregate", "zz-docs")
         ]

@@ -123,9 +123,10 @@ def search(b: Browser, queries: str, platforms: list[str], *, keyboard: bool = F
         area.send_keys(Keys.CONTROL, Keys.ENTER)
     else:
         b.driver.find_element(By.ID, "search-button").click()
-    task: str = b.wait().until(
+    task = b.wait().until(
         lambda d: d.find_element(By.ID, "progress-section").get_attribute("data-task")
     )
+    assert task is not None  # `until` returns the first truthy answer
     return task
 
 

@@ -363,10 +363,10 @@ def test_serve_over_the_http_client_and_the_stream_preview_early_and_end_as_a_pl
         f"the stream carried the first preview {first[0]:.3f} s after start ({quickest} "
         f"alone: done after {stream_alone:.3f} s)"
     )
-    streamed = TaskView.model_validate(events[-1][2])
-    assert events[-1][1] == "done" and streamed.preview is None
-    assert plain.status.value == streamed.status.value == final.status.value == "completed"
-    assert fused(plain) == fused(streamed) == fused(final) and fused(plain)
+    last = TaskView.model_validate(events[-1][2])
+    assert events[-1][1] == "done" and last.preview is None
+    assert plain.status.value == last.status.value == final.status.value == "completed"
+    assert fused(plain) == fused(last) == fused(final) and fused(plain)
 
 
 @pytest.mark.parametrize("runtime", ["embedded", "serve"])

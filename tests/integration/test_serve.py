@@ -433,12 +433,13 @@ def test_openapi_json_is_the_checked_in_document_with_this_servers_limits(
     check = jsonschema.Draft202012Validator(
         {"$ref": "#/components/schemas/SearchRequest", "components": doc["components"]}
     )
-    for fields, field in [
+    cases: list[tuple[dict[str, object], str]] = [
         ({"platform": "google"}, "platform"),  # known, not configured here
         ({"platform": "docs", "weights": {"nope": 1}}, "weights"),
         ({"platform": "docs", "timeout_s": deadline + 0.5}, "timeout_s"),
-    ]:
-        body = {"query": "laser", **fields}
+    ]
+    for fields, field in cases:
+        body: dict[str, object] = {"query": "laser", **fields}
         assert not check.is_valid(body)
         refused = http.post("/start_search", json=body)
         assert refused.status_code == 400 and field in problems(refused), refused.text

@@ -165,7 +165,7 @@ def qwen(items: list[Item]) -> bytes:
 @dataclass
 class World:
     id: str
-    make: Callable[..., Platform]
+    make: Callable[..., Platform[Any]]
     path: str
     body: Body
     items: list[Item]

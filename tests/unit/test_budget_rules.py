@@ -59,11 +59,14 @@ def test_the_daily_reservation_fits_or_writes_nothing_and_says_what_is_left() ->
     assert left is None and written is not None and written.tokens == pytest.approx(0.02)
     assert written.expires_at == datetime(2026, 11, 27, tzinfo=UTC)  # a day after its day
     full = QuotaBucket(tokens=0.04, updated_at=NOON, expires_at=NOON + timedelta(days=1))
-    assert budget.reserve(0.01, 0.05, NOON)(full)[0].tokens == pytest.approx(0.05)  # type: ignore[union-attr]
-    assert budget.reserve(0.02, 0.05, NOON)(full) == (None, pytest.approx(0.01))
+    grown, _ = budget.reserve(0.01, 0.05, NOON)(full)
+    assert grown is not None and grown.tokens == pytest.approx(0.05)
+    refused, left = budget.reserve(0.02, 0.05, NOON)(full)
+    assert refused is None and left == pytest.approx(0.01)
     settled, _ = budget.adjust(-0.03, NOON)(full)
     assert settled is not None and settled.tokens == pytest.approx(0.01)
-    assert budget.adjust(-1.0, NOON)(full)[0].tokens == 0  # type: ignore[union-attr]
+    floored, _ = budget.adjust(-1.0, NOON)(full)
+    assert floored is not None and floored.tokens == 0
     assert budget.day_key("key:a/b", NOON) == "key%3Aa%2Fb$spend-20261125"
     assert budget.day_end(NOON) == datetime(2026, 11, 26, tzinfo=UTC)
 
@@ -123,6 +126,7 @@ def test_a_deployment_overrides_the_fields_it_names() -> None:
 
 
 def test_a_share_becomes_the_calls_it_affords() -> None:
-    assert cost_budget(0.025, 0.01) is not None and cost_budget(0.025, 0.01).cap == 2  # type: ignore[union-attr]
-    assert cost_budget(0.03, 0.01).cap == 3  # type: ignore[union-attr]  # not 2.9999
+    two, three = cost_budget(0.025, 0.01), cost_budget(0.03, 0.01)
+    assert two is not None and two.cap == 2
+    assert three is not None and three.cap == 3  # not 2.9999
     assert cost_budget(None, 0.01) is None and cost_budget(1.0, 0.0) is None

@@ -69,7 +69,7 @@ def test_every_codec_of_the_table_is_a_python_text_encoding() -> None:
     own = {charsets.REPLACEMENT, charsets.USER_DEFINED}
     for codec in set(charsets.LABELS.values()) - own:
         info = codecs.lookup(codec)
-        assert info._is_text_encoding, codec  # type: ignore[attr-defined]
+        assert info._is_text_encoding, codec
         assert info.name not in ("idna", "punycode"), codec
 
 

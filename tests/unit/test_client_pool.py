@@ -21,7 +21,8 @@ from fanfuse.http.client import KEEPALIVE_EXPIRY, api_http
 
 
 def test_the_pool_expires_idle_connections_before_functions_framework_closes_them() -> None:
-    server = GunicornApplication(flask.Flask(__name__), "127.0.0.1", 0, False)
+    # functions-framework's GunicornApplication.__init__ is unannotated
+    server = GunicornApplication(flask.Flask(__name__), "127.0.0.1", 0, False)  # type: ignore[no-untyped-call]
     assert server.cfg.keepalive > KEEPALIVE_EXPIRY
 
 

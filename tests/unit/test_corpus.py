@@ -10,7 +10,6 @@ import pytest
 from fanfuse.retrieval import corpus as corpus_module
 from fanfuse.retrieval.corpus import (
     Corpus,
-    CorpusError,
     cache_dir,
     default_qrels_path,
     default_queries_path,
@@ -20,6 +19,7 @@ from fanfuse.retrieval.corpus import (
     load_trec_queries,
     snippet,
 )
+from fanfuse.wire.errors import CorpusError
 
 
 def write(path: Path, text: str) -> Path:

@@ -70,7 +70,7 @@ def test_one_page_one_content_id_whatever_the_spelling() -> None:
 
 
 def _h(url: str, rank: int, title: str = "t", snippet: str = "s", **kw: object) -> Hit:
-    return Hit(url=url, rank=rank, title=title, snippet=snippet, **kw)  # type: ignore[arg-type]
+    return Hit(url=url, rank=rank, title=title, snippet=snippet, **kw)
 
 
 def test_duplicates_merge_and_keep_every_source() -> None:

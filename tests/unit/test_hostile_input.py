@@ -30,7 +30,7 @@ from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import InvalidRequest, Unauthorized, UnsupportedMediaType
-from fanfuse.wire.inbound import TEXT_PATTERN, bad_characters, character_problem
+from fanfuse.wire.inbound import MAX_JSON_DEPTH, TEXT_PATTERN, bad_characters, character_problem
 from fanfuse.wire.models import Problem, SearchRequest, utcnow
 from tests.fakes import FakePlatform, HeldQueue, NoQueue
 
@@ -53,8 +53,9 @@ def body_problem(raw: bytes, content_type: str | None = "application/json") -> s
 
 def test_nesting_past_the_bound_is_a_400_before_the_parser_recurses() -> None:
     deep = b"[" * 30_000 + b"]" * 30_000  # within 64 KiB, 30 times Python's recursion limit
-    assert body_problem(deep) == f"JSON nested deeper than {api.MAX_JSON_DEPTH} levels"
-    ok = b"[" * api.MAX_JSON_DEPTH + b"]" * api.MAX_JSON_DEPTH
+    assert body_problem(deep) == f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    ok = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
+
     assert isinstance(api.decode_json(ok), list)
 
 

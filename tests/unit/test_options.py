@@ -143,7 +143,7 @@ def test_naive_dates_are_read_as_utc() -> None:
 
 
 def test_country_and_safesearch_cannot_be_post_filtered() -> None:
-    options = SearchOptions(country="DE", safesearch="strict")  # type: ignore[arg-type]
+    options = SearchOptions(country="DE", safesearch="strict")
     out = post_filter([[_hit("https://a/1")]], options, frozenset({OptionName.COUNTRY}), NOW)
     assert out.uses["country"].applied is Applied.NATIVE
     assert out.uses["safesearch"].applied is Applied.NOT_APPLIED

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,12 @@ from fanfuse.rules.quota import Limit
 from fanfuse.service import admission
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.models import QuotaBucket
+
+
+def put(bucket: QuotaBucket, _read: QuotaBucket | None) -> tuple[QuotaBucket, None]:
+    """A quota mutator that writes `bucket` whatever it read, and admits."""
+    return bucket, None
+
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 PER_MINUTE = Limit.per_minute(30)  # 0.5 a second, a burst of 30
@@ -89,7 +96,7 @@ def test_admission_tries_at_most_max_tries_shards_and_reports_the_soonest_refill
     shard = limit.shard(n)
     for i in range(n):  # every shard empty, each a different time from a token
         empty = QuotaBucket(tokens=i / (2 * n), updated_at=T0, expires_at=at(60))
-        store.take_quota(f"bob#{i}", lambda _b, e=empty: (e, None))
+        store.take_quota(f"bob#{i}", partial(put, empty))
     wait = admission.take(store, "bob", limit, T0, random.Random(3))
     tried = quota.shard_keys("bob", n, random.Random(3))
     soonest = min((1 - int(k.split("#")[1]) / (2 * n)) / shard.rate for k in tried)

@@ -18,7 +18,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import InvalidRequest, RateLimited
 from fanfuse.wire.models import Caller, Hit
-from tests.fakes import Clock, FakePlatform, HeldQueue
+from tests.fakes import Clock, ContentFakePlatform, FakePlatform, HeldQueue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ALICE = Caller(subject="alice", via="api_key", key_id="k1")
@@ -161,7 +161,7 @@ def test_all_means_at_most_max_platforms_of_them(make: Make) -> None:
 async def test_page_text_kept_per_result_is_cut_to_max_content_chars(settings: Settings) -> None:
     text = "First sentence here. " * 20
     found = [Hit(title="t", url="https://example.com/a", snippet="s", content=text)]
-    registry = Registry.of([FakePlatform("docs", found, content=True)])
+    registry = Registry.of([ContentFakePlatform("docs", found)])
     capped = settings.model_copy(update={"max_content_chars": 50})
     async with EmbeddedRuntime(capped, registry=registry) as runtime:
         view = await runtime.search({"query": "q", "include_content": True})

@@ -20,8 +20,8 @@ def test_named_instance_takes_its_own_settings(tmp_path: Path) -> None:
     assert "notes" in registry.names()
     notes = registry.get("notes")
     assert notes.name == "notes"
-    assert notes.load_settings().corpus == corpus  # type: ignore[attr-defined]
-    assert registry.get("docs").load_settings().corpus is None  # type: ignore[attr-defined]
+    assert notes.load_settings().corpus == corpus
+    assert registry.get("docs").load_settings().corpus is None
 
 
 def test_unknown_engine_is_refused() -> None:

@@ -313,7 +313,8 @@ def test_cache_seconds_honours_max_age_within_bounds() -> None:
 def test_key_sets_in_neither_format_are_unreadable(key: SigningKey) -> None:
     assert keys_of({"k1": key.cert_pem}) == {"k1": key.cert_pem}
     assert set(keys_of({"keys": [key.jwk(), {"kty": "EC", "kid": "ec"}]})) == {"k1"}
-    for document in ([], {"k1": 1}, "x", {"keys": [{**key.jwk(), "n": 5}]}):
+    unreadable: list[object] = [[], {"k1": 1}, "x", {"keys": [{**key.jwk(), "n": 5}]}]
+    for document in unreadable:
         with pytest.raises(certs_module.CertsUnavailable):
             keys_of(document)
 

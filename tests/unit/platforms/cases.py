@@ -8,51 +8,51 @@ from fanfuse.platforms.base import Platform
 from tests.unit.platforms.harness import AdapterCase, fixture
 
 
-def _searxng(base: str, **over: Any) -> Platform:
+def _searxng(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.searxng import SearxngPlatform
 
     return SearxngPlatform(overrides={"base_url": base, **over})
 
 
-def _google(base: str, **over: Any) -> Platform:
+def _google(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.google import GooglePlatform
 
     settings = {"api_key": "test-key", "cx": "test-cx", "base_url": f"{base}/customsearch/v1"}
     return GooglePlatform(overrides={**settings, **over})
 
 
-def _perplexity(base: str, **over: Any) -> Platform:
+def _perplexity(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.perplexity import PerplexityPlatform
 
     return PerplexityPlatform(overrides={"api_key": "pplx-test", "base_url": base, **over})
 
 
-def _tavily(base: str, **over: Any) -> Platform:
+def _tavily(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.tavily import TavilyPlatform
 
     return TavilyPlatform(overrides={"api_key": "tvly-test", "base_url": base, **over})
 
 
-def _brave(base: str, **over: Any) -> Platform:
+def _brave(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.brave import BravePlatform
 
     settings = {"api_key": "brave-test", "base_url": f"{base}/res/v1/web/search"}
     return BravePlatform(overrides={**settings, **over})
 
 
-def _linkup(base: str, **over: Any) -> Platform:
+def _linkup(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.linkup import LinkupPlatform
 
     return LinkupPlatform(overrides={"api_key": "lk-test", "base_url": f"{base}/v1", **over})
 
 
-def _exa(base: str, **over: Any) -> Platform:
+def _exa(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.exa import ExaPlatform
 
     return ExaPlatform(overrides={"api_key": "exa-test", "base_url": base, **over})
 
 
-def _sec_edgar(base: str, **over: Any) -> Platform:
+def _sec_edgar(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.sec_edgar import SecEdgarPlatform
 
     settings = {
@@ -63,28 +63,28 @@ def _sec_edgar(base: str, **over: Any) -> Platform:
     return SecEdgarPlatform(overrides={**settings, **over})
 
 
-def _arxiv(base: str, **over: Any) -> Platform:
+def _arxiv(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.arxiv import ArxivPlatform
 
     settings = {"base_url": f"{base}/api/query", "min_interval": 0.0, "enabled": True}
     return ArxivPlatform(overrides={**settings, **over})
 
 
-def _wikipedia(base: str, **over: Any) -> Platform:
+def _wikipedia(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.wikipedia import WikipediaPlatform
 
     settings = {"base_url": f"{base}/w/api.php", "user_agent": "fanfuse-tests (t@example.com)"}
     return WikipediaPlatform(overrides={**settings, **over})
 
 
-def _weixin(base: str, **over: Any) -> Platform:
+def _weixin(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.weixin import WeixinPlatform
 
     settings = {"enabled": True, "base_url": f"{base}/weixin", "min_interval": 0.0}
     return WeixinPlatform(overrides={**settings, **over})
 
 
-def _builtin(base: str, **over: Any) -> Platform:
+def _builtin(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.builtin import BuiltinPlatform
 
     settings = {"api_key": "sk-test", "base_url": f"{base}/compatible-mode/v1", "fallback": None}

@@ -41,7 +41,7 @@ def make_runner(sleeps: Sleeps) -> Runner:
 
 
 async def run_search(
-    platform: Platform,
+    platform: Platform[Any],
     runner: Runner,
     queries: list[str],
     *,
@@ -77,7 +77,7 @@ class AdapterCase:
     """How to drive one HTTP adapter through the shared failure contract."""
 
     id: str
-    make: Callable[..., Platform]
+    make: Callable[..., Platform[Any]]
     """(base URL of the 127.0.0.1 server, **setting overrides) -> a configured platform."""
     path: str
     ok: bytes
