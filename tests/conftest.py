@@ -9,12 +9,12 @@ from pytest_httpserver import HTTPServer
 
 from fanfuse.net.runner import Runner
 from fanfuse.settings import Settings
-from tests.aws_fixtures import aws_env as aws_env
-from tests.aws_fixtures import aws_settings as aws_settings
-from tests.aws_fixtures import moto_server as moto_server
-from tests.loopback import pytest_runtest_setup as pytest_runtest_setup
-from tests.loopback import pytest_runtest_teardown as pytest_runtest_teardown
-from tests.unit.platforms.harness import Sleeps, loopback_server, make_runner
+from tests.support.aws_fixtures import aws_env as aws_env
+from tests.support.aws_fixtures import aws_settings as aws_settings
+from tests.support.aws_fixtures import moto_server as moto_server
+from tests.support.loopback import pytest_runtest_setup as pytest_runtest_setup
+from tests.support.loopback import pytest_runtest_teardown as pytest_runtest_teardown
+from tests.support.platforms.harness import Sleeps, loopback_server, make_runner
 
 
 @pytest.fixture(autouse=True)

@@ -28,9 +28,9 @@ from fanfuse.store.dynamodb import ATTEMPTS, DynamoStore
 from fanfuse.tools.devstack.processes import LOOPBACK
 from fanfuse.wire.errors import StoreUnavailable, Unavailable
 from fanfuse.wire.models import Hit, PlatformState, utcnow
-from tests.aws_fixtures import open_dynamo
-from tests.fakes import make_task
-from tests.store_contract import CloudStoreContract, Harness, claim, finish
+from tests.support.aws_fixtures import open_dynamo
+from tests.support.fakes import make_task
+from tests.support.store_contract import CloudStoreContract, Harness, claim, finish
 
 
 @pytest.fixture

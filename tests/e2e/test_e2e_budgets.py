@@ -2,7 +2,7 @@
 clients, as two start_search instances would be) against one key with a budget of five
 one-cent searches; exactly five start, the others get 429 with nothing written, and the day's
 document holds five cents. (The store's part, the reservations alone, is in the store contract,
-tests/store_contract.py, which runs here too.)"""
+tests/support/store_contract.py, which runs here too.)"""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from fanfuse.settings import Price, Settings
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.wire.errors import BudgetSpent
 from fanfuse.wire.models import Caller
-from tests.budget_checks import DAILY_USD, NOON, SEARCH_USD, SEARCHES, spent, together
-from tests.e2e.cloud import Cloud
-from tests.fakes import Clock, FakePlatform, HeldQueue
+from tests.support.budget_checks import DAILY_USD, NOON, SEARCH_USD, SEARCHES, spent, together
+from tests.support.e2e.cloud import Cloud
+from tests.support.fakes import Clock, FakePlatform, HeldQueue
 
 KEY = Caller(
     subject="key:team", via="api_key", key_id="k1", max_in_flight=100, daily_budget_usd=DAILY_USD

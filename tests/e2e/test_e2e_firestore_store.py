@@ -1,5 +1,5 @@
 """FirestoreStore on the Firestore emulator: the TaskStore contract every store keeps
-(tests/store_contract.py), and what Firestore stores must hold besides: native timestamps (the
+(tests/support/store_contract.py), and what Firestore stores must hold besides: native timestamps (the
 TTL policies read them), one collection per kind, cache rewrites at most once a second."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from fanfuse.rules.mutations import Snapshot, Writes
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.write_log import WriteLog
 from fanfuse.wire.models import utcnow
-from tests.e2e.cloud import Cloud, make_task
-from tests.store_contract import CloudStoreContract, Harness, at_once, cache_entry
+from tests.support.e2e.cloud import Cloud, make_task
+from tests.support.store_contract import CloudStoreContract, Harness, at_once, cache_entry
 
 
 def raw(db: firestore.Client, path: str) -> dict[str, Any]:

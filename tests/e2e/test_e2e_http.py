@@ -19,8 +19,8 @@ from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.store.write_log import WriteLog
 from fanfuse.tools.devstack.functions import FunctionProcess
 from fanfuse.wire.models import utcnow
-from tests.e2e.cloud import TERMINAL, Cloud, http_client
-from tests.signing import task_signature
+from tests.support.e2e.cloud import TERMINAL, Cloud, http_client
+from tests.support.signing import task_signature
 
 
 def problems(response: httpx.Response) -> dict[str, str]:

@@ -60,8 +60,8 @@ from fanfuse.auth import keys
 from fanfuse.http.openapi import document
 from fanfuse.queue.base import AGGREGATE_QUEUE
 from fanfuse.wire.models import ErrorBody, utcnow
-from tests.e2e import schemathesis_cli
-from tests.e2e.cloud import Cloud
+from tests.support.e2e import schemathesis_cli
+from tests.support.e2e.cloud import Cloud
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase, OpenApiOperation

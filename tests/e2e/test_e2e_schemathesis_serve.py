@@ -29,7 +29,7 @@ from fanfuse.auth import keys
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.wire.models import utcnow
-from tests.e2e import schemathesis_cli
+from tests.support.e2e import schemathesis_cli
 
 SEED = os.environ.get("FANFUSE_FUZZ_SEED", "20251122")
 EXAMPLES = 10

@@ -32,8 +32,8 @@ from fanfuse.settings import Price, Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, LimitCut, PlatformState
-from tests.budget_checks import DAILY_USD, SEARCHES, spent, start_in_process
-from tests.fakes import FakePlatform, HeldQueue
+from tests.support.budget_checks import DAILY_USD, SEARCHES, spent, start_in_process
+from tests.support.fakes import FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.timeout(120)
 

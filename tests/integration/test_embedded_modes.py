@@ -19,8 +19,8 @@ from fanfuse.platforms import Registry
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.models import PlatformHealth, TaskStatus, utcnow
-from tests.fakes import ContentFakePlatform, FakePlatform, hits
-from tests.health_checks import put_health
+from tests.support.fakes import ContentFakePlatform, FakePlatform, hits
+from tests.support.health_checks import put_health
 
 TITLE = re.compile(r"^\[(\d+)\] .* (\d+)$", re.M)
 

@@ -26,7 +26,7 @@ from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.firestore_calls import Bounds, TaskLocks, stalled
 from fanfuse.wire.errors import StoreUnavailable
 from fanfuse.wire.models import ApiKey, CacheEntry, utcnow
-from tests.e2e.cloud import make_task
+from tests.support.e2e.cloud import make_task
 
 BOUNDS = Bounds(call_s=0.3, transaction_s=0.8)
 WORST_S = BOUNDS.transaction_s + 3 * BOUNDS.call_s

@@ -45,7 +45,7 @@ from fanfuse.tools.bench.common import bench_payload
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer, extra_platforms_env, stub_platforms
 from fanfuse.wire.models import TaskView
-from tests.mcp_harness import stdio_server, structured, text
+from tests.support.mcp_harness import stdio_server, structured, text
 
 DELAYS = (0.2, 1.0, 3.0)
 BOUND = 0.3

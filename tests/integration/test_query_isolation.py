@@ -8,7 +8,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import CacheState, Hit, PlatformState, TaskStatus
-from tests.fakes import FakePlatform, hits
+from tests.support.fakes import FakePlatform, hits
 
 
 def answers(query: str) -> list[Hit]:

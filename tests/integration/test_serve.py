@@ -35,7 +35,7 @@ from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import ApiKey, utcnow
-from tests.option_scenarios import web_platforms
+from tests.support.option_scenarios import web_platforms
 
 DOCS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",
@@ -513,7 +513,7 @@ async def in_process(
     from fanfuse.fronts.serve.app import create_app
     from fanfuse.platforms import Registry
     from fanfuse.settings import Settings
-    from tests.fakes import FakePlatform
+    from tests.support.fakes import FakePlatform
 
     printed: list[str] = []
     config = Settings.model_validate({"db_path": tmp_path / "serve.db", **settings})

@@ -9,7 +9,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.models import TaskStatus
-from tests.fakes import FakePlatform, hits
+from tests.support.fakes import FakePlatform, hits
 
 
 class RecordingStore(SqliteStore):

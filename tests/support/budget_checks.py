@@ -74,7 +74,7 @@ def start_in_process(db: Path, threads: int, results: object) -> None:
     from fanfuse.settings import Price, Settings
     from fanfuse.store.sqlite import SqliteStore
     from fanfuse.wire.models import Caller
-    from tests.fakes import Clock, FakePlatform, HeldQueue
+    from tests.support.fakes import Clock, FakePlatform, HeldQueue
 
     settings = Settings(db_path=db, prices={"paid": Price(per_request_usd=SEARCH_USD)})
     store = SqliteStore(db)

@@ -10,7 +10,7 @@ a user would) and has the child write its own peak RSS (`VmHWM` of its address s
 exits, so neither the test process's memory nor another child's counts. Not `wait4`'s
 `ru_maxrss`: Linux carries the parent's high-water mark into a child across fork (or vfork)
 and exec, so under a pytest that has loaded a model it read 900 MB for a child of 70.
-`python tests/hostile_pages.py` prints the figures of the
+`python tests/support/hostile_pages.py` prints the figures of the
 issue for whichever fanfuse is first on PYTHONPATH (the before/after of the closing note).
 """
 
@@ -34,7 +34,7 @@ from werkzeug import Response
 GIB = 1 << 30
 CHUNK = bytes(1 << 20)
 PUNYCODE_PAGE_BYTES = 400_000
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from fanfuse.rules.quota import Limit
 from fanfuse.service import admission
 from fanfuse.store.base import QuotaStore, TaskDocuments
-from tests.fakes import pending_task
+from tests.support.fakes import pending_task
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 THREADS = 8

@@ -33,7 +33,7 @@ from fanfuse.wire.models import (
     TaskStatus,
 )
 from fanfuse.wire.options import CacheMode
-from tests.fakes import make_task
+from tests.support.fakes import make_task
 
 TEAM, OTHER = "key:team", "key:other"
 PLATFORMS = ["alpha", "beta", "gamma"]

@@ -35,11 +35,11 @@ from fanfuse.wire.models import (
     utcnow,
 )
 from fanfuse.wire.options import CacheMode, SearchOptions
-from tests import stats_history
-from tests.budget_checks import DAILY_USD, NOON, reserve_concurrently, spent
-from tests.fakes import make_task
-from tests.health_checks import put_health, race_probe
-from tests.quota_checks import hammer, owned_task
+from tests.support import stats_history
+from tests.support.budget_checks import DAILY_USD, NOON, reserve_concurrently, spent
+from tests.support.fakes import make_task
+from tests.support.health_checks import put_health, race_probe
+from tests.support.quota_checks import hammer, owned_task
 
 LEASE = timedelta(seconds=30)
 

@@ -31,7 +31,7 @@ from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.dynamodb import DynamoStore
 from fanfuse.tools.devstack.aws import AwsAddresses, AwsStack, LambdaHost
 from fanfuse.wire.models import PlatformRun, Task
-from tests.e2e.cloud import Runtime
+from tests.support.e2e.cloud import Runtime
 
 
 @dataclass

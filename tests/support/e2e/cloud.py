@@ -11,7 +11,7 @@ is missing (devstack checks the prerequisites).
 Platforms: `docs` and `vectors` over a tiny corpus written to a temp dir, and `searxng` instances
 (FANFUSE_EXTRA_PLATFORMS) pointed at a stub server in this process that answers at once
 (`web_ok`), with HTTP 500 (`web_fail`), with a malformed body (`web_bad`), or only when the test
-releases a gate (`web_gate`); and the option scenarios' doubles (tests/option_scenarios.py:
+releases a gate (`web_gate`); and the option scenarios' doubles (tests/support/option_scenarios.py:
 `web_flaky`, `web_d1`..`web_d3`, `web_slow`). A second start_search process gives its searches a
 3 s deadline.
 Every function process appends its Firestore writes to one log, so tests count writes per document.
@@ -44,9 +44,9 @@ from fanfuse.tools.devstack.functions import FunctionProcess
 from fanfuse.tools.devstack.stack import LocalStack, StackAddresses
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import TERMINAL_TASK
-from tests import option_scenarios
-from tests.fakes import make_task as make_task
-from tests.signing import task_signature
+from tests.support import option_scenarios
+from tests.support.fakes import make_task as make_task
+from tests.support.signing import task_signature
 
 SHORT_DEADLINE = 3.0
 LEASE_SECONDS = 4.5
@@ -78,7 +78,7 @@ class Runtime:
     """A running stack and what the tests do with it, whichever cloud it emulates: the public
     API over HTTP, deliveries as its queue makes them, its stored documents, its write log.
 
-    `Cloud` is the GCP stack (emulators, functions); `tests.e2e.aws.AwsCloud` the AWS one (moto,
+    `Cloud` is the GCP stack (emulators, functions); `tests.support.e2e.aws.AwsCloud` the AWS one (moto,
     the Lambda handlers). A test written against `Runtime` runs on either (test_e2e_search.py
     runs on both).
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fanfuse.platforms.base import Platform
-from tests.unit.platforms.harness import AdapterCase, fixture
+from tests.support.platforms.harness import AdapterCase, fixture
 
 
 def _searxng(base: str, **over: Any) -> Platform[Any]:

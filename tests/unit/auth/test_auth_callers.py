@@ -22,7 +22,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import Forbidden, TaskNotFound, Unauthorized
 from fanfuse.wire.models import ApiKey, Caller, TaskView, utcnow
-from tests.fakes import task_view
+from tests.support.fakes import task_view
 
 KEY = keys.API_KEY_HEADER
 USERINFO = callers.USERINFO_HEADER

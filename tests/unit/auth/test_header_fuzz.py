@@ -1,7 +1,7 @@
 """Every parser of what a caller (or a provider) controls, fuzzed with hypothesis: the request body
 as the fronts decode it, the credentials (API keys, bearer ID tokens, API Gateway's claims), and
 each header a front or the runner reads (`Content-Length`, `Last-Event-ID`, a task's signature,
-a provider's `Retry-After`; the trace headers: tests/unit/test_trace_headers.py). Whatever
+a provider's `Retry-After`; the trace headers: tests/unit/fronts/test_trace_headers.py). Whatever
 arrives, each answers a value of its type or the refusal it documents (a FanfuseError with its
 4xx, or None), never another exception (which a front would answer 5xx). Issue 29.
 
@@ -115,7 +115,7 @@ content_types = st.sampled_from(
 @given(raw=bodies, content_type=content_types | st.none())
 def test_any_body_decodes_or_is_a_4xx(raw: bytes, content_type: str | None) -> None:
     """`decode_json`, then the cancel body's model: a value, or a FanfuseError of 400, 413 or
-    415 (the search body's model is fuzzed through the service: tests/unit/test_request_fuzz.py)."""
+    415 (the search body's model is fuzzed through the service: tests/unit/wire/test_request_fuzz.py)."""
     try:
         data = api.decode_json(raw, content_type)
         parsed = api.parse(api.CancelRequest, data)

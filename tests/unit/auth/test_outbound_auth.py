@@ -48,7 +48,7 @@ from fanfuse.cli.keys import AuthName
 from fanfuse.cli.main import app
 from fanfuse.http.client import HttpSearchClient
 from fanfuse.wire.errors import FanfuseError
-from tests.unit.platforms.harness import loopback_server
+from tests.support.platforms.harness import loopback_server
 
 KEY = "ff_0123456789abcdef_" + "s" * 43
 API = "https://abc123.execute-api.eu-west-3.amazonaws.com/start_search"

@@ -26,7 +26,7 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtimes import cloud
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import FanfuseError, Forbidden, Unauthorized
-from tests.signing import GOOGLE_ISSUER, KeySet, claims, make_key, task_signature
+from tests.support.signing import GOOGLE_ISSUER, KeySet, claims, make_key, task_signature
 
 SECRET = "local-stack-secret"
 BODY = b'{"task_id": "t1", "platform": "docs"}'

@@ -1,4 +1,4 @@
-"""ID and task tokens, verified against key sets served on 127.0.0.1 (tests/signing.py).
+"""ID and task tokens, verified against key sets served on 127.0.0.1 (tests/support/signing.py).
 
 The tokens are real RS256 JWTs signed with test keys; google-auth verifies them with the
 certificates the test server publishes, exactly as it would Google's and Firebase's.
@@ -34,7 +34,7 @@ from fanfuse.auth.certs import (
 from fanfuse.auth.tokens import bearer, caller_claims, caller_subject, task_claims
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import FanfuseError, Forbidden, Unauthorized, Unavailable
-from tests.signing import (
+from tests.support.signing import (
     GOOGLE_ISSUER,
     PROJECT,
     KeySet,
@@ -44,7 +44,7 @@ from tests.signing import (
     make_key,
     unsigned,
 )
-from tests.unit.platforms.harness import loopback_server
+from tests.support.platforms.harness import loopback_server
 
 AUDIENCE = "fanfuse-api"
 SA = "fanfuse-tasks@demo-fanfuse.iam.gserviceaccount.com"

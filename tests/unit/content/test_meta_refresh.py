@@ -1,7 +1,7 @@
 """The meta-refresh scan: the target of a `<meta http-equiv=refresh>` page, in one linear pass.
 
 The regex it replaces backtracked: 25 KB of `<meta http-equiv=refresh content=0 ` without a
-`>` took 11 s of CPU on the event loop (tests/hostile_pages.py prints the figures).
+`>` took 11 s of CPU on the event loop (tests/support/hostile_pages.py prints the figures).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from fanfuse.content.resolve import meta_refresh_target
 from fanfuse.net.policy import RESOLVE_MAX_BYTES
-from tests.hostile_pages import refresh_traps
+from tests.support.hostile_pages import refresh_traps
 
 TARGET = "https://a.example/article?id=7"
 

@@ -16,7 +16,7 @@ from fanfuse.wire.models import (
     TaskView,
     utcnow,
 )
-from tests.fakes import hits
+from tests.support.fakes import hits
 
 
 def final_view(mode: str, plan: RerankOrder | None) -> TaskView:

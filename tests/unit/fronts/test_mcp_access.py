@@ -33,8 +33,8 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import TaskNotFound, Unauthorized
 from fanfuse.wire.models import Caller, TaskStatus, utcnow
-from tests.fakes import FakePlatform
-from tests.mcp_harness import ACCEPT, INITIALIZE
+from tests.support.fakes import FakePlatform
+from tests.support.mcp_harness import ACCEPT, INITIALIZE
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fanfuse.fronts.serve import page
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STATIC = ROOT / "shared" / "fanfuse" / "fronts" / "serve" / "static"
 
 

@@ -37,9 +37,9 @@ from fanfuse.settings import Settings
 from fanfuse.support import logs
 from fanfuse.support.logs import Trace, parse_trace
 from fanfuse.wire.errors import TaskNotFound
-from tests.fakes import FakePlatform
-from tests.mcp_harness import ACCEPT, INITIALIZE
-from tests.unit.test_cloud_wrappers import AS_ALICE, MESSAGE, _Service, app, call
+from tests.support.fakes import FakePlatform
+from tests.support.mcp_harness import ACCEPT, INITIALIZE
+from tests.unit.runtimes.test_cloud_wrappers import AS_ALICE, MESSAGE, _Service, app, call
 
 __all__ = ["app"]  # the fixture, used by name
 

@@ -28,7 +28,7 @@ from fanfuse.fusion.fuse import fuse, fuse_queries
 from fanfuse.fusion.urls import registered_domain
 from fanfuse.wire.models import FusionMethod, Hit
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "near_duplicates.json"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "near_duplicates.json"
 PAIRS: list[dict[str, Any]] = json.loads(FIXTURES.read_text())["pairs"]
 SAME = [p for p in PAIRS if p["label"] == "same"]
 DISTINCT = [p for p in PAIRS if p["label"] == "distinct"]

@@ -9,7 +9,7 @@ import pytest
 
 from fanfuse.fusion.fuse import canonical_url, clean_url, content_id, fuse, fuse_queries
 from fanfuse.wire.models import FusionMethod, Hit
-from tests.fakes import hits
+from tests.support.fakes import hits
 
 
 @pytest.mark.parametrize(

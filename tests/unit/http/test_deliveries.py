@@ -30,7 +30,7 @@ from fanfuse.wire.errors import (
     TaskNotFound,
     UnknownPlatform,
 )
-from tests.signing import task_signature
+from tests.support.signing import task_signature
 
 SECRET = "deliveries-tests"
 SETTINGS = Settings(tasks_hmac_secret=SecretStr(SECRET))

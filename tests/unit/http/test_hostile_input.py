@@ -32,7 +32,7 @@ from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import InvalidRequest, Unauthorized, UnsupportedMediaType
 from fanfuse.wire.inbound import MAX_JSON_DEPTH, TEXT_PATTERN, bad_characters, character_problem
 from fanfuse.wire.models import Problem, SearchRequest, utcnow
-from tests.fakes import FakePlatform, HeldQueue, NoQueue
+from tests.support.fakes import FakePlatform, HeldQueue, NoQueue
 
 
 def control(code: int) -> str:

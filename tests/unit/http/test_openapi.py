@@ -28,7 +28,7 @@ from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.inbound import TEXT_PATTERN
 from fanfuse.wire.models import SearchRequest
 
-CHECKED_IN = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+CHECKED_IN = Path(__file__).resolve().parents[3] / "docs" / "openapi.json"
 
 
 def refs(node: Any) -> set[str]:

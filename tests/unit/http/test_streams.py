@@ -31,7 +31,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import TaskNotFound, TooManyStreams
 from fanfuse.wire.models import Caller, TaskView
-from tests.fakes import FakePlatform
+from tests.support.fakes import FakePlatform
 
 INTERVAL = 0.01
 ALICE = Caller(subject="key:alice", via="api_key")

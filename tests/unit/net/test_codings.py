@@ -22,7 +22,7 @@ from fanfuse.net.codings import BoundedBody, Undecodable
 from fanfuse.net.policy import CallPolicy
 from fanfuse.net.runner import RequestSpec, Runner, UndecodableBody
 from fanfuse.wire.models import CallRecord
-from tests.hostile_pages import GIB, brotli_bomb, gzip_bomb, gzip_in_gzip
+from tests.support.hostile_pages import GIB, brotli_bomb, gzip_bomb, gzip_in_gzip
 
 LIMIT = 10_000
 TEXT = bytes(range(256)) * 200  # 51 200 bytes that compress a little

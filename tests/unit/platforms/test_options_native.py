@@ -19,7 +19,7 @@ from fanfuse.platforms import load_engine
 from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform
 from fanfuse.wire.options import OptionName, SearchOptions
-from tests.unit.platforms import cases
+from tests.support.platforms import cases
 
 NOW = datetime(2025, 6, 15, 12, 30, tzinfo=UTC)
 BASE = "http://127.0.0.1:9"  # never contacted: only request builders run here

@@ -12,8 +12,8 @@ from werkzeug import Request, Response
 from fanfuse.net.runner import RequestSpec, Runner
 from fanfuse.platforms.base import SearchParams
 from fanfuse.wire.errors import Blocked, ProviderError
-from tests.unit.platforms import cases
-from tests.unit.platforms.harness import answer, fixture, run_search
+from tests.support.platforms import cases
+from tests.support.platforms.harness import answer, fixture, run_search
 
 
 def json_body(spec: RequestSpec) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import LeaseHeld
 from fanfuse.wire.models import utcnow
-from tests.fakes import FakePlatform
+from tests.support.fakes import FakePlatform
 
 TASKS = 5_000
 

@@ -1,7 +1,7 @@
 """Leases on platform runs, progress writes only from the holder, counters that match the summary.
 
 The rules are lifecycle's pure functions; here they run in the SQLite store's transactions, as
-the embedded runtime runs them, and in the DynamoDB store's (moto); tests/store_contract.py runs
+the embedded runtime runs them, and in the DynamoDB store's (moto); tests/support/store_contract.py runs
 them on every store, Firestore included.
 """
 
@@ -21,7 +21,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.wire.errors import LeaseHeld
 from fanfuse.wire.models import PlatformRun, PlatformState, TaskStatus, utcnow
-from tests.fakes import FakePlatform, HeldQueue
+from tests.support.fakes import FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)
 

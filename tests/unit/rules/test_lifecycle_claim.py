@@ -17,7 +17,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.wire.errors import InvalidRequest, UnknownPlatform
 from fanfuse.wire.models import PlatformState, utcnow
-from tests.fakes import FakePlatform, HeldQueue
+from tests.support.fakes import FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)
 

@@ -21,7 +21,7 @@ from fanfuse.wire.models import (
     TaskView,
     utcnow,
 )
-from tests.fakes import hits
+from tests.support.fakes import hits
 
 NAMES = ["a", "b", "c"]
 

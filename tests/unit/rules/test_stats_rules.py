@@ -1,4 +1,4 @@
-"""The stats' pure rules (rules/stats.py) over the scripted history (tests/stats_history.py)."""
+"""The stats' pure rules (rules/stats.py) over the scripted history (tests/support/stats_history.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fanfuse.wire.models import (
     PlatformRun,
     PlatformState,
 )
-from tests.stats_history import EXPECTED, check_figures, history
+from tests.support.stats_history import EXPECTED, check_figures, history
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 DAY = timedelta(hours=24)

@@ -27,8 +27,8 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import QueueUnavailable, StoreUnavailable, TaskExpired, UnknownPlatform
 from fanfuse.wire.models import Caller, TaskView, utcnow
-from tests.fakes import task_view
-from tests.signing import task_signature
+from tests.support.fakes import task_view
+from tests.support.signing import task_signature
 
 SECRET = "wrapper-tests"
 KEY, RECORD = keys.new_key("alice", "", 5, None, utcnow())

@@ -30,7 +30,7 @@ from fanfuse.wire.models import (
 )
 from fanfuse.wire.options import CacheMode
 
-INFRA = Path(__file__).resolve().parents[2] / "infra"
+INFRA = Path(__file__).resolve().parents[3] / "infra"
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
 

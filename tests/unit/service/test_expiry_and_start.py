@@ -19,7 +19,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import StartTooSlow, TaskExpired, TaskNotFound
 from fanfuse.wire.models import Caller, PlatformRun, Task, TaskStatus
-from tests.fakes import Clock, FakePlatform, HeldQueue
+from tests.support.fakes import Clock, FakePlatform, HeldQueue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ALICE = Caller(subject="alice", via="api_key", key_id="k1")

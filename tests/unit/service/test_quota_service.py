@@ -18,7 +18,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import InvalidRequest, RateLimited
 from fanfuse.wire.models import Caller, Hit
-from tests.fakes import Clock, ContentFakePlatform, FakePlatform, HeldQueue
+from tests.support.fakes import Clock, ContentFakePlatform, FakePlatform, HeldQueue
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ALICE = Caller(subject="alice", via="api_key", key_id="k1")

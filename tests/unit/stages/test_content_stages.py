@@ -19,8 +19,8 @@ from fanfuse.stages.compressing import compress
 from fanfuse.stages.resolving import resolve
 from fanfuse.wire.errors import Refused
 from fanfuse.wire.models import CallRecord, Hit, Stage
-from tests.unit.platforms import cases
-from tests.unit.platforms.harness import fixture
+from tests.support.platforms import cases
+from tests.support.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,8 +15,8 @@ import pytest
 from fanfuse.net.runner import Runner
 from fanfuse.wire.errors import NotExtracted, ProviderError
 from fanfuse.wire.models import Hit, Stage
-from tests.unit.platforms import cases
-from tests.unit.platforms.test_content_stages import stage_run
+from tests.support.platforms import cases
+from tests.unit.stages.test_content_stages import stage_run
 
 FAILURES: dict[str, Exception] = {
     "https://a.example/idna": UnicodeError("decoding with 'idna' codec failed"),

@@ -1,5 +1,5 @@
 """The SQLite store's health document: a change that returns None writes nothing. (The probe
-claim raced among separate connections: tests/store_contract.py, run for every store.)"""
+claim raced among separate connections: tests/support/store_contract.py, run for every store.)"""
 
 from __future__ import annotations
 

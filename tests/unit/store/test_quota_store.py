@@ -1,6 +1,6 @@
 """The SQLite store's quota methods: the take is one BEGIN IMMEDIATE transaction, so threads on
 one connection never admit more than the bucket holds. (Separate connections, standing for
-processes, and the in-flight count: tests/store_contract.py, run for every store.)"""
+processes, and the in-flight count: tests/support/store_contract.py, run for every store.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from fanfuse.rules.quota import Limit
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.models import QuotaBucket
-from tests.quota_checks import T0, hammer
+from tests.support.quota_checks import T0, hammer
 
 
 def test_concurrent_takes_on_one_connection_admit_exactly_the_burst(tmp_path: Path) -> None:
@@ -38,7 +38,7 @@ def test_a_refused_take_writes_nothing_and_expired_buckets_are_purged(tmp_path: 
 
 
 def test_in_flight_counts_on_the_owner_index(tmp_path: Path) -> None:
-    """What it counts: tests/store_contract.py; here, that it reads the expression index."""
+    """What it counts: tests/support/store_contract.py; here, that it reads the expression index."""
     store = SqliteStore(tmp_path / "q.db")
     plan = store._db.execute(
         "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM tasks WHERE json_extract(doc, '$.owner') = ?",

@@ -1,4 +1,4 @@
-"""The TaskStore contract (tests/store_contract.py) on the SQLite store; separate connections
+"""The TaskStore contract (tests/support/store_contract.py) on the SQLite store; separate connections
 to one file stand for separate processes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fanfuse.store.sqlite import SqliteStore
-from tests.store_contract import Harness, StoreContract
+from tests.support.store_contract import Harness, StoreContract
 
 
 class TestSqliteStore(StoreContract):

@@ -15,7 +15,7 @@ from fanfuse.store.dynamodb import DynamoStore
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.sqlite import SqliteStore
 
-LIBRARY = Path(__file__).resolve().parents[2] / "shared" / "fanfuse"
+LIBRARY = Path(__file__).resolve().parents[3] / "shared" / "fanfuse"
 ROLE_NAMES = {role.__name__ for role in base.ROLES}
 
 CONSUMERS: dict[str, set[str]] = {

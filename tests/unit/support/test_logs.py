@@ -24,8 +24,8 @@ from fanfuse.settings import Settings
 from fanfuse.support import logs
 from fanfuse.support.logs import SPAN_FIELD, TRACE_FIELD, CloudLoggingFormatter, Trace, parse_trace
 from fanfuse.support.redact import install_log_redaction
-from tests.fakes import FakePlatform
-from tests.unit.test_cloud_wrappers import FROM_TASKS, MESSAGE, _Service, app, call
+from tests.support.fakes import FakePlatform
+from tests.unit.runtimes.test_cloud_wrappers import FROM_TASKS, MESSAGE, _Service, app, call
 
 __all__ = ["app"]  # the fixture, used by name
 

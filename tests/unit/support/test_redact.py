@@ -33,7 +33,7 @@ from fanfuse.support.redact import (
 from fanfuse.wire.errors import ProviderError, Unauthorized
 from fanfuse.wire.models import CallRecord, ErrorBody
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from fanfuse.settings import Settings
 from fanfuse.tools import configuration
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
 
 def test_the_page_is_what_the_models_say() -> None:

@@ -1,6 +1,6 @@
 """The dev Cloud Tasks emulator's retry timing (devstack/tasks_retry.py): doubling backoff, capped,
 and a target's Retry-After when it asks for longer, as Cloud Tasks does for 429 and 503.
-The header itself is read by `support.retry_after` (tests/unit/test_retry_after.py)."""
+The header itself is read by `support.retry_after` (tests/unit/support/test_retry_after.py)."""
 
 from __future__ import annotations
 

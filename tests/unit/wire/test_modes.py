@@ -22,7 +22,7 @@ from fanfuse.wire.models import (
     utcnow,
 )
 from fanfuse.wire.modes import MODES, Mode
-from tests.fakes import hits
+from tests.support.fakes import hits
 
 AVAILABLE = ["docs", "vectors", "google", "perplexity"]
 LATENCY = {"docs": 0.05, "vectors": 0.3, "google": 1.0, "perplexity": 8.0}

@@ -16,7 +16,7 @@ from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import Applied, OptionName, SearchOptions, TimeRange
 from fanfuse.wire.request import SearchRequest
-from tests.fakes import FakePlatform, NoQueue
+from tests.support.fakes import FakePlatform, NoQueue
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 CONTEXT = {"available": ["docs"], "deadline_seconds": 120.0}

@@ -13,7 +13,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.models import SearchRequest
-from tests.fakes import FakePlatform, NoQueue
+from tests.support.fakes import FakePlatform, NoQueue
 
 AVAILABLE = ["docs", "vectors", "google"]
 

@@ -14,7 +14,7 @@ from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import InvalidRequest
-from tests.fakes import FakePlatform
+from tests.support.fakes import FakePlatform
 
 FIELDS = ["query", "platform", "max_results", "include_content", "fusion", "language", "weights"]
 scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
