@@ -27,6 +27,7 @@ from fanfuse.net.aws_clients import sqs_client
 from fanfuse.queue.sqs import ensure_queues
 from fanfuse.settings import Settings
 from tests.support.aws_fixtures import AWS_ENV
+from tests.support.platforms.harness import loopback_server
 from tests.support.signing import (
     GOOGLE_ISSUER,
     PROJECT,
@@ -35,7 +36,6 @@ from tests.support.signing import (
     make_key,
     user_claims,
 )
-from tests.support.platforms.harness import loopback_server
 
 ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://abc123.execute-api.us-east-1.amazonaws.com"

@@ -1,6 +1,6 @@
 """FirestoreStore on the Firestore emulator: the TaskStore contract every store keeps
-(tests/support/store_contract.py), and what Firestore stores must hold besides: native timestamps (the
-TTL policies read them), one collection per kind, cache rewrites at most once a second."""
+(tests/support/store_contract.py), and what Firestore stores must hold besides: native timestamps
+(the TTL policies read them), one collection per kind, cache rewrites at most once a second."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`fanfuse keys` on the stacks' own stores: the Firestore emulator of the GCP stack and moto's
-DynamoDB of the AWS stack (tests/support/keys_checks.py, also run on SQLite in tests/integration). The
-key the command prints starts a search at that stack's start_search (its front verifying it as
+DynamoDB of the AWS stack (tests/support/keys_checks.py, also run on SQLite in tests/integration).
+The key the command prints starts a search at that stack's start_search (its front verifying it as
 deployed), and a revoked key is refused by a fresh authenticator on the same store."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The shared browser fixture (tests/support/browser.py): it opens Debian's chromium at the width asked
-for, takes screenshots, and says how to install the browser when it is missing."""
+"""The shared browser fixture (tests/support/browser.py): it opens Debian's chromium at the width
+asked for, takes screenshots, and says how to install the browser when it is missing."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""`fanfuse stats` over a scripted history written into a SQLite store (tests/support/stats_history.py):
-the expected percentiles and unique counts, as JSON and as the table."""
+"""`fanfuse stats` over a scripted history written into a SQLite store
+(tests/support/stats_history.py): the expected percentiles and unique counts, as JSON and as the
+table."""
 
 from __future__ import annotations
 

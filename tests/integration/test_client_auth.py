@@ -42,6 +42,7 @@ from fanfuse.runtimes.backend import open_backend
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.wire.errors import ApiError
 from fanfuse.wire.models import TaskView
+from tests.support.platforms.harness import loopback_server
 from tests.support.signing import (
     GOOGLE_ISSUER,
     PROJECT,
@@ -50,7 +51,6 @@ from tests.support.signing import (
     make_key,
     user_claims,
 )
-from tests.support.platforms.harness import loopback_server
 
 AUDIENCE = "https://fanfuse-api.example"
 SERVICE_ACCOUNT = "caller@demo-fanfuse.iam.gserviceaccount.com"

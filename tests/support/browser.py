@@ -6,11 +6,11 @@ test run fetching anything. So the driver is always given by path (`Service(exec
 which keeps selenium-manager from starting at all, and a missing browser fails the test with the
 command that installs it: never a skip (scripts/test installs both on CI).
 
-Chromium is a subprocess, outside pytest-socket's guard (tests/support/loopback.py), so it is fenced in by
-its own flags: every request to anything but loopback goes to a proxy on 127.0.0.1:9 that refuses
-it, name lookups other than localhost fail, and the background services (updates, sync, safe
-browsing, metrics) are off. The pages under test are served from 127.0.0.1 and their CSP allows
-nothing else anyway.
+Chromium is a subprocess, outside pytest-socket's guard (tests/support/loopback.py), so it is
+fenced in by its own flags: every request to anything but loopback goes to a proxy on 127.0.0.1:9
+that refuses it, name lookups other than localhost fail, and the background services (updates,
+sync, safe browsing, metrics) are off. The pages under test are served from 127.0.0.1 and their CSP
+allows nothing else anyway.
 
 Use it as a factory. In a test module, `from tests.support.browser import browser as browser` (the
 fixture), then in a test `b = browser(*PHONE)` opens a window whose viewport is that size

@@ -78,8 +78,8 @@ class Runtime:
     """A running stack and what the tests do with it, whichever cloud it emulates: the public
     API over HTTP, deliveries as its queue makes them, its stored documents, its write log.
 
-    `Cloud` is the GCP stack (emulators, functions); `tests.support.e2e.aws.AwsCloud` the AWS one (moto,
-    the Lambda handlers). A test written against `Runtime` runs on either (test_e2e_search.py
+    `Cloud` is the GCP stack (emulators, functions); `tests.support.e2e.aws.AwsCloud` the AWS one
+    (moto, the Lambda handlers). A test written against `Runtime` runs on either (test_e2e_search.py
     runs on both).
     """
 

@@ -115,7 +115,8 @@ content_types = st.sampled_from(
 @given(raw=bodies, content_type=content_types | st.none())
 def test_any_body_decodes_or_is_a_4xx(raw: bytes, content_type: str | None) -> None:
     """`decode_json`, then the cancel body's model: a value, or a FanfuseError of 400, 413 or
-    415 (the search body's model is fuzzed through the service: tests/unit/wire/test_request_fuzz.py)."""
+    415 (the search body's model is fuzzed through the service:
+    tests/unit/wire/test_request_fuzz.py)."""
     try:
         data = api.decode_json(raw, content_type)
         parsed = api.parse(api.CancelRequest, data)

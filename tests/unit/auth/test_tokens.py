@@ -34,6 +34,7 @@ from fanfuse.auth.certs import (
 from fanfuse.auth.tokens import bearer, caller_claims, caller_subject, task_claims
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import FanfuseError, Forbidden, Unauthorized, Unavailable
+from tests.support.platforms.harness import loopback_server
 from tests.support.signing import (
     GOOGLE_ISSUER,
     PROJECT,
@@ -44,7 +45,6 @@ from tests.support.signing import (
     make_key,
     unsigned,
 )
-from tests.support.platforms.harness import loopback_server
 
 AUDIENCE = "fanfuse-api"
 SA = "fanfuse-tasks@demo-fanfuse.iam.gserviceaccount.com"

@@ -1,8 +1,8 @@
 """Leases on platform runs, progress writes only from the holder, counters that match the summary.
 
 The rules are lifecycle's pure functions; here they run in the SQLite store's transactions, as
-the embedded runtime runs them, and in the DynamoDB store's (moto); tests/support/store_contract.py runs
-them on every store, Firestore included.
+the embedded runtime runs them, and in the DynamoDB store's (moto); tests/support/store_contract.py
+runs them on every store, Firestore included.
 """
 
 from __future__ import annotations

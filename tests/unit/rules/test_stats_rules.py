@@ -1,4 +1,5 @@
-"""The stats' pure rules (rules/stats.py) over the scripted history (tests/support/stats_history.py)."""
+"""The stats' pure rules (rules/stats.py) over the scripted history
+(tests/support/stats_history.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The TaskStore contract (tests/support/store_contract.py) on the SQLite store; separate connections
-to one file stand for separate processes."""
+"""The TaskStore contract (tests/support/store_contract.py) on the SQLite store; separate
+connections to one file stand for separate processes."""
 
 from __future__ import annotations
 
