@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -16,12 +17,41 @@ from tests.support.loopback import pytest_runtest_setup as pytest_runtest_setup
 from tests.support.loopback import pytest_runtest_teardown as pytest_runtest_teardown
 from tests.support.platforms.harness import Sleeps, loopback_server, make_runner
 
+if TYPE_CHECKING:
+    from _pytest.fixtures import FuncFixtureInfo  # the type of Item._fixtureinfo
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Groups for pytest-xdist's `--dist loadgroup` (scripts/test runs the suite on several
+    workers): the tests of a module that share a module- or class-scoped fixture run on one
+    worker, so the fixture (a server, a browser, a stack of its own) starts once; every other
+    test goes to whichever worker is free. Session fixtures (the emulator stacks, moto) start
+    once per worker that needs them. Marks are added before xdist's own hook reads them
+    (tryfirst); a test that names its group keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def shares_a_module_fixture(item: pytest.Item) -> bool:
+    info: FuncFixtureInfo | None = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        defs[-1].scope in ("module", "class", "package") for defs in info.name2fixturedefs.values()
+    )
+
 
 @pytest.fixture(autouse=True)
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Index caches go to FANFUSE_CACHE_DIR when CI sets it, else to one temp dir per session."""
+    """Index caches go to FANFUSE_CACHE_DIR when CI sets it, else to one temp dir per session,
+    which pytest-xdist's workers share (an index is published by an atomic rename, so two
+    workers building the same one at once both leave a whole index)."""
     if not os.environ.get("FANFUSE_CACHE_DIR"):
-        monkeypatch.setenv("FANFUSE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+        base = tmp_path_factory.getbasetemp()
+        shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+        monkeypatch.setenv("FANFUSE_CACHE_DIR", str(shared / "cache"))
 
 
 @pytest.fixture
