@@ -94,6 +94,7 @@ def settings(moto_server: ThreadedMoto) -> Iterator[Settings]:
 
 def serve(settings: Settings, outcome: str | Exception = "succeeded") -> FakeService:
     service = FakeService(settings, outcome)
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = service  # type: ignore[assignment]
     return service
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from multiprocessing.queues import Queue
 from pathlib import Path
 
 from fanfuse.rules import budget
@@ -65,7 +66,7 @@ def spent(store: QuotaStore, subject: str, day: datetime = NOON) -> float:
     return seen[-1]
 
 
-def start_in_process(db: Path, threads: int, results: object) -> None:
+def start_in_process(db: Path, threads: int, results: Queue[tuple[int, int]]) -> None:
     """One process's share of the two-process test: `threads` concurrent starts by one key
     with a daily budget, on a fresh service over the SQLite file `db`; puts (admitted,
     refused with 429) on the `results` queue."""
@@ -99,4 +100,4 @@ def start_in_process(db: Path, threads: int, results: object) -> None:
 
     admitted = together([start for _ in range(threads)])
     store.close()
-    results.put((admitted, len(refused)))  # type: ignore[attr-defined]
+    results.put((admitted, len(refused)))

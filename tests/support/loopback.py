@@ -69,5 +69,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
     try:
         yield
     finally:
+        # putting the guarded method back is the point (typeshed forbids assigning methods)
         socket.socket.connect = UNGUARDED_CONNECT  # type: ignore[method-assign]
         socket.getaddrinfo = UNGUARDED_LOOKUP

@@ -39,6 +39,7 @@ from tests.support import stats_history
 from tests.support.budget_checks import DAILY_USD, NOON, reserve_concurrently, spent
 from tests.support.fakes import make_task
 from tests.support.health_checks import put_health, race_probe
+from tests.support.optional import present
 from tests.support.quota_checks import hammer, owned_task
 
 LEASE = timedelta(seconds=30)
@@ -159,7 +160,7 @@ class StoreContract:
         store.transact("tx1", None, lifecycle.cancel(utcnow()))
         with pytest.raises(TaskConflict):  # a mutator's exception aborts and propagates
             store.transact("tx1", None, lifecycle.cancel(utcnow()))
-        assert store.get_task("tx1").status is TaskStatus.CANCELLED  # type: ignore[union-attr]
+        assert present(store.get_task("tx1")).status is TaskStatus.CANCELLED
         # What POST /search's waiter reads after each delivery: the status as transact left it.
         assert store.task_status("tx1") is TaskStatus.CANCELLED
         assert store.task_status("missing") is None
@@ -358,7 +359,7 @@ class StoreContract:
         listed = [k for k in store.list_keys() if k.owner != "local"]  # a stack's own key aside
         assert listed == [first, second]  # oldest first
         store.put_key(keys.revoked(first, utcnow()))
-        assert store.get_key(first.key_id).revoked_at is not None  # type: ignore[union-attr]
+        assert present(store.get_key(first.key_id)).revoked_at is not None
 
     def test_concurrent_takes_from_several_instances_never_exceed_the_bound(
         self, harness: Harness, tmp_path: Path
@@ -446,5 +447,5 @@ class CloudStoreContract(StoreContract):
         outcome = lifecycle.Outcome(state=PlatformState.SUCCEEDED, results=huge)
         with pytest.raises(DocumentTooLarge, match="big1/platforms/alpha"):
             store.transact("big1", ["alpha"], finish("alpha", outcome, "w1"))
-        assert store.get_task("big1").counters.done == 0  # type: ignore[union-attr]
+        assert present(store.get_task("big1")).counters.done == 0
         assert store.get_runs("big1")[0].state is PlatformState.RUNNING

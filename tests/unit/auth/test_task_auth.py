@@ -24,6 +24,7 @@ from fanfuse.auth.tasks import SIGNATURE_HEADER, signature_for, verify_delivery
 from fanfuse.fronts import functions
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtimes import cloud
+from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import FanfuseError, Forbidden, Unauthorized
 from tests.support.signing import GOOGLE_ISSUER, KeySet, claims, make_key, task_signature
@@ -173,7 +174,7 @@ class _Recording:
     """Records every call the task targets make; answers as a healthy service would."""
 
     def __init__(self) -> None:
-        self.calls: list[object] = []
+        self.calls: list[PlatformMessage | AggregateMessage] = []
 
     async def run_platform(self, message: PlatformMessage) -> str:
         self.calls.append(message)
@@ -187,6 +188,7 @@ class _Recording:
 @pytest.fixture
 def service() -> Iterator[_Recording]:
     recording = _Recording()
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = recording  # type: ignore[assignment]
     cloud._settings = LOCAL
     yield recording
@@ -252,7 +254,7 @@ def test_the_wrapper_runs_a_signed_delivery(
     signature = signed(json.dumps(body).encode(), target=target.__name__)
     answer = post(target, body, {SIGNATURE_HEADER: signature})
     assert answer.status_code == 200, answer.get_json()
-    assert len(service.calls) == 1 and service.calls[0].task_id == "t1"  # type: ignore[attr-defined]
+    assert len(service.calls) == 1 and service.calls[0].task_id == "t1"
 
 
 def test_the_service_is_built_on_the_settings_the_check_read(
@@ -264,10 +266,10 @@ def test_the_service_is_built_on_the_settings_the_check_read(
     monkeypatch.setenv("FANFUSE_TASKS_HMAC_SECRET", SECRET)
     monkeypatch.setattr(cloud, "_service", None)
     monkeypatch.setattr(cloud, "_settings", None)
-    built: list[object] = []
+    built: list[SearchService] = []
     worker = threading.Thread(target=lambda: built.append(cloud.service()), daemon=True)
     worker.start()
     worker.join(timeout=10)
     assert built, "cloud.service() did not return"
-    assert built[0].settings is cloud.settings()  # type: ignore[attr-defined]
+    assert built[0].settings is cloud.settings()
     assert cloud.settings().tasks_hmac_secret == SecretStr(SECRET)

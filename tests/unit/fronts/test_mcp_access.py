@@ -35,6 +35,7 @@ from fanfuse.wire.errors import TaskNotFound, Unauthorized
 from fanfuse.wire.models import Caller, TaskStatus, utcnow
 from tests.support.fakes import FakePlatform
 from tests.support.mcp_harness import ACCEPT, INITIALIZE
+from tests.support.optional import present
 
 
 @pytest.mark.parametrize(
@@ -121,7 +122,7 @@ async def test_the_embedded_backend_shows_and_cancels_only_the_callers_own_searc
     payload = {"query": "plasma", "platform": "docs", "timeout_s": 30}
     mine = await backend.start(payload, ALICE)
     service = backend.runtime.service
-    assert service.store.get_task(mine.task_id).owner == "key:alice"  # type: ignore[union-attr]
+    assert present(service.store.get_task(mine.task_id)).owner == "key:alice"
     for stranger in (BOB, LOCAL_CALLER):
         with pytest.raises(TaskNotFound):
             await backend.status(mine.task_id, stranger)
@@ -130,7 +131,7 @@ async def test_the_embedded_backend_shows_and_cancels_only_the_callers_own_searc
     assert (await backend.status(mine.task_id, ALICE)).task_id == mine.task_id
     assert service.status(mine.task_id).status is not TaskStatus.CANCELLED
     local = await backend.start(payload, LOCAL_CALLER)  # stdio's user: owner local:mcp
-    assert service.store.get_task(local.task_id).owner == "local:mcp"  # type: ignore[union-attr]
+    assert present(service.store.get_task(local.task_id)).owner == "local:mcp"
     with pytest.raises(TaskNotFound):
         await backend.status(local.task_id, ALICE)
     assert (await backend.cancel(local.task_id, LOCAL_CALLER)).status is TaskStatus.CANCELLED

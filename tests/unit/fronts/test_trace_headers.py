@@ -143,6 +143,7 @@ async def test_serve_answers_its_json_503_if_reading_the_trace_fails(
 def test_the_functions_public_targets_answer_as_usual_whatever_the_trace_header(
     app: flask.Flask, headers: dict[str, str]
 ) -> None:
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = _Service(TaskNotFound("t1"))  # type: ignore[assignment]
     with app.test_request_context("/search_status/openapi.json", headers=headers):
         document = functions.search_status(flask.request)
@@ -172,6 +173,7 @@ def test_the_functions_answer_their_json_503_if_reading_the_trace_fails(
         raise RuntimeError("a parser bug")
 
     monkeypatch.setattr(logs, "parse_trace", broken)
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = _Service(TaskNotFound("t1"))  # type: ignore[assignment]
     with app.test_request_context("/search_status/openapi.json"):
         answer = functions.search_status(flask.request)

@@ -25,8 +25,8 @@ RUNS = {
 }
 
 
-def approx(fused: list[tuple[str, float]]) -> list[tuple[str, float]]:
-    return [(doc_id, pytest.approx(score)) for doc_id, score in fused]  # type: ignore[misc]
+def approx(fused: list[tuple[str, float]]) -> list[tuple[str, object]]:
+    return [(doc_id, pytest.approx(score)) for doc_id, score in fused]
 
 
 def test_rrf_hand_computed() -> None:
@@ -117,7 +117,7 @@ def test_score_fusion_zscore_gives_absent_documents_the_run_floor() -> None:
     fused = score_fusion(runs, how="zscore")
     assert fused == approx([("a", 2.0), ("c", 2.0), ("b", 0.0)])
     with pytest.raises(ValueError, match="unknown normalization"):
-        normalized_scores([("a", 1.0)], "bogus")  # type: ignore[arg-type]
+        normalized_scores([("a", 1.0)], "bogus")  # type: ignore[arg-type]  # invalid on purpose
 
 
 def test_registry() -> None:

@@ -18,6 +18,7 @@ from fanfuse.service.circuit import Circuit
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import Blocked, ProviderError, kind_for_status
 from fanfuse.wire.models import BreakerState, FailureKind, PlatformHealth, PlatformState
+from tests.support.optional import present
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CLOSED = BreakerState.CLOSED
@@ -118,7 +119,7 @@ def test_transition(row: Row) -> None:
     assert after.state is row.state
     assert after.consecutive_failures == row.failures
     if row.state is HALF:
-        assert after.probe_token == "me" and after.retry_at == row.before.retry_at  # type: ignore[union-attr]
+        assert after.probe_token == "me" and after.retry_at == present(row.before).retry_at
         return
     assert after.retry_at == (None if row.retry_in is None else at(row.retry_in))
     assert after.reason is row.reason

@@ -92,6 +92,7 @@ def call(
 ) -> flask.Response:
     """`body` to `target`, signed as the local queue signs task deliveries."""
     service = error if isinstance(error, _Service) else _Service(error)
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = service  # type: ignore[assignment]
     data = json.dumps(body)
     signature = task_signature(target.__name__, data.encode(), SECRET)
@@ -233,6 +234,7 @@ def test_status_reads_the_task_id_after_the_functions_own_name(
     app: flask.Flask, path: str, task_id: str
 ) -> None:
     service = _Service(RuntimeError("unused"), owner="key:alice")
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = service  # type: ignore[assignment]
     with app.test_request_context(path, method="GET", headers=AS_ALICE):
         answer = functions.search_status(flask.request)
@@ -241,6 +243,7 @@ def test_status_reads_the_task_id_after_the_functions_own_name(
 
 def test_status_without_a_task_id_is_400_even_under_the_functions_name(app: flask.Flask) -> None:
     """functions-framework keeps `/search_status` in the path; it is not a task id."""
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = _Service(RuntimeError("unused"))  # type: ignore[assignment]
     with app.test_request_context("/search_status", method="GET", headers=AS_ALICE):
         answer = functions.search_status(flask.request)

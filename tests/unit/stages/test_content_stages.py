@@ -14,6 +14,7 @@ from fanfuse.content.settings import ContentSettings
 from fanfuse.net import guard
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.stages import base
 from fanfuse.stages.base import StageRun
 from fanfuse.stages.compressing import compress
 from fanfuse.stages.resolving import resolve
@@ -25,10 +26,10 @@ from tests.support.platforms.harness import fixture
 pytestmark = pytest.mark.timeout(60)
 
 
-class Reporter:
+class Reporter(base.Reporter):
     """Records what a stage reports (the real one writes platform documents)."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # no store, no run: nothing is written
         self.message = ""
         self.details: list[str] = []
 
@@ -44,7 +45,7 @@ def stage_run(platform: Any, runner: Runner) -> tuple[StageRun, Reporter]:
     reporter = Reporter()
     ctx = PlatformContext(settings=platform.load_settings(), runner=runner)
     params = SearchParams(queries=["q"], limit=10, include_content=True)
-    run = StageRun(platform, ctx, params, reporter, ContentSettings())  # type: ignore[arg-type]
+    run = StageRun(platform, ctx, params, reporter, ContentSettings())
     return run, reporter
 
 
