@@ -12,6 +12,7 @@ from fanfuse.fronts.aws_lambda import front
 from fanfuse.runtimes import cloud
 from fanfuse.support.logs import install_json_logging
 from fanfuse.support.redact import install_log_redaction
+from fanfuse.tracing import setup as tracing
 
 front.use_scratch()  # the caches under /tmp: the only writable place on Lambda
 
@@ -20,6 +21,7 @@ if cloud.settings().cloud != "aws":
 
 install_log_redaction()  # no log record of these processes shows a secret
 install_json_logging(cloud.settings().project)
+tracing.configure()  # on when OTEL_* says so (fanfuse/tracing/setup.py)
 
 http = front.http
 """Function URL / API Gateway HTTP API: the three public calls and the OpenAPI document."""

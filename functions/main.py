@@ -16,9 +16,11 @@ from fanfuse.fronts import functions
 from fanfuse.runtimes import cloud
 from fanfuse.support.logs import install_json_logging
 from fanfuse.support.redact import install_log_redaction
+from fanfuse.tracing import setup as tracing
 
 install_log_redaction()  # no log record of these processes shows a secret
 install_json_logging(cloud.settings().project)  # Cloud Logging's JSON lines, traced (logs.py)
+tracing.configure()  # on when OTEL_* says so (fanfuse/tracing/setup.py)
 
 
 # functions-framework's own 404s (a path its routing cannot match) answered as JSON: it loads

@@ -11,21 +11,29 @@ resource "google_firestore_database" "main" {
   type                              = "FIRESTORE_NATIVE"
   concurrency_mode                  = "PESSIMISTIC"
   app_engine_integration_mode       = "DISABLED"
-  point_in_time_recovery_enablement = "POINT_IN_TIME_RECOVERY_ENABLED"
-  delete_protection_state           = "DELETE_PROTECTION_ENABLED"
-  deletion_policy                   = "ABANDON"
+  point_in_time_recovery_enablement = var.point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
+  delete_protection_state           = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  # `terraform destroy` leaves the database (and its data) in place: deleting it is a
+  # separate, deliberate `gcloud firestore databases delete` (docs/deploy.md, "Teardown").
+  deletion_policy = "ABANDON"
 
   depends_on = [google_project_service.apis]
 }
 
 locals {
   database = var.create_database ? google_firestore_database.main[0].name : "(default)"
+  # fanfuse releases its rules on the database it creates. On an existing database (a Firebase
+  # project's) the release `cloud.firestore` already exists and holds the app's own rules: it is
+  # left alone unless the operator imports it and lets fanfuse's rules replace the app's
+  # (manage_firestore_rules = true; docs/deploy.md, "An existing database").
+  manage_rules = var.manage_firestore_rules == null ? var.create_database : var.manage_firestore_rules
 }
 
 # The rules an app's reads go through (infra/firestore.rules: a user reads their own searches and
 # nothing else; no client writes). A new database denies everything until a release names a
 # ruleset; the release is replaced whenever the rules change.
 resource "google_firebaserules_ruleset" "firestore" {
+  count   = local.manage_rules ? 1 : 0
   project = var.project_id
 
   source {
@@ -39,12 +47,13 @@ resource "google_firebaserules_ruleset" "firestore" {
 }
 
 resource "google_firebaserules_release" "firestore" {
+  count        = local.manage_rules ? 1 : 0
   project      = var.project_id
   name         = "cloud.firestore" # the (default) database's release
-  ruleset_name = "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.firestore.name}"
+  ruleset_name = "projects/${var.project_id}/rulesets/${google_firebaserules_ruleset.firestore[0].name}"
 
   lifecycle {
-    replace_triggered_by = [google_firebaserules_ruleset.firestore]
+    replace_triggered_by = [google_firebaserules_ruleset.firestore[0]]
   }
 }
 

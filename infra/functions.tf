@@ -9,15 +9,17 @@ resource "google_storage_bucket" "function_source" {
   location                    = var.region
   uniform_bucket_level_access = true
   public_access_prevention    = "enforced"
-  force_destroy               = false
+  # Emptied with the rest on teardown only (deletion_protection = false; docs/deploy.md).
+  force_destroy = !var.deletion_protection
 
   versioning {
     enabled = true
   }
 
+  # Each build's source stays for a rollback (an apply with an earlier function_source_object).
   lifecycle_rule {
     condition {
-      age = 90
+      age = var.artifact_retention_days
     }
     action {
       type = "Delete"

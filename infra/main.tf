@@ -15,8 +15,9 @@ locals {
     } if contains(keys(var.platforms), platform)
   ]...)
 
-  # Every function gets these; function URLs are added per function, only those it calls.
-  common_env = {
+  # Every function gets these; function URLs are added per function, only those it calls. The
+  # OTEL_* ones only when tracing is on (tracing.tf); the corpus platforms' settings (corpus.tf).
+  common_env = merge(local.tracing_env, local.corpus_env, {
     GOOGLE_CLOUD_PROJECT       = var.project_id
     FANFUSE_PROJECT            = var.project_id
     FANFUSE_REGION             = var.region
@@ -25,19 +26,22 @@ locals {
     FANFUSE_DEPLOYED_PLATFORMS = jsonencode(sort(keys(var.platforms)))
     FANFUSE_CACHE_DIR          = "/tmp/fanfuse" # the docs index; an instance's disk is its memory
     LOG_EXECUTION_ID           = "true"
-  }
+  })
 }
 
 resource "google_project_service" "apis" {
   for_each = toset([
     "artifactregistry.googleapis.com",
+    "billingbudgets.googleapis.com", # the optional budget (alerts.tf)
     "cloudbuild.googleapis.com",
     "cloudfunctions.googleapis.com",
+    "cloudresourcemanager.googleapis.com", # the project IAM grants (google_project_iam_member)
     "cloudtasks.googleapis.com",
     "firebaserules.googleapis.com",
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
+    "monitoring.googleapis.com", # the alert policies and their channels (alerts.tf)
     "run.googleapis.com",
     "secretmanager.googleapis.com",
     "storage.googleapis.com",

@@ -89,6 +89,34 @@ resource "google_logging_metric" "platform_latency" {
   }
 }
 
+# A search's duration, start to final status (the `search` event's duration_s): the p95 alert's
+# figure (alerts.tf).
+resource "google_logging_metric" "search_latency" {
+  name            = "fanfuse/search_latency"
+  description     = "Seconds from a search's start to its final status."
+  filter          = "${local.event_lines} AND jsonPayload.event=\"search\" AND jsonPayload.duration_s>=0"
+  value_extractor = "EXTRACT(jsonPayload.duration_s)"
+  metric_descriptor {
+    metric_kind = "DELTA"
+    value_type  = "DISTRIBUTION"
+    unit        = "s"
+    labels {
+      key        = "status"
+      value_type = "STRING"
+    }
+  }
+  label_extractors = {
+    status = "EXTRACT(jsonPayload.status)"
+  }
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = local.latency_buckets.count
+      growth_factor      = local.latency_buckets.growth_factor
+      scale              = local.latency_buckets.scale
+    }
+  }
+}
+
 # Sums of a field are distributions in Cloud Logging: the distribution's sum is the total
 # (queries answered from the cache; dollars spent), its count the runs.
 resource "google_logging_metric" "run_figures" {

@@ -41,8 +41,9 @@ resource "google_cloud_tasks_queue" "platform" {
     }
   }
 
+  # Every attempt logged costs Cloud Logging ingestion: off by default (an optional cost).
   stackdriver_logging_config {
-    sampling_ratio = 1.0
+    sampling_ratio = var.tasks_log_sampling
   }
 
   depends_on = [google_project_service.apis]
@@ -86,8 +87,9 @@ resource "google_cloud_tasks_queue" "aggregate" {
     }
   }
 
+  # Every attempt logged costs Cloud Logging ingestion: off by default (an optional cost).
   stackdriver_logging_config {
-    sampling_ratio = 1.0
+    sampling_ratio = var.tasks_log_sampling
   }
 
   depends_on = [google_project_service.apis]

@@ -227,3 +227,86 @@ variable "operators" {
   type        = list(string)
   default     = []
 }
+
+# -- An existing database, protection and teardown (docs/deploy.md) -------------------------------
+
+variable "manage_firestore_rules" {
+  description = "Release infra/firestore.rules as the database's rules (`cloud.firestore`). Null: only on a database this configuration creates. On an existing one (create_database = false) the release exists and holds the app's own rules: set true only after importing it, knowing fanfuse's rules then replace the app's (docs/deploy.md, \"An existing database\")."
+  type        = bool
+  default     = null
+}
+
+variable "deletion_protection" {
+  description = "Refuse to delete the Firestore database and to empty the source bucket. Set to false, and apply, only to tear the deployment down."
+  type        = bool
+  default     = true
+}
+
+variable "artifact_retention_days" {
+  description = "Days each build's function source stays in the source bucket (how far back a rollback can go)."
+  type        = number
+  default     = 90
+}
+
+# -- Optional costs, off by default (docs/deploy.md, "Optional costs") ----------------------------
+
+variable "point_in_time_recovery" {
+  description = "Firestore point-in-time recovery (7 days of versions, billed as storage): the searches expire within the hour; only the API keys' documents would be worth restoring."
+  type        = bool
+  default     = false
+}
+
+variable "tasks_log_sampling" {
+  description = "Share of Cloud Tasks' delivery attempts logged to Cloud Logging (0 to 1; billed per GiB ingested)."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.tasks_log_sampling >= 0 && var.tasks_log_sampling <= 1
+    error_message = "tasks_log_sampling: from 0 to 1."
+  }
+}
+
+# -- Alerts (alerts.tf) ----------------------------------------------------------------------------
+
+variable "alert_emails" {
+  description = "Addresses that get every alert (an e-mail notification channel each)."
+  type        = list(string)
+  default     = []
+}
+
+variable "alert_notification_channels" {
+  description = "Existing Cloud Monitoring notification channels (projects/P/notificationChannels/ID: a pager, a chat) that get every alert too."
+  type        = list(string)
+  default     = []
+}
+
+variable "alert_error_rate" {
+  description = "Share of a function's requests answered 5xx, over 5 minutes, above which its alert fires."
+  type        = number
+  default     = 0.05
+}
+
+variable "alert_search_p95_seconds" {
+  description = "The 95th percentile of a search's duration, in seconds, above which the latency alert fires (for 15 minutes)."
+  type        = number
+  default     = 60
+}
+
+variable "alert_spend_usd_per_day" {
+  description = "What the providers' calls may cost in one day (the receipts' cost_usd) before the spend alert fires."
+  type        = number
+  default     = 50
+}
+
+variable "billing_account" {
+  description = "Billing account id (XXXXXX-XXXXXX-XXXXXX) of the project, for the optional monthly budget; null: no budget."
+  type        = string
+  default     = null
+}
+
+variable "monthly_budget_usd" {
+  description = "The project's monthly budget in USD, alerting at 80% actual and 100% forecast (needs billing_account)."
+  type        = number
+  default     = 200
+}

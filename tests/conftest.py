@@ -81,3 +81,15 @@ async def runner(sleeps: Sleeps) -> AsyncIterator[Runner]:
     r = make_runner(sleeps)
     yield r
     await r.aclose()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the library's long modules at the end of every run (tests/unit/test_layers.py:
+    a report, never a failure)."""
+    from tests.unit.test_layers import LONG_MODULE_LINES, long_modules
+
+    long = long_modules()
+    if long:
+        terminalreporter.write_sep("-", f"modules over {LONG_MODULE_LINES} lines (one concept?)")
+        for name, lines in long.items():
+            terminalreporter.write_line(f"{name}: {lines} lines")

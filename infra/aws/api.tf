@@ -9,6 +9,19 @@
 resource "aws_apigatewayv2_api" "http" {
   name          = "${var.name_prefix}-api"
   protocol_type = "HTTP"
+
+  # Browser apps on cors_origins call the API directly (examples/web-app, api_access "public"):
+  # the gateway answers their preflight itself, before any authorization, and adds the headers
+  # to every answer. None listed: no CORS, browsers refuse cross-origin calls.
+  dynamic "cors_configuration" {
+    for_each = length(var.cors_origins) == 0 ? [] : [var.cors_origins]
+    content {
+      allow_origins = cors_configuration.value
+      allow_methods = ["GET", "POST", "OPTIONS"]
+      allow_headers = ["authorization", "content-type", "x-api-key", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"]
+      max_age       = 600
+    }
+  }
 }
 
 resource "aws_apigatewayv2_integration" "http" {
@@ -28,7 +41,8 @@ resource "aws_apigatewayv2_route" "targets" {
 }
 
 resource "aws_cloudwatch_log_group" "api" {
-  name              = "/aws/apigateway/${var.name_prefix}-api"
+  #checkov:skip=CKV_AWS_338:Retention is log_retention_days, an optional cost chosen by the operator (docs/deploy.md, "Optional costs").
+  name              = local.log_groups["api"]
   retention_in_days = var.log_retention_days
   kms_key_id        = aws_kms_key.fanfuse.arn
 }

@@ -1,7 +1,8 @@
 # One role per function, each allowed only what its handler does (least privilege):
-# - every function: its own log group, X-Ray, the key, the table's item operations (no Scan:
-#   the table's TTL expires items on AWS, nothing scans), the failure queue;
-# - http: send to every task queue (start_search enqueues the platforms and the deadline);
+# - every function: its own log group, X-Ray (when traced), the key, the table's item operations;
+# - http: send to every task queue (start_search enqueues the platforms and the deadline), and
+#   Scan the table (an operator's GET /search_status/stats reads every owner's recent searches:
+#   store/recent.py; the TTL expires items, nothing else scans);
 # - worker: consume the platform queues, send to the aggregate queue (the last fan-in);
 # - aggregator: consume the aggregate queue and send to it (a deadline past SQS's 15-minute
 #   delay is sent on, hop by hop: queue/sqs.py).
@@ -47,10 +48,13 @@ data "aws_iam_policy_document" "function" {
     resources = ["${aws_cloudwatch_log_group.functions[each.key].arn}:*"]
   }
 
-  statement {
-    sid       = "Tracing"
-    actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
-    resources = ["*"] # X-Ray has no resource-level permissions
+  dynamic "statement" {
+    for_each = var.xray_tracing ? ["Tracing"] : []
+    content {
+      sid       = statement.value
+      actions   = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
+      resources = ["*"] # X-Ray has no resource-level permissions
+    }
   }
 
   statement {
@@ -68,10 +72,13 @@ data "aws_iam_policy_document" "function" {
     resources = [aws_dynamodb_table.fanfuse.arn, "${aws_dynamodb_table.fanfuse.arn}/index/*"]
   }
 
-  statement {
-    sid       = "FailureQueue"
-    actions   = ["sqs:SendMessage"]
-    resources = [aws_sqs_queue.function_failures.arn]
+  dynamic "statement" {
+    for_each = each.key == "http" ? ["OperatorStats"] : []
+    content {
+      sid       = statement.value
+      actions   = ["dynamodb:Scan"]
+      resources = [aws_dynamodb_table.fanfuse.arn]
+    }
   }
 
   dynamic "statement" {

@@ -1,6 +1,17 @@
 # One customer-managed key for everything fanfuse keeps: the table, the queues, the functions'
-# environment (it holds the task secret) and their logs.
+# environment (it holds the task secret), the secrets, the artifacts, the alert topic and the logs.
 data "aws_caller_identity" "current" {}
+
+locals {
+  # Every log group the key encrypts, by owner. CloudWatch Logs may use the key for exactly these
+  # (the key policy below names each one): a group encrypted with a key whose policy does not
+  # allow it is refused at creation, and with it the stage that logs there.
+  log_groups = merge(
+    { for name in keys(local.functions) : name => "/aws/lambda/${var.name_prefix}-${name}" },
+    { api = "/aws/apigateway/${var.name_prefix}-api" },
+  )
+  log_group_arn = "arn:aws:logs:${var.region}:${data.aws_caller_identity.current.account_id}:log-group"
+}
 
 data "aws_iam_policy_document" "kms" {
   #checkov:skip=CKV_AWS_111:A key policy's "*" resource means this key alone (KMS key policies name no other resource); write access is the account's, as AWS's default key policy grants.
@@ -25,17 +36,28 @@ data "aws_iam_policy_document" "kms" {
       identifiers = ["logs.${var.region}.amazonaws.com"]
     }
     condition {
-      test     = "ArnLike"
+      test     = "ArnEquals"
       variable = "kms:EncryptionContext:aws:logs:arn"
-      values   = ["arn:aws:logs:${var.region}:${data.aws_caller_identity.current.account_id}:log-group:/aws/lambda/${var.name_prefix}-*"]
+      values   = [for name in values(local.log_groups) : "${local.log_group_arn}:${name}"]
+    }
+  }
+
+  # The alarms publish to the encrypted alert topic (alerts.tf); budgets do too, when one is set.
+  statement {
+    sid       = "AlertsPublish"
+    actions   = ["kms:Decrypt", "kms:GenerateDataKey*"]
+    resources = ["*"]
+    principals {
+      type        = "Service"
+      identifiers = ["cloudwatch.amazonaws.com", "budgets.amazonaws.com"]
     }
   }
 }
 
 resource "aws_kms_key" "fanfuse" {
-  description             = "fanfuse: table, queues, function environment and logs"
+  description             = "fanfuse: table, queues, secrets, artifacts, function environment and logs"
   enable_key_rotation     = true
-  deletion_window_in_days = 30
+  deletion_window_in_days = var.kms_deletion_window_days
   policy                  = data.aws_iam_policy_document.kms.json
 }
 

@@ -34,9 +34,15 @@ variable "python_runtime" {
   default     = "python3.12"
 }
 
-variable "lambda_package" {
+variable "lambda_s3_key" {
   type        = string
-  description = "Path of the Lambda zip: functions/aws_lambda.py at its root, beside the fanfuse package and the `lambda` extra's dependencies (docs/aws.md)."
+  description = "Key, in the artifacts bucket (output artifact_bucket), of the Lambda zip scripts/package-functions built and the deploy uploaded (docs/deploy.md): functions/aws_lambda.py at its root, beside the fanfuse package and its dependencies. An earlier key rolls back."
+}
+
+variable "artifact_retention_days" {
+  type        = number
+  description = "Days an uploaded Lambda zip stays in the artifacts bucket (how far back a rollback can go)."
+  default     = 90
 }
 
 variable "deadline_seconds" {
@@ -47,8 +53,30 @@ variable "deadline_seconds" {
 
 variable "platform_concurrency" {
   type        = number
-  description = "Concurrent worker invocations per platform queue (the mapping's maximum concurrency, at least 2): the provider's quota."
+  description = "Concurrent worker invocations per platform queue (the mapping's maximum concurrency, at least 2): the provider's quota. All platforms' together must fit the worker's concurrency (the plan checks it)."
   default     = 5
+
+  validation {
+    condition     = var.platform_concurrency >= 2 && var.platform_concurrency <= 1000 && floor(var.platform_concurrency) == var.platform_concurrency
+    error_message = "platform_concurrency: a whole number from 2 to 1000 (an event source mapping's maximum concurrency)."
+  }
+}
+
+variable "aggregate_concurrency" {
+  type        = number
+  description = "Concurrent aggregator invocations on the aggregate queue (its mapping's maximum concurrency)."
+  default     = 5
+
+  validation {
+    condition     = var.aggregate_concurrency >= 2 && var.aggregate_concurrency <= 1000 && floor(var.aggregate_concurrency) == var.aggregate_concurrency
+    error_message = "aggregate_concurrency: a whole number from 2 to 1000 (an event source mapping's maximum concurrency)."
+  }
+}
+
+variable "account_concurrency" {
+  type        = number
+  description = "The account's Lambda concurrent executions quota in this region (`aws lambda get-account-settings`: AccountLimit.ConcurrentExecutions; 1000 by default, often 10 in a new account). The plan fails when the queues' pollers would need more."
+  default     = 1000
 }
 
 variable "max_receives" {
@@ -63,16 +91,86 @@ variable "api_throttle_rate" {
   default     = 50
 }
 
+# -- Optional costs, off (or small) by default (docs/deploy.md, "Optional costs") ----------------
+
 variable "log_retention_days" {
   type        = number
-  description = "CloudWatch Logs retention of the functions' logs."
-  default     = 365
+  description = "CloudWatch Logs retention of the functions' and the API's logs. Searches live ttl_minutes; 30 days of lines is enough to investigate one."
+  default     = 30
+}
+
+variable "point_in_time_recovery" {
+  type        = bool
+  description = "DynamoDB point-in-time recovery of the table (billed per GB-month): the searches expire within the hour, only the API keys' records would be worth restoring."
+  default     = false
+}
+
+variable "xray_tracing" {
+  type        = bool
+  description = "X-Ray active tracing of the functions (billed per trace recorded)."
+  default     = false
 }
 
 variable "reserved_concurrency" {
+  type        = map(number)
+  description = "Reserved concurrency per function (http, worker, aggregator), e.g. { worker = 50 }: a ceiling on what that function can run (and spend), taken from the account's quota. None by default: a new account may not have enough to reserve (AWS keeps 100 unreserved)."
+  default     = {}
+
+  validation {
+    condition     = alltrue([for name, count in var.reserved_concurrency : contains(["http", "worker", "aggregator"], name) && count >= 1])
+    error_message = "reserved_concurrency: keys among http, worker, aggregator; each at least 1."
+  }
+}
+
+# -- Protection and teardown (docs/deploy.md, "Teardown") ------------------------------------------
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Refuse to delete the table and to empty the artifacts bucket. Set to false, and apply, only to tear the deployment down."
+  default     = true
+}
+
+variable "kms_deletion_window_days" {
   type        = number
-  description = "Reserved concurrency of each function: a ceiling on what one deployment can run (and spend)."
+  description = "Days a destroyed key stays pending deletion (and can be restored) before KMS deletes it, and everything it encrypted becomes unreadable: 7 to 30."
+  default     = 30
+
+  validation {
+    condition     = var.kms_deletion_window_days >= 7 && var.kms_deletion_window_days <= 30
+    error_message = "kms_deletion_window_days: from 7 to 30."
+  }
+}
+
+# -- Alerts (alerts.tf) ----------------------------------------------------------------------------
+
+variable "alert_emails" {
+  type        = list(string)
+  description = "Addresses subscribed to the alert topic (each confirms by e-mail) and told by the budget. Other channels subscribe to the alert_topic_arn output."
+  default     = []
+}
+
+variable "alert_error_rate" {
+  type        = number
+  description = "A function's failed invocations over its invocations, over 5 minutes, above which its alarm fires."
+  default     = 0.05
+}
+
+variable "alert_search_p95_seconds" {
+  type        = number
+  description = "The 95th percentile of a search's duration, in seconds, above which the latency alarm fires (for 15 minutes)."
+  default     = 60
+}
+
+variable "alert_spend_usd_per_day" {
+  type        = number
+  description = "What the providers' calls may cost in one day (the receipts' cost_usd) before the spend alarm fires."
   default     = 50
+}
+
+variable "monthly_budget_usd" {
+  type        = number
+  description = "An AWS budget on the account's monthly cost, alerting at 80% actual and 100% forecast (alert_emails and the topic); null: no budget."
+  default     = null
 }
 
 # -- Who may call the HTTP API (fanfuse.auth.callers; docs/security.md "Callers") ----------------
@@ -140,6 +238,17 @@ variable "firebase_allow_anonymous" {
   type        = bool
   description = "Accept Firebase users signed in anonymously (FANFUSE_FIREBASE_ALLOW_ANONYMOUS): everyone who opens the app is then a caller with a quota of its own. Off by default."
   default     = false
+}
+
+variable "cors_origins" {
+  type        = list(string)
+  description = "Browser origins whose web apps may call the API directly (FANFUSE_CORS_ORIGINS and the gateway's CORS configuration), e.g. [\"https://app.example.com\"]: a Firebase app with api_access = \"public\" (examples/web-app). Empty: no CORS."
+  default     = []
+
+  validation {
+    condition     = alltrue([for o in var.cors_origins : can(regex("^https?://[^/*\\s]+$", o))])
+    error_message = "cors_origins: each an origin as browsers send it (scheme://host[:port], no path, no trailing slash, no wildcard)."
+  }
 }
 
 variable "operators" {

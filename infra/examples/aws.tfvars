@@ -1,7 +1,8 @@
-# An example deployment on AWS (docs/deploy.md); scripts/deploy-rehearsal aws renders and runs
-# exactly this:
+# An example deployment on AWS (docs/deploy.md); scripts/deploy-rehearsal aws applies exactly this
+# to moto's server, searches through what it created, plans again (nothing to change) and tears
+# it down, with the commands docs/deploy.md gives:
 #   scripts/package-functions aws build/lambda.zip infra/examples/aws.tfvars
-#   terraform -chdir=infra/aws apply -var-file=../examples/aws.tfvars -var=lambda_package=../../build/lambda.zip
+#   terraform -chdir=infra/aws apply -var-file=../examples/aws.tfvars -var=lambda_s3_key=...
 # Every listed platform needs its settings here and its keys in Secrets Manager (tests/infra check).
 
 platforms = ["docs", "wikipedia", "tavily"]

@@ -17,8 +17,14 @@ platform_settings = {
   FANFUSE_ARXIV_ENABLED        = "true"
 }
 
-# Apps with Firebase Auth call the API directly; the functions check every request.
-api_access = "public"
+# Who may call: Cloud Run IAM first (api_invokers), then the functions check the caller. Apps
+# whose users sign in with Firebase call directly only with api_access = "public" (allUsers may
+# invoke, the functions check every request), which an organisation policy restricting sharing to
+# its own domain (iam.allowedPolicyMemberDomains) refuses half-way through an apply: check it
+# first (docs/deploy.md, "Who may call the API").
+api_access   = "iam"
+api_invokers = ["serviceAccount:app-backend@my-project.iam.gserviceaccount.com"]
+# api_access = "public"
 # Which of the app's users may call (defaults: any sign-in provider, never anonymous users, no
 # Google ID token); docs/deploy.md has the table:
 # firebase_sign_in_providers = ["password", "google.com"]

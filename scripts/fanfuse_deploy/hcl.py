@@ -186,6 +186,9 @@ class Module:
             return function(*args)
         if kind == "for":
             return self.for_expression(node, scope)
+        if kind == "index":
+            collection, index = self.evaluate(node[1], scope), self.evaluate(node[2], scope)
+            return collection[_key(index) if isinstance(collection, dict) else int(index)]
         raise HclError(f"node {kind} is not covered")
 
     def for_expression(self, node: Node, scope: Mapping[str, Any]) -> Any:
@@ -309,6 +312,11 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "coalesce": lambda *vs: next(v for v in vs if v is not None and v != ""),
     "distinct": lambda v: list(dict.fromkeys(v)),
     "setproduct": lambda a, b: [[x, y] for x in a for y in b],
+    "sum": sum,
+    "alltrue": lambda v: all(v),
+    "anytrue": lambda v: any(v),
+    "min": min,
+    "max": max,
 }
 
 
@@ -477,8 +485,11 @@ class Parser:
                     raise HclError("splat expressions are not covered")
                 index = self.expr()
                 self.take("]")
+                if index[0] == "template" and "${" not in index[1]:
+                    index = ("lit", _unescape(index[1]))  # a quoted key: local.names["api"]
                 if index[0] != "lit":
-                    raise HclError("only constant indexes are covered")
+                    node = ("index", node, index)  # local.names[each.key]: at evaluation
+                    continue
                 node = self._extend(node, index[1])
             else:
                 return node

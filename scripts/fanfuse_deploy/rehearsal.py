@@ -3,7 +3,12 @@
     scripts/deploy-rehearsal gcp    (infra/ + infra/examples/gcp.tfvars)
     scripts/deploy-rehearsal aws    (infra/aws + infra/examples/aws.tfvars)
 
-1. build the artifact the deploy ships, with the deploy's own script (package.py);
+On AWS the rehearsal goes further and applies the Terraform itself (aws_rehearsal.py: apply to
+moto, read back, search on what was created, plan again, destroy). On Google Cloud, where no
+provider can be installed here:
+
+1. build the artifact the deploy ships, with the deploy's own script (package.py), without
+   fanfuse.tools and within the cloud's limits (limits.py);
 2. install it into a clean environment for the runtime's Python, from its own requirements, as
    the cloud would (GCP: a venv and `pip install -r requirements.txt`; Lambda: the unzipped tree
    on the path of a bare interpreter, as /var/task is);
@@ -16,7 +21,8 @@
 5. print `rehearsal ok`. Any failure exits non-zero with what failed.
 
 The local stand-ins are fanfuse.tools.devstack's (the Firestore and Cloud Tasks emulators, moto's
-server, the Lambda host), so the rehearsal runs what the tests run.
+server), so the rehearsal runs what the tests run; the functions themselves run from the
+artifact, where fanfuse.tools is not.
 """
 
 from __future__ import annotations
@@ -35,12 +41,23 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fanfuse_deploy import package, render
+from fanfuse_deploy import corpus, limits, package, render
 
 if TYPE_CHECKING:
     from fanfuse.tools.devstack.processes import Component
 
 QUERY = "dielectric constant of water at microwave frequencies"
+REHEARSALS = (
+    "scripts/deploy-rehearsal gcp",
+    "scripts/deploy-rehearsal aws",
+    "scripts/deploy-rehearsal aws infra/examples/aws-web.tfvars",
+)
+"""The rehearsals CI runs (tests/infra/test_rehearsal.py), as docs/deploy.md gives them."""
+GCP_RUNBOOK = {
+    "package": "scripts/package-functions gcp build/function.zip infra/examples/gcp.tfvars",
+    "keys": "FANFUSE_PROJECT=$PROJECT fanfuse keys create --owner my-app --firestore",
+}
+"""docs/deploy.md's Google Cloud commands the gcp rehearsal runs (aws_rehearsal.RUNBOOK: AWS's)."""
 TERMINAL = {"completed", "partial", "failed", "cancelled"}
 
 
@@ -129,8 +146,14 @@ def unzip(archive: Path, into: Path) -> Path:
 def http_json(
     method: str, url: str, body: object | None, headers: Mapping[str, str]
 ) -> tuple[int, dict[str, object]]:
+    from urllib.parse import urlsplit
+
     from fanfuse.tools.devstack.processes import http_request
 
+    if urlsplit(url).hostname not in ("127.0.0.1", "::1", "localhost"):
+        raise SystemExit(
+            f"rehearsal FAILED: {url} is not on this machine: the rehearsal calls none"
+        )
     data = None if body is None else json.dumps(body).encode()
     status, raw = http_request(
         method, url, data, {"Content-Type": "application/json", **headers}, timeout=30.0
@@ -142,8 +165,15 @@ def http_json(
     return status, parsed
 
 
-def search_as_an_app(start_url: str, api_key: str, deadline_s: float = 150.0) -> dict[str, object]:
-    """POST the search, then follow its status_url until it is final (bounded)."""
+def search_as_an_app(
+    start_url: str,
+    api_key: str,
+    deadline_s: float = 150.0,
+    public: tuple[str, str] | None = None,
+) -> dict[str, object]:
+    """POST the search, then follow its status_url until it is final (bounded). `public`:
+    (the deployment's public base URL, the local address standing in for it): the status_url
+    must be under the public one, and is followed at the local one."""
     headers = {"X-Api-Key": api_key}
     status, body = http_json("POST", start_url, {"query": QUERY, "platform": ["docs"]}, {})
     if status != 401:
@@ -156,6 +186,12 @@ def search_as_an_app(start_url: str, api_key: str, deadline_s: float = 150.0) ->
         raise SystemExit(f"rehearsal FAILED: start_search answered {status}: {body}")
     say(f"start_search 202 task {body['task_id']}")
     status_url = str(body["status_url"])
+    if public is not None:
+        base, local = public
+        if not status_url.startswith(base + "/"):
+            raise SystemExit(f"rehearsal FAILED: status_url {status_url} is not under {base}")
+        say(f"status_url {status_url}: followed at {local}")
+        status_url = local + status_url[len(base) :]
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         status, view = http_json("GET", status_url, None, headers)
@@ -180,9 +216,9 @@ def build_artifact(
     version = package.runtime_python(cloud, var_files)
     python = find_python(version)
     platforms = package.deployed_platforms(cloud, var_files)
-    extras = package.extras_for(cloud, platforms)
+    extras = package.extras_for(cloud, package.deployed_engines(cloud, var_files))
     archive = work / ("function.zip" if cloud == "gcp" else "lambda.zip")
-    say(f"package: scripts/package-functions {cloud} {archive} {shown(var_files)}")
+    say(f"$ scripts/package-functions {cloud} build/{archive.name} {shown(var_files)}")
     if cloud == "gcp":
         package.package_gcp(archive, extras)
     else:
@@ -199,7 +235,9 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
     from fanfuse.tools.devstack.functions import FunctionProcess
     from fanfuse.tools.devstack.processes import free_port
     from fanfuse.tools.devstack.stack import queue_id
+    from fanfuse.tools.devstack.storage import StorageEmulator
 
+    var_files = [*var_files, corpus.var_file("gcp", work, var_files)]  # the published corpus
     version, python, platforms, archive = build_artifact("gcp", work, var_files)
     source = unzip(archive, work / "function")
     say(f"requirements.txt: {(source / 'requirements.txt').read_text().strip()}")
@@ -213,6 +251,17 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
     )  # fmt: skip
     (site,) = venv.glob("lib/python*/site-packages")
     say(f"installed: {site_packages_mb(site)} MB in site-packages")
+    # Cloud Functions' limits on the source and on the source with its modules (limits.py), and
+    # no development tools: the functions below run without them.
+    sizes = limits.Sizes.of(archive)
+    installed = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    limits.refuse(limits.check_gcf(sizes, installed), "the Cloud Functions source")
+    if package.development_files(archive):
+        raise SystemExit("rehearsal FAILED: the source ships fanfuse/tools")
+    say(f"source: {sizes}; with its modules {(sizes.unzipped + installed) / limits.MB:.1f} MB "
+        f"(limits: {limits.GCF_SOURCE_ZIPPED // limits.MB} MB compressed, "
+        f"{limits.GCF_SOURCE_AND_MODULES // limits.MB} MB with modules); "
+        "no fanfuse/tools")  # fmt: skip
 
     ports = {target: free_port() for target in render.GCP_FUNCTIONS}
     urls = {target: f"http://127.0.0.1:{port}" for target, port in ports.items()}
@@ -229,15 +278,17 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         queues=queues, project=project, location=str(module.variables["region"]),
         log_dir=work / "logs",
     )  # fmt: skip
+    storage = StorageEmulator(buckets=(corpus.BUCKET,), log_dir=work / "logs")
     started: list[Component] = []
     try:
-        for component in (firestore, tasks):
+        for component in (firestore, tasks, storage):
             component.start()
             started.append(component)
         local = {
             "FIRESTORE_EMULATOR_HOST": firestore.host,
             "FANFUSE_TASKS_EMULATOR_HOST": tasks.host,
             "FANFUSE_TASKS_HMAC_SECRET": tasks_secret,
+            "STORAGE_EMULATOR_HOST": storage.host,
         }
         run_env = clean_env({**environments["run_platform"], **local})
         seconds = cold_import(str(venv / "bin" / "python"), "main", source, run_env)
@@ -261,6 +312,9 @@ def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
         say("the five functions started from the installed artifact")
         key = create_key_gcp(project, firestore.host)
         search_as_an_app(urls["start_search"], key)
+        published = corpus.publish("gcp", work, {"STORAGE_EMULATOR_HOST": storage.host})
+        corpus.search(urls["start_search"], key, published)
+        corpus.vectors_cold_start(str(venv / "bin" / "python"), source, run_env, "main", published)
     finally:
         for started_component in reversed(started):
             started_component.stop()
@@ -278,7 +332,7 @@ def _create_key(store: list[str], store_env: Mapping[str, str]) -> str:
     operator's machine (this venv), against the deployment's store."""
     beside = Path(sys.executable).parent / "fanfuse"
     fanfuse = str(beside) if beside.exists() else shutil.which("fanfuse") or "fanfuse"
-    command = ["keys", "create", "--owner", "rehearsal-app", "--label", "first", *store]
+    command = ["keys", "create", "--owner", "my-app", *store]
     out = subprocess.run(
         [fanfuse, *command], env={**os.environ, **store_env}, capture_output=True, text=True
     )
@@ -292,67 +346,17 @@ def _create_key(store: list[str], store_env: Mapping[str, str]) -> str:
 
 
 def rehearse_aws(work: Path, var_files: list[Path]) -> None:
-    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV, AwsStack
+    """Terraform applies infra/aws to moto, and the search runs on what it created
+    (aws_rehearsal.py)."""
+    from fanfuse_deploy import aws_rehearsal
 
-    version, python, platforms, archive = build_artifact("aws", work, var_files)
-    task_root = unzip(archive, work / "task")
-    runtime = work / "runtime"
-    subprocess.run([python, "-m", "venv", "--without-pip", str(runtime)], check=True)
-    say(f"installed: {site_packages_mb(task_root)} MB unzipped (the Lambda's /var/task), "
-        f"python{version} with nothing else installed")  # fmt: skip
-
-    stack = AwsStack(platforms, log_dir=work / "logs", handle_signals=False)
-    http_url = stack.handlers.url
-    api_endpoint = http_url
-    module = render.aws_module(
-        var_files, api_endpoint=api_endpoint, tasks_secret=str(stack.addresses.tasks_secret)
-    )
-    environments = render.aws_environments(module)
-    names = ", ".join(environments)
-    say(f"rendered the environment of {names} from infra/aws + {shown(var_files)}")
-    # One local process hosts the three handlers (moto cannot run Lambda code): it gets the
-    # union of their environments, which agree on every name they share (tests/infra check
-    # that): the worker's plus the caller settings only `http` is given.
-    local = {
-        **AWS_DUMMY_ENV,
-        "AWS_DEFAULT_REGION": stack.addresses.region,
-        "FANFUSE_AWS_ENDPOINT_URL": stack.addresses.endpoint,
-        "PYTHONPATH": str(task_root),
-    }
-    env = clean_env({**render.union(environments), **local})
-    seconds = cold_import(str(runtime / "bin" / "python"), "aws_lambda", task_root, env)
-    say(f"cold import of aws_lambda: {seconds} s")
-    host = stack.handlers
-    host.process.argv = [
-        str(runtime / "bin" / "python"), "-c",
-        "import sys, aws_lambda; from fanfuse.fronts.aws_lambda import local; "
-        "local.main(sys.argv[1:])",
-        "--host", "127.0.0.1", "--port", str(host.port), "--paused", str(stack.paused),
-    ]  # fmt: skip
-    host.launch = lambda: _launch_clean(host, env)  # type: ignore[method-assign]
-    if environments["http"]["FANFUSE_DYNAMODB_TABLE"] != stack.settings.dynamodb_table:
-        raise SystemExit("rehearsal FAILED: the table Terraform names is not the stack's")
-    with stack as addresses:
-        say("moto, the table, the queues and the handlers (from the installed zip) started")
-        key = create_key_aws(
-            {**AWS_DUMMY_ENV, "AWS_DEFAULT_REGION": addresses.region,
-             "FANFUSE_AWS_ENDPOINT_URL": addresses.endpoint,
-             "FANFUSE_DYNAMODB_TABLE": environments["http"]["FANFUSE_DYNAMODB_TABLE"]}
-        )  # fmt: skip
-        search_as_an_app(f"{http_url}/start_search", key)
+    aws_rehearsal.rehearse(work, var_files, sys.modules[__name__])
 
 
 def create_key_aws(aws_env: Mapping[str, str]) -> str:
     """docs/deploy.md: `fanfuse keys create --owner my-app --dynamodb` with the table's settings
     (against moto here)."""
     return _create_key(["--dynamodb"], aws_env)
-
-
-def _launch_clean(host: object, env: Mapping[str, str]) -> None:
-    process = host.process  # type: ignore[attr-defined]
-    process.env = dict(env)
-    host._started_at = time.monotonic()  # type: ignore[attr-defined]
-    process.start()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,6 +20,8 @@ AWS_INFRA = INFRA / "aws"
 EXAMPLES = INFRA / "examples"
 GCP_FUNCTIONS = ("start_search", "search_status", "cancel_search", "run_platform", "aggregate")
 AWS_FUNCTIONS = ("http", "worker", "aggregator")
+ACCOUNT_STAND_IN = "123456789012"
+"""The account id a rendering gives `data.aws_caller_identity` (moto's default account too)."""
 
 
 class Resolver:
@@ -97,8 +99,9 @@ def aws_stand_ins(
     api_endpoint: str, tasks_secret: str, secret_values: Mapping[str, str], module_secrets: Any
 ) -> dict[str, Any]:
     return {
+        "data.aws_caller_identity.current.account_id": ACCOUNT_STAND_IN,
         "aws_apigatewayv2_api.http.api_endpoint": api_endpoint,
-        "random_password.tasks_secret.result": tasks_secret,
+        "aws_secretsmanager_secret_version.tasks.secret_string": tasks_secret,
         "data.aws_secretsmanager_secret_version.provider": {
             env: {"secret_string": secret_values[env]} for env in module_secrets
         },
@@ -148,14 +151,58 @@ def aws_module(
     api_endpoint: str = "https://api.execute-api.invalid",
     tasks_secret: str = "tasks-secret-stand-in",
     secret_values: Mapping[str, str] | None = None,
-    lambda_package: str = "build/lambda.zip",
+    lambda_s3_key: str = "lambda/fanfuse-rehearsal.zip",
 ) -> Module:
-    probe = Module.load(AWS_INFRA, var_files, {"lambda_package": lambda_package})
+    probe = Module.load(AWS_INFRA, var_files, {"lambda_s3_key": lambda_s3_key})
     declared = probe.variables.get("provider_secrets", {})
     values = secret_values or {env: f"stand-in-{env.lower()}" for env in declared}
     return load(
         AWS_INFRA,
         var_files,
-        {"lambda_package": lambda_package},
+        {"lambda_s3_key": lambda_s3_key},
         aws_stand_ins(api_endpoint, tasks_secret, values, declared),
     )
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def policy_document(module: Module, name: str) -> dict[str, Any]:
+    """`data "aws_iam_policy_document" name` as the JSON policy it renders (the statements,
+    their principals and conditions; dynamic statements left out)."""
+    body = module.data("aws_iam_policy_document")[name]
+    statements = []
+    for raw in body.get("statement", []):
+        statement = module.value(raw, {})
+        rendered: dict[str, Any] = {
+            "Effect": statement.get("effect", "Allow"),
+            "Action": _listed(statement.get("actions", [])),
+            "Resource": _listed(statement.get("resources", [])),
+        }
+        for principal in statement.get("principals", []):
+            rendered.setdefault("Principal", {})[principal["type"]] = _listed(
+                principal["identifiers"]
+            )
+        for condition in statement.get("condition", []):
+            tests = rendered.setdefault("Condition", {}).setdefault(condition["test"], {})
+            tests[condition["variable"]] = _listed(condition["values"])
+        statements.append(rendered)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def aws_encrypted_log_groups(module: Module) -> dict[str, str]:
+    """Every `aws_cloudwatch_log_group` with a `kms_key_id`, by address: its name as rendered."""
+    found: dict[str, str] = {}
+    for name, body in module.resources("aws_cloudwatch_log_group").items():
+        if "kms_key_id" not in body:
+            continue
+        if "for_each" in body:
+            for key in module.value(body["for_each"], {}):
+                scope = {"each": {"key": key, "value": key}}
+                found[f'aws_cloudwatch_log_group.{name}["{key}"]'] = module.value(
+                    body["name"], scope
+                )
+        else:
+            found[f"aws_cloudwatch_log_group.{name}"] = module.value(body["name"], {})
+    return found

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-__all__ = ["Mode", "Runtime", "SearchRequest", "TaskView", "search"]
+__all__ = ["Mode", "Runtime", "SearchRequest", "TaskView", "__version__", "search"]
 
 if TYPE_CHECKING:
     from fanfuse.runtimes.embedded import EmbeddedRuntime as Runtime
     from fanfuse.runtimes.embedded import search
+    from fanfuse.support.version import __version__
     from fanfuse.wire.models import TaskView
     from fanfuse.wire.modes import Mode
     from fanfuse.wire.request import SearchRequest
@@ -28,6 +28,7 @@ _LAZY = {
     "SearchRequest": ("fanfuse.wire.request", "SearchRequest"),
     "TaskView": ("fanfuse.wire.models", "TaskView"),
     "Mode": ("fanfuse.wire.modes", "Mode"),
+    "__version__": ("fanfuse.support.version", "__version__"),
 }
 
 

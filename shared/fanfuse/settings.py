@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -19,6 +27,38 @@ class ExtraPlatform(BaseModel):
 
     engine: str
     settings: dict[str, Any] = Field(default_factory=dict, repr=False)  # may hold its api_key
+
+
+class ChainSetting(BaseModel):
+    """A platform's fallback chain in this deployment (`Settings.chains`): the platforms asked in
+    its place, in order, when it cannot answer, and when to ask the next one while it has not
+    answered yet (wire/selection.py, rules/chain.py)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fallbacks: list[str] = Field(min_length=1)
+    hedge_after_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | Literal["p90", "off"] = (
+        Field(
+            default="p90",
+            description='seconds; "p90": the asked member\'s recent p90 latency; "off": ask '
+            "the next member only when one fails",
+        )
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_forms(cls, value: Any) -> Any:
+        """`["brave", "tavily"]` and `"brave|tavily"` for `{"fallbacks": [...]}`."""
+        if isinstance(value, str):
+            value = value.split("|")
+        if isinstance(value, list):
+            return {"fallbacks": value}
+        return value
+
+    @field_validator("fallbacks")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        return [name.strip().lower() for name in value if name.strip()]
 
 
 class Price(BaseModel):
@@ -138,6 +178,13 @@ class Settings(BaseSettings):
     """named instances of a built-in engine with their own settings, e.g. `{"team": {"engine":
     "searxng", "settings": {"base_url": "http://searx.internal"}}}` (the local corpora `fanfuse
     index` registers come on top)."""
+    chains: dict[str, ChainSetting] = Field(
+        default_factory=lambda: {"builtin": ChainSetting(fallbacks=["perplexity"])},
+        description='per platform, its fallback chain here (`{"google": ["brave"]}`, or '
+        '`{"google": {"fallbacks": ["brave"], "hedge_after_s": 0.5}}`): the platform, '
+        "selected by name or by `all`, is answered by the next member when it cannot answer "
+        "(docs/reference.md, Fallback chains); replaces the default, builtin -> perplexity",
+    )
     deployed_platforms: list[str] | None = Field(
         default=None,
         description="set where platforms run elsewhere (start_search holds no provider keys): "

@@ -1,8 +1,9 @@
 """The Lambda entry (`functions/aws_lambda.py`) run as Lambda runs it, in a child process: HOME
 that cannot be written, `AWS_LAMBDA_FUNCTION_NAME` set, the store and queues on moto's server.
 
-One search goes through all three handlers (http -> the docs queue -> worker -> the aggregate
-queue -> aggregator -> http status), authenticated by ID tokens as a deployment configured for
+One search goes through all three handlers (http -> the docs queue -> worker, whose fan-in
+finalizes it -> an aggregate message on its queue -> aggregator, which finds it final -> http
+status), authenticated by ID tokens as a deployment configured for
 them would be: a Firebase ID token (FANFUSE_FIREBASE_PROJECT) and a Google ID token
 (FANFUSE_ID_TOKEN_AUDIENCES), verified against key sets on 127.0.0.1. The docs index the worker
 builds lands under the temporary directory, and nothing else is written anywhere.
@@ -54,6 +55,7 @@ import aws_lambda
 from fanfuse.runtimes import cloud
 from fanfuse.fronts.aws_lambda.local import sqs_record
 from fanfuse.net.aws_clients import sqs_client
+from fanfuse.queue.base import AggregateMessage
 from fanfuse.queue.sqs import SqsQueue, queue_arn
 
 settings = cloud.settings()
@@ -89,7 +91,8 @@ out = {}
 for kind in ("firebase", "google"):
     status, accepted = call("POST", "/start_search", tokens[kind], request)
     assert status == 202, (status, accepted)
-    deliver("docs", aws_lambda.worker)
+    deliver("docs", aws_lambda.worker)  # the last fan-in: it finalizes (rules/fan_in.py)
+    queue.enqueue_aggregate(AggregateMessage(task_id=accepted["task_id"]))  # a late aggregate
     deliver("aggregate", aws_lambda.aggregator)
     status, view = call("GET", f"/search_status/{accepted['task_id']}", tokens[kind])
     assert status == 200, (status, view)

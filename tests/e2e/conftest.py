@@ -14,6 +14,7 @@ from fanfuse.tools.devstack.aws import AwsStack, LambdaHost
 from fanfuse.tools.devstack.functions import FunctionProcess
 from fanfuse.tools.devstack.processes import free_port
 from fanfuse.tools.devstack.stack import LocalStack
+from fanfuse.tools.otlp import OtlpReceiver
 from fanfuse.tools.stubs import StubSearxServer
 from tests.support.e2e.aws import AwsCloud
 from tests.support.e2e.cloud import (
@@ -29,6 +30,14 @@ from tests.support.option_scenarios import web_platforms
 
 
 @pytest.fixture(scope="session")
+def otlp() -> Iterator[OtlpReceiver]:
+    """Where every handler process of the stacks exports its spans (OTLP/HTTP on 127.0.0.1):
+    the stacks run traced, as a deployment with OTEL_* set does (test_e2e_tracing.py)."""
+    with OtlpReceiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="session")
 def stub() -> Iterator[StubSearxServer]:
     """The web platforms' provider, shared by the stacks (each test resets it)."""
     server = StubSearxServer().start()
@@ -38,11 +47,13 @@ def stub() -> Iterator[StubSearxServer]:
         server.stop()  # releases gated requests first, so no worker waits on them
 
 
-def handler_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
+def handler_env(tmp: Path, stub: StubSearxServer, otlp: OtlpReceiver) -> dict[str, str]:
     """What every handler process of a stack is given: the corpus, the web doubles, a log of
-    the store's writes."""
+    the store's writes, and where to export its spans."""
     corpus = write_corpus(tmp / "physics.jsonl")
     return {
+        **otlp.env(),
+        "OTEL_SERVICE_NAME": "fanfuse-e2e",
         "FANFUSE_DOCS_CORPUS": str(corpus),
         "FANFUSE_VECTORS_CORPUS": str(corpus),
         "FANFUSE_CACHE_DIR": str(tmp / "cache"),
@@ -55,9 +66,11 @@ def handler_env(tmp: Path, stub: StubSearxServer) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def cloud(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> Iterator[Cloud]:
+def cloud(
+    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer, otlp: OtlpReceiver
+) -> Iterator[Cloud]:
     tmp = tmp_path_factory.mktemp("e2e")
-    env = handler_env(tmp, stub)
+    env = handler_env(tmp, stub, otlp)
     write_log = Path(env["FANFUSE_STORE_WRITE_LOG"])
     stack = LocalStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", tasks_max_retries=3)
     # Fails (never skips) when Java, gcloud's Firestore emulator or functions-framework is
@@ -93,12 +106,15 @@ def cloud(tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer) -> It
 
 @pytest.fixture(scope="session")
 def aws_cloud(
-    tmp_path_factory: pytest.TempPathFactory, stub: StubSearxServer, aws_env: None
+    tmp_path_factory: pytest.TempPathFactory,
+    stub: StubSearxServer,
+    aws_env: None,
+    otlp: OtlpReceiver,
 ) -> Iterator[AwsCloud]:
     """The AWS stack (moto, the Lambda handlers' local process) with the same platforms, and
     an HTTP-only handler process whose searches have SHORT_DEADLINE."""
     tmp = tmp_path_factory.mktemp("e2e-aws")
-    env = handler_env(tmp, stub)
+    env = handler_env(tmp, stub, otlp)
     stack = AwsStack(PLATFORMS, extra_env=env, log_dir=tmp / "logs", max_receives=3)
     try:
         addresses = stack.start()

@@ -46,7 +46,7 @@ def test_a_keys_daily_budget_holds_under_20_concurrent_searches(e2e: Cloud) -> N
         return True
 
     assert together([partial(start, i) for i in range(SEARCHES)]) == 5
-    assert spent(e2e.store, KEY.subject) == pytest.approx(DAILY_USD)
+    assert spent(e2e.store, KEY.subject, key_id=KEY.key_id) == pytest.approx(DAILY_USD)
     tasks = list(e2e.db.collection("searches").stream())
     assert sorted(t.id for t in tasks) == sorted(started)  # a refused start wrote nothing
     for store in stores:

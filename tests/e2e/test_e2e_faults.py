@@ -52,10 +52,12 @@ def _finalizations(e2e: Cloud, task_id: str, view: dict[str, Any], timed_out: in
     The task document is written once at start, once per platform whose fan-in counted it (a
     succeeded run, and the `timed_out` runs whose worker's own fan-in counted them; a run ended
     by the deadline aggregate or a cancel is not counted by a fan-in of its own) and once per
-    finalization.
+    finalization, except the one the last fan-in made in its own write (rules/fan_in.py: the
+    timeline says `finalized_by: fan_in`).
     """
     fan_ins = sum(1 for r in view["platform_runs"] if r["state"] == "succeeded") + timed_out
-    return e2e.writes(task_id)[f"searches/{task_id}"] - 1 - fan_ins
+    at_fan_in = int(view["timeline"]["finalized_by"] == "fan_in")
+    return e2e.writes(task_id)[f"searches/{task_id}"] - 1 - fan_ins + at_fan_in
 
 
 def _counted_once(view: dict[str, Any]) -> None:

@@ -88,3 +88,12 @@ def test_a_platform_worker_imports_only_its_platform(e2e: Cloud) -> None:
     assert status["platforms"] == shared
     assert not status["tasks_client"] and not status["torch"]
     assert not status["httpx"]  # no network client where a status answers from the store
+
+
+def test_a_vectors_worker_imports_no_torch(e2e: Cloud) -> None:
+    """The vectors model runs on ONNX Runtime: a vectors worker answers without torch."""
+    e2e.store.create(*make_task("imp2", ["vectors"]))
+    worker = probe(e2e, "run_platform", "POST", {"task_id": "imp2", "platform": "vectors"})
+    assert worker["status"] == 200 and worker["body"]["outcome"] == "succeeded", worker
+    assert "fanfuse.platforms.vectors" in worker["platforms"]
+    assert not worker["torch"]

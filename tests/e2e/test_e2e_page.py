@@ -91,6 +91,12 @@ def test_the_page_searches_through_the_functions_with_progress_and_provenance(
     sent = {origin(u) for u in requests}
     functions = {origin(e2e.addresses.functions[t]) for t in ("start_search", "search_status")}
     assert functions <= sent
+    # The page's own origin served the page and its files (`/`, `/page/{name}`), nothing else
+    # (but the icon the browser itself asks every origin for).
+    own = [urlsplit(u).path for u in requests if origin(u) == origin(page_url)]
+    assert "/" in own and "/page/config.json" in own
+    assert {p for p in own if p != "/" and not p.startswith("/page/")} <= {"/favicon.ico"}
+    assert sent <= functions | {origin(page_url)}
     assert not [e for e in b.console() if "Content Security Policy" in str(e.get("message"))]
 
 

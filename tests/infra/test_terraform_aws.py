@@ -36,7 +36,11 @@ def test_the_table_is_the_stores() -> None:
     assert table["ttl"] == [{"attribute_name": codec.TTL_ATTRIBUTE, "enabled": True}]
     (index,) = table["global_secondary_index"]
     assert index["name"] == codec.OWNER_INDEX
-    assert table["point_in_time_recovery"] == [{"enabled": True}]
+    # An optional cost, off by default; deletion protection lifted only to tear down.
+    assert table["point_in_time_recovery"] == [{"enabled": "${var.point_in_time_recovery}"}]
+    assert variable("point_in_time_recovery")["default"] is False
+    assert table["deletion_protection_enabled"] == "${var.deletion_protection}"
+    assert variable("deletion_protection")["default"] is True
     assert table["server_side_encryption"][0]["enabled"] is True
 
 
@@ -65,13 +69,24 @@ def test_every_queue_has_a_dead_letter_queue_and_is_encrypted() -> None:
 
 
 def test_functions_run_the_aws_ports_and_sign_their_messages() -> None:
-    env = local("common_env")
-    assert env["FANFUSE_CLOUD"] == "aws"
-    assert env["FANFUSE_TASKS_HMAC_SECRET"] == "${random_password.tasks_secret.result}"
+    """The task secret is drawn by Secrets Manager once and kept (no random provider: the
+    machine's mirror has the AWS provider only)."""
+    # Rendered (common_env merges corpus.tf's settings in): every function, as deployed, its
+    # secret Secrets Manager's (the stand-in render gives aws_secretsmanager_secret_version).
+    from fanfuse_deploy import render
+
+    environments = render.aws_environments(render.aws_module([], tasks_secret="the-secret"))
+    for name, env in environments.items():
+        assert env["FANFUSE_CLOUD"] == "aws", name
+        assert env["FANFUSE_TASKS_HMAC_SECRET"] == "the-secret", name
+    version = resources("aws_secretsmanager_secret_version")["tasks"]
+    assert version["lifecycle"] == [{"ignore_changes": ["secret_string"]}]
+    assert [set(p) for p in AWS["terraform"][0]["required_providers"]] == [{"aws"}]
     (function,) = resources("aws_lambda_function").values()
     assert function["environment"] == [
         {
-            "variables": '${merge(local.common_env, each.key == "http" ? local.caller_env : {}, '
+            "variables": "${merge(local.common_env, local.tracing_env, "
+            'each.key == "http" ? local.caller_env : {}, '
             'each.key == "worker" ? local.worker_env : {})}'
         }
     ]
@@ -106,5 +121,6 @@ def test_the_local_dispatcher_invokes_as_many_at_once_per_queue_as_the_mappings(
     scaling = mappings["platforms"]["scaling_config"]
     assert scaling == [{"maximum_concurrency": "${var.platform_concurrency}"}]
     assert variable("platform_concurrency")["default"] == PLATFORM_POLLERS
-    assert "scaling_config" not in mappings["aggregate"]
-    assert AGGREGATE_POLLERS == 5 <= variable("reserved_concurrency")["default"]
+    aggregate = mappings["aggregate"]["scaling_config"]
+    assert aggregate == [{"maximum_concurrency": "${var.aggregate_concurrency}"}]
+    assert variable("aggregate_concurrency")["default"] == AGGREGATE_POLLERS

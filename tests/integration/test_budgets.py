@@ -153,8 +153,8 @@ async def test_trim_drops_the_dearest_platform_and_the_receipt_shows_it(
     )
     assert f"C{receipt} (task_id {view.task_id})" in markdown(digest(view))  # the MCP tools'
     capsys.readouterr()
-    render_results(view)  # `fanfuse search`'s
-    assert f"c{receipt}\n" in capsys.readouterr().out
+    render_results(view)  # `fanfuse search`'s, wrapped at the terminal's width
+    assert f"c{receipt}" in " ".join(capsys.readouterr().out.split())
 
 
 async def test_the_deployments_default_cap_applies_when_the_request_sets_none(
@@ -224,9 +224,9 @@ async def test_a_keys_daily_spend_is_settled_to_what_the_search_cost(
         settings, registry=registry(provider, "cheap", "bad"), runner=runner
     ) as rt:
         accepted = rt.service.start({"query": "q", "platform": ["cheap", "bad"]}, caller=key)
-        reserved = spent(rt.service.store, key.subject, datetime.now(UTC))
+        reserved = spent(rt.service.store, key.subject, datetime.now(UTC), key.key_id)
         view = await rt.wait(accepted.task_id)
-        after = spent(rt.service.store, key.subject, datetime.now(UTC))
+        after = spent(rt.service.store, key.subject, datetime.now(UTC), key.key_id)
     assert reserved == pytest.approx(0.03)
     assert {r.name: r.state for r in view.platform_runs} == {
         "cheap": PlatformState.SUCCEEDED,
@@ -257,7 +257,7 @@ def test_a_keys_daily_budget_holds_under_20_searches_from_two_processes(tmp_path
     assert sum(a for a, _ in outcomes) == 5 and sum(r for _, r in outcomes) == 15
     store = SqliteStore(db)
     try:
-        assert spent(store, "key:team") == pytest.approx(DAILY_USD)
+        assert spent(store, "key:team", key_id="k1") == pytest.approx(DAILY_USD)
         with store._lock:
             tasks = store._db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
         assert tasks == 5  # a refused start wrote nothing
@@ -288,4 +288,37 @@ def test_no_budget_left_and_no_plan_that_fits_are_refused_writing_nothing(
         )
     assert "the estimated cost $0.03 (dearer $0.02, paid $0.01)" in str(info.value)
     assert stored(settings.db_path) == 2  # the free search and its platform document only
+    store.close()
+
+
+def test_two_keys_of_one_owner_keep_their_own_daily_budgets(settings: Settings) -> None:
+    """A budget is its key's (docs/security.md): the owner's key with 2 cents a day spends
+    them and is refused; the same owner's key with 5 cents still has its 5 (two figures, not
+    one shared), and its refusal quotes its own budget."""
+    prices = {"paid": Price(per_request_usd=0.01)}
+    store = SqliteStore(settings.db_path)
+    service = SearchService(
+        store,
+        HeldQueue(),
+        Registry.of([FakePlatform("paid")]),
+        settings.model_copy(update={"prices": prices}),
+    )
+    small = Caller(subject="key:team", via="api_key", key_id="k2", daily_budget_usd=0.02)
+    large = Caller(subject="key:team", via="api_key", key_id="k5", daily_budget_usd=0.05)
+    payload = {"query": "q", "platform": "paid", "max_results": 1}
+
+    def starts(key: Caller) -> int:
+        for n in range(10):  # bounded: more than either budget affords
+            try:
+                service.start(payload, caller=key)
+            except BudgetSpent as exc:
+                assert f"daily budget of ${key.daily_budget_usd:g}" in str(exc)
+                return n
+        return 10
+
+    assert starts(small) == 2
+    assert starts(large) == 5
+    today = datetime.now(UTC)
+    assert spent(store, "key:team", today, "k2") == pytest.approx(0.02)
+    assert spent(store, "key:team", today, "k5") == pytest.approx(0.05)
     store.close()

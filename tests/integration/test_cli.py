@@ -30,6 +30,7 @@ from fanfuse.retrieval.corpus import load_corpus
 from fanfuse.retrieval.dense import KIND as DENSE_KIND
 from fanfuse.retrieval.dense import DenseIndex
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.chain import MemberRole, MemberRun, MemberState
 from fanfuse.wire.errors import InvalidRequest, Unavailable, Unreachable, problems_of
 from fanfuse.wire.models import (
     BreakerState,
@@ -204,6 +205,9 @@ def test_platforms_shows_each_platforms_health(tmp_path: Path) -> None:
     assert " open " in line and " 0.25s " in line
     words = " ".join(result.stdout.split())  # the notes under the table wrap at spaces
     assert "docs: suspended (rate limited) until 2030-01-01 12:00:00Z" in words
+    # under the table: each provider's pace across the deployment's workers (pacing.py)
+    assert "paced across workers, calls/s: google 1.67, perplexity 3," in words
+    assert "brave 50" in words and "arxiv 0.333" in words and "searxng" not in words.split(":")[-1]
 
 
 def test_platforms_json_lists_availability_and_reasons() -> None:
@@ -218,6 +222,8 @@ def test_platforms_json_lists_availability_and_reasons() -> None:
             "health": None,
             "max_concurrency": None,  # local: no provider calls
             "rate_limit": None,
+            "pace_per_second": None,  # nor any pace
+            "fallbacks": [],
         }
     others = [row for row in rows if row["name"] not in ("docs", "vectors")]
     assert others
@@ -229,6 +235,10 @@ def test_platforms_json_lists_availability_and_reasons() -> None:
     # Each provider's calls in flight, and the documented limit they derive from.
     assert by_name["brave"]["max_concurrency"] == 64
     assert "50 requests a second" in by_name["brave"]["rate_limit"]
+    # The pace held across the deployment's workers, and the deployment's default chain.
+    assert by_name["brave"]["pace_per_second"] == 50.0
+    assert by_name["searxng"]["pace_per_second"] is None  # self-hosted: not paced
+    assert by_name["builtin"]["fallbacks"] == ["perplexity"]
 
 
 def test_index_without_dense_builds_the_bm25_cache(env: Path, tmp_path: Path) -> None:
@@ -504,6 +514,33 @@ def test_platform_notes_say_filters_cache_and_failed_queries() -> None:
         update={"options": {}, "failed_queries": [], "cache": None, "limits": {}}
     )
     assert platform_notes(quiet) == []
+
+
+def test_platform_notes_say_which_chain_member_answered_and_why_the_others_did_not() -> None:
+    members = [
+        MemberRun(
+            name="google",
+            role=MemberRole.PRIMARY,
+            state=MemberState.FAILED,
+            reason="HTTP 429: slow down; gave up after 3 attempt(s) on " + "x" * 200,
+        ),
+        MemberRun(name="brave", role=MemberRole.FALLBACK, state=MemberState.ANSWERED),
+    ]
+    run = PlatformRun(
+        task_id="t",
+        name="google",
+        index=1,
+        of=1,
+        chain=["google", "brave"],
+        members=members,
+        answered_by=["brave"],
+    )
+    [note] = platform_notes(run)
+    assert note.startswith("google: answered by brave (google failed: HTTP 429: slow down; ")
+    assert note.endswith("…)") and len(note) < 140
+    answered = MemberRun(name="google", role=MemberRole.PRIMARY, state=MemberState.ANSWERED)
+    own = run.model_copy(update={"members": [answered], "answered_by": ["google"]})
+    assert platform_notes(own) == []  # the first member answered alone: nothing to say
 
 
 def closed_port() -> int:

@@ -1,12 +1,13 @@
 """The cloud runtimes' last fan-in finalizes the search itself (SearchService(finalize_at_fan_in)),
-with the aggregator's transaction: exactly once, never for a mode that reranks, and the aggregate
-task still enqueued, as the path for everything the fan-in does not finish.
+in the fan-in's own transaction (rules/fan_in.py): exactly once, never for a mode that reranks
+(the aggregate task is enqueued for those), and a failure loses nothing.
 
 On SQLite with a queue that holds every message, so each delivery is the test's to make; the same
 service code runs on Firestore and DynamoDB (the end-to-end tests run both stacks)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from fanfuse.rules.mutations import Mutator, Writes
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.tracing.spans import rule_name
 from fanfuse.wire.models import SearchRequest, TaskStatus, utcnow
 from tests.support.fakes import FakePlatform, HeldQueue, pending_task
 
@@ -44,29 +46,62 @@ async def run_all(svc: SearchService, payload: dict[str, Any]) -> tuple[str, lis
     return accepted.task_id, outcomes
 
 
-async def test_the_last_fan_in_finalizes_once_and_the_aggregate_finds_it_final(
+async def test_the_last_fan_in_finalizes_once_in_its_own_transaction(
     settings: Settings,
 ) -> None:
-    svc = service(settings, finalize_at_fan_in=True)
-    task_id, outcomes = await run_all(svc, {"query": "q", "platform": "a,b"})
-    assert outcomes == ["succeeded", "succeeded"]
+    store = Counting(settings.db_path)
+    svc = service(settings, finalize_at_fan_in=True, store=store)
+    accepted = svc.start({"query": "q", "platform": "a,b"})
+    queue: Any = svc.queue
+    assert await svc.run_platform(queue.platforms[0]) == "succeeded"
+    store.calls.clear()
+    assert await svc.run_platform(queue.platforms[1]) == "succeeded"  # the last
+    calls = list(store.calls)
+    task_id = accepted.task_id
     view = svc.status(task_id)
     assert view.status is TaskStatus.COMPLETED  # before any aggregate delivery
     assert view.counters.done == 2 and len(view.results) == 10
     assert {r.platform for r in view.results} == {"a", "b"}  # both platforms' results, fused
-    # The fan-in's aggregate task is still enqueued (once), and answers from a read.
-    (fan_in,) = fan_ins(svc.queue)
-    assert fan_in == AggregateMessage(task_id=task_id)
+    assert view.timeline.finalized_by == "fan_in"
+    # The last worker's store calls: the claim (the task it read is the one it runs with), the
+    # breaker's look, the cache, one transaction that counts it and finalizes, then the
+    # breaker's record. No read of the task, no second transaction on it.
+    transactions = [c for c in calls if c.startswith("transact")]
+    assert transactions == ["transact claim", "transact fan_in"], calls
+    assert "get_task" not in calls, calls
+    # its answer is cached after it was counted, off the path to the final answer
+    assert calls.index("put_cached") > calls.index("transact fan_in"), calls
+    # Nothing is left to the aggregate task; a late one, the deadline's or a redelivered
+    # platform task answer from a read and change nothing.
+    assert fan_ins(svc.queue) == []
     final = svc.store.get_task(task_id)
-    assert await svc.aggregate(fan_in) == "already_final"
+    assert await svc.aggregate(AggregateMessage(task_id=task_id)) == "already_final"
     assert await svc.aggregate(AggregateMessage(task_id=task_id, deadline=True)) == (
         "already_final"
     )
     assert svc.store.get_task(task_id) == final  # nothing rewritten
-    # A redelivered platform task changes nothing either, and enqueues nothing more.
-    queue: Any = svc.queue
     assert await svc.run_platform(queue.platforms[0]) == "skipped"
-    assert len(fan_ins(svc.queue)) == 1
+    assert fan_ins(svc.queue) == []
+
+
+class Counting(SqliteStore):
+    """SQLite that notes each call a run makes of it (`transact` by the rule it runs)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[str] = []
+
+    def transact(self, task_id: str, names: Any, mutate: Mutator) -> Writes | None:
+        self.calls.append(f"transact {rule_name(mutate)}")
+        return super().transact(task_id, names, mutate)
+
+    def get_task(self, task_id: str) -> Any:
+        self.calls.append("get_task")
+        return super().get_task(task_id)
+
+    def put_cached(self, entry: Any) -> None:
+        self.calls.append("put_cached")
+        super().put_cached(entry)
 
 
 async def test_only_the_last_fan_in_finalizes(settings: Settings) -> None:
@@ -101,32 +136,38 @@ async def test_without_the_option_the_aggregate_task_finalizes_as_before(
     assert await svc.aggregate(fan_in) == "completed"
 
 
-class FinalizeFails(SqliteStore):
-    """SQLite whose finalizing transactions fail (a store unreachable just then), `left` times."""
+class FanInFails(SqliteStore):
+    """SQLite whose fan-in transactions fail (a store unreachable just then), `left` times."""
 
     def __init__(self, *args: Any, left: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.left = left
 
     def transact(self, task_id: str, names: Any, mutate: Mutator) -> Writes | None:
-        if names is None and self.left > 0:  # the fan-in and claims name their run
+        if rule_name(mutate) == "fan_in" and names == ["b"] and self.left > 0:
             self.left -= 1
             raise ConnectionError("UNAVAILABLE: store briefly unreachable")
         return super().transact(task_id, names, mutate)
 
 
-async def test_a_finalization_that_cannot_commit_is_left_to_the_aggregate_task(
-    settings: Settings, caplog: pytest.LogCaptureFixture
+async def test_a_last_fan_in_that_cannot_commit_is_delivered_again_and_finalizes(
+    settings: Settings,
 ) -> None:
-    store = FinalizeFails(settings.db_path, left=1)
-    svc = service(settings, finalize_at_fan_in=True, store=store)
-    task_id, outcomes = await run_all(svc, {"query": "q", "platform": "a,b"})
-    assert outcomes == ["succeeded", "succeeded"]  # the delivery itself succeeds
-    assert "finalizing at fan-in failed" in caplog.text
-    assert svc.status(task_id).status is TaskStatus.RUNNING
-    (fan_in,) = fan_ins(svc.queue)
-    assert await svc.aggregate(fan_in) == "completed"
-    assert await svc.aggregate(fan_in) == "already_final"
+    """The finalization rides in the fan-in's transaction: a failure loses neither (the
+    delivery fails, its queue delivers it again, and that delivery counts and finalizes)."""
+    now = [utcnow()]
+    svc = service(settings, finalize_at_fan_in=True, store=FanInFails(settings.db_path, left=1))
+    svc.clock = lambda: now[0]
+    accepted = svc.start({"query": "q", "platform": "a,b"})
+    queue: Any = svc.queue
+    assert await svc.run_platform(queue.platforms[0]) == "succeeded"
+    with pytest.raises(ConnectionError):  # b's fan-in: its queue will deliver it again
+        await svc.run_platform(queue.platforms[1])
+    assert svc.status(accepted.task_id).status is TaskStatus.RUNNING  # nothing half-written
+    now[0] += timedelta(seconds=settings.lease_seconds + 1)  # the failed delivery's lease lapsed
+    assert await svc.run_platform(queue.platforms[1]) == "succeeded"
+    view = svc.status(accepted.task_id)
+    assert view.status is TaskStatus.COMPLETED and view.counters.done == 2
 
 
 def test_finalized_at_fan_in_is_for_modes_that_do_not_rerank() -> None:

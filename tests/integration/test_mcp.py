@@ -146,6 +146,23 @@ async def test_a_failed_platform_makes_a_partial_search_named_on_the_status_line
     assert "- failed on" not in md  # the platform is named once, on the status line
 
 
+async def test_a_chain_and_hedge_after_s_are_arguments_like_the_apis(
+    env: dict[str, str],
+) -> None:
+    """`fail|slow`: slow answers in fail's place; the digest says which member answered."""
+    args = {"query": "laser", "platform": "docs, fail|slow", "hedge_after_s": "off"}
+    async with client(env) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert "hedge_after_s" in tools["search"].input_schema["properties"]
+        result = await c.call_tool("search", args)
+    data = structured(result)
+    assert data["status"] == "completed" and data["failed_platforms"] == []
+    runs = {p["name"]: p for p in data["platforms"]}
+    assert runs["fail"]["answered_by"] == ["slow"]
+    platforms = {name for r in data["queries"][0]["results"] for name in r["platforms"]}
+    assert platforms <= {"docs", "slow"} and "slow" in platforms
+
+
 async def test_a_failed_query_is_named_in_its_section(env: dict[str, str]) -> None:
     async with client(env) as c:
         result = await c.call_tool(

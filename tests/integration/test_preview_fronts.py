@@ -309,7 +309,7 @@ def test_serve_over_the_http_client_and_the_stream_preview_early_and_end_as_a_pl
     payload = bench_payload(list(platforms))
     endpoint = f"{serve.url}/start_search"
 
-    async def through_the_client() -> tuple[float, float, TaskView, TaskView]:
+    async def through_the_client() -> tuple[float, float, TaskView, TaskView, TaskView]:
         client = HttpSearchClient(endpoint, poll=POLL, api_key=serve.api_key)
         started = time.perf_counter()
         await client.search({**payload, "platform": [quickest]})
@@ -323,9 +323,12 @@ def test_serve_over_the_http_client_and_the_stream_preview_early_and_end_as_a_pl
         await asyncio.sleep(max(DELAYS) + 0.5)
         plain = await client.wait(unread)
         at, view = first_preview(seen)
-        return alone, at, view, final if plain.status.terminal else plain
+        return alone, at, view, final, plain
 
-    alone, at, view, final = asyncio.run(through_the_client())
+    alone, at, view, final, plain = asyncio.run(through_the_client())
+    # the same answer when nobody reads it until it is over, through the HTTP client too
+    assert plain.status.value == final.status.value == "completed"
+    assert fused(plain) == fused(final) and fused(plain)
     assert view.preview is not None and view.preview.platforms == [quickest]
     print(f"\nhttp client (serve): preview {at:.3f} s, {quickest} alone {alone:.3f} s")
     assert at <= limit(alone), (

@@ -426,15 +426,19 @@ def test_openapi_json_is_the_checked_in_document_with_this_servers_limits(
     assert served.status_code == 200
     assert http.get("/search_status/openapi.json").json() == served.json()
     assert render() == CHECKED_IN.read_text(encoding="utf-8")
-    available = tuple(row["name"] for row in http.get("/platforms").json() if row["available"])
+    rows = http.get("/platforms").json()
+    available = tuple(row["name"] for row in rows if row["available"])
+    known = tuple(row["name"] for row in rows)  # what a fallback chain may also list
     deadline = float(env["FANFUSE_DEADLINE_SECONDS"])
-    assert served.text == render(Deployment(available, deadline))
+    served_here = Deployment(available, deadline, runnable=available, known=known)
+    assert served.text == render(served_here)
     doc = served.json()
     check = jsonschema.Draft202012Validator(
         {"$ref": "#/components/schemas/SearchRequest", "components": doc["components"]}
     )
     cases: list[tuple[dict[str, object], str]] = [
         ({"platform": "google"}, "platform"),  # known, not configured here
+        ({"platform": "google|brave"}, "platform"),  # a chain none of whose members can run
         ({"platform": "docs", "weights": {"nope": 1}}, "weights"),
         ({"platform": "docs", "timeout_s": deadline + 0.5}, "timeout_s"),
     ]
@@ -446,6 +450,9 @@ def test_openapi_json_is_the_checked_in_document_with_this_servers_limits(
     body = {"query": "laser", "platform": "DOCS", "weights": {"vectors": 2}, "timeout_s": deadline}
     assert check.is_valid(body)
     assert http.post("/start_search", json=body).status_code == 202
+    chained = {"query": "laser", "platform": "google | docs, vectors", "hedge_after_s": 0.5}
+    assert check.is_valid(chained)  # google is passed over at run time, saying why
+    assert http.post("/start_search", json=chained).status_code == 202
 
 
 async def test_past_the_cap_search_answers_the_running_document_and_the_stream_says_timeout(

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
+from fanfuse.platforms.base import Platform
 from fanfuse.platforms.builtin import BuiltinPlatform
+from fanfuse.platforms.perplexity import PerplexityPlatform
 from fanfuse.runtimes.embedded import EmbeddedRuntime
+from fanfuse.service.catalog import Catalog
 from fanfuse.settings import Settings
+from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.chain import MemberState
+from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.models import PlatformState, TaskStatus
 from tests.support.platforms.harness import fixture
 
@@ -37,17 +45,22 @@ async def test_unconfigured_builtin_falls_back_to_perplexity_visibly(
     settings: Settings,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The design's builtin -> perplexity fallback is the deployment's default chain: builtin
+    named alone carries it, and with no key of its own is passed over, saying why."""
     perplexity_on(server, monkeypatch)
-    platform = BuiltinPlatform()
-    assert platform.availability() is None  # available through its fallback
-    async with EmbeddedRuntime(settings, registry=Registry.of([platform]), runner=runner) as rt:
+    platforms: list[Platform[Any]] = [BuiltinPlatform(), PerplexityPlatform()]
+    assert platforms[0].availability() is not None  # not itself: through its chain
+    async with EmbeddedRuntime(settings, registry=Registry.of(platforms), runner=runner) as rt:
         view = await rt.search({"query": "rust async runtime", "platform": "builtin"})
     assert view.status is TaskStatus.COMPLETED
     run = view.platform_runs[0]
-    assert run.provider == "perplexity"
+    assert run.chain == ["builtin", "perplexity"] and run.answered_by == ["perplexity"]
+    skipped, answered = run.members
+    assert (skipped.name, skipped.state) == ("builtin", MemberState.SKIPPED)
+    assert skipped.reason is not None and "FANFUSE_BUILTIN_API_KEY" in skipped.reason
+    assert (answered.name, answered.state) == ("perplexity", MemberState.ANSWERED)
     assert [c.platform for c in run.calls] == ["perplexity"]
-    assert view.results and all(r.metadata["provider"] == "perplexity" for r in view.results)
-    assert "FANFUSE_BUILTIN_API_KEY" in view.results[0].metadata["fallback_reason"]
+    assert view.results and all(r.platforms == ["perplexity"] for r in view.results)
 
 
 async def test_failing_builtin_falls_back_and_says_why(
@@ -60,16 +73,21 @@ async def test_failing_builtin_falls_back_and_says_why(
     server.expect_request("/qwen/chat/completions").respond_with_response(
         Response("overloaded", status=503)
     )
-    platform = BuiltinPlatform(
+    builtin = BuiltinPlatform(
         overrides={"api_key": "sk-test", "base_url": server.url_for("/qwen"), "max_attempts": 2}
     )
-    async with EmbeddedRuntime(settings, registry=Registry.of([platform]), runner=runner) as rt:
+    registry = Registry.of([builtin, PerplexityPlatform()])
+    async with EmbeddedRuntime(settings, registry=registry, runner=runner) as rt:
         view = await rt.search({"query": "rust async runtime", "platform": "builtin"})
     run = view.platform_runs[0]
-    assert run.state is PlatformState.SUCCEEDED and run.provider == "perplexity"
+    assert run.state is PlatformState.SUCCEEDED and run.answered_by == ["perplexity"]
     assert [c.platform for c in run.calls] == ["builtin", "perplexity"]
-    reason = view.results[0].metadata["fallback_reason"]
-    assert reason.startswith("builtin failed: HTTP 503") and "2 attempt(s)" in reason
+    failed = run.members[0]
+    assert (failed.name, failed.state, failed.role) == ("builtin", MemberState.FAILED, "primary")
+    assert failed.reason is not None and failed.reason.startswith("HTTP 503")
+    assert "2 attempt(s)" in failed.reason
+    assert run.members[1].role == "fallback"
+    assert view.results and all(r.platform == "perplexity" for r in view.results)
 
 
 async def test_configured_builtin_answers_with_its_own_sources(
@@ -92,7 +110,14 @@ async def test_configured_builtin_answers_with_its_own_sources(
     assert view.results[0].metadata["answer"].startswith("Tokio is the most widely used")
 
 
-def test_neither_configured_names_both_settings() -> None:
-    reason = BuiltinPlatform().availability()
-    assert reason is not None
-    assert "FANFUSE_BUILTIN_API_KEY" in reason and "FANFUSE_PERPLEXITY_API_KEY" in reason
+def test_neither_configured_names_both_settings(settings: Settings) -> None:
+    """builtin carries its default chain, so a 400 says why neither member can answer."""
+    registry = Registry.of([BuiltinPlatform(), PerplexityPlatform()])
+    catalog = Catalog(SqliteStore(settings.db_path), registry, settings)
+    with pytest.raises(InvalidRequest) as refused:
+        catalog.validate({"query": "q", "platform": "builtin"})
+    [problem] = refused.value.problems
+    assert problem.field == "platform"
+    assert "FANFUSE_BUILTIN_API_KEY" in problem.problem
+    assert "fallback 'perplexity'" in problem.problem
+    assert "FANFUSE_PERPLEXITY_API_KEY" in problem.problem

@@ -54,15 +54,18 @@ def reserve_concurrently(stores: Sequence[QuotaStore], subject: str) -> int:
     return together([one(i) for i in range(SEARCHES)])
 
 
-def spent(store: QuotaStore, subject: str, day: datetime = NOON) -> float:
-    """`day`'s spend as stored (a read through the same one-document step, writing nothing)."""
+def spent(
+    store: QuotaStore, subject: str, day: datetime = NOON, key_id: str | None = None
+) -> float:
+    """`day`'s spend of `subject`'s key `key_id` as stored (a read through the same
+    one-document step, writing nothing)."""
     seen: list[float] = []
 
     def read(bucket: QuotaBucket | None) -> tuple[QuotaBucket | None, float | None]:
         seen.append(bucket.tokens if bucket is not None else 0.0)
         return None, 0.0
 
-    store.take_quota(budget.day_key(subject, day), read)
+    store.take_quota(budget.day_key(subject, day, key_id), read)
     return seen[-1]
 
 

@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from fanfuse.auth import keys
-from fanfuse.rules import lifecycle, stats
+from fanfuse.rules import lifecycle, spend, stats
 from fanfuse.rules.budget import adjust, day_key
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.rules.quota import Limit
@@ -27,6 +27,7 @@ from fanfuse.store.write_log import WriteLog
 from fanfuse.wire.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
 from fanfuse.wire.models import (
     CacheEntry,
+    HeldCall,
     Hit,
     LimitCut,
     PlatformHealth,
@@ -120,6 +121,24 @@ def take_concurrently(stores: list[TaskStore]) -> int:
     admitted = hammer(stores, "erin", sharded)
     assert sharded.burst - 4 <= admitted <= sharded.burst
     return admitted
+
+
+def hold_and_cancel_at_once(
+    worker: TaskStore, canceller: TaskStore, task_id: str, call: HeldCall
+) -> bool:
+    """A worker's hold of `call` on `alpha` and a cancel from another instance, at once:
+    whether the hold landed (the worker may send the call)."""
+    held: list[Writes | None] = []
+
+    def hold() -> None:
+        held.append(worker.transact(task_id, ["alpha"], spend.hold("alpha", call)))
+
+    def cancel() -> None:
+        canceller.transact(task_id, None, lifecycle.cancel(utcnow()))
+
+    at_once(hold, cancel)
+    assert len(held) == 1
+    return held[0] is not None
 
 
 class StoreContract:
@@ -383,6 +402,27 @@ class StoreContract:
         assert spent(harness.store, "key:other") == 0  # another key's day is its own
         for store in stores:
             store.close()
+
+    def test_a_call_held_as_its_search_is_cancelled_is_counted_exactly_when_it_is_sent(
+        self, harness: Harness
+    ) -> None:
+        """The spend ledger's race (rules/spend.py), decided by the backend: a worker's hold
+        and a cancel from another instance at once. Either the hold lands first (the worker
+        sends the call) and the cancel's receipt counts it, or the cancel lands first and the
+        hold is refused (the call is never sent) and nothing is counted."""
+        store, other = harness.store, harness.instance()
+        for i in range(3):
+            task_id = f"held{i}"
+            store.create(*make_task(task_id, ["alpha"]))
+            store.transact(task_id, ["alpha"], claim("alpha", utcnow(), "w1"))
+            call = HeldCall(id=f"h{i}", usd=1.0, lease="w1", at=utcnow())
+            sent = hold_and_cancel_at_once(store, other, task_id, call)
+            task = store.get_task(task_id)
+            assert task is not None and task.status is TaskStatus.CANCELLED
+            assert task.cost.total_usd == (1.0 if sent else 0.0)
+            [run] = store.get_runs(task_id)
+            assert [h.id for h in run.held_calls] == ([call.id] if sent else [])
+        other.close()
 
     def test_in_flight_counts_the_owners_live_searches_only(self, harness: Harness) -> None:
         store = harness.store

@@ -37,3 +37,14 @@ def store(
         opened = SqliteStore(settings.db_path)
     yield opened
     opened.close()
+
+
+@pytest.fixture(autouse=True)
+def _url_forms_start_cold() -> None:
+    """The URL forms are memoized per process (fusion/urls.py): each test starts with them
+    forgotten, so it checks the code it runs, not an answer an earlier test left (mutation
+    testing forks every mutant from a process whose memo the unmutated code filled)."""
+    from fanfuse.fusion.urls import canonical_url, clean_url
+
+    clean_url.cache_clear()
+    canonical_url.cache_clear()

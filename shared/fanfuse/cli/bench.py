@@ -22,7 +22,8 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks.", rich_markup_mo
 @bench_app.callback()
 def _bench() -> None:
     """Benchmarks: `fanfuse bench latency`, `fanfuse bench load`, `fanfuse bench cache`,
-    `fanfuse bench serve`, `fanfuse bench quota`."""
+    `fanfuse bench serve`, `fanfuse bench quota`, `fanfuse bench budget`,
+    `fanfuse bench hedging`."""
 
 
 def _parse_list(
@@ -68,13 +69,17 @@ def latency(
     poll: Annotated[float, typer.Option(min=0.001, help="poll interval, seconds")] = DEFAULT_POLL,
     stack: Annotated[bool, typer.Option(help="also measure the emulator stack")] = True,
     aws: Annotated[bool, typer.Option(help="also measure the AWS stack (moto)")] = True,
+    tracing: Annotated[
+        bool,
+        typer.Option(help="each runtime again with tracing on (a local OTLP receiver): overhead"),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Time fan-out searches against stub platforms: embedded, emulator stack, AWS stack on
-    moto, sequential."""
+    moto, sequential; with --tracing, what tracing costs and the round trips it counts."""
     from fanfuse.tools.bench.latency import run_latency
 
-    report = run_latency(_parse_delays(delays), runs, poll, stack=stack, aws=aws)
+    report = run_latency(_parse_delays(delays), runs, poll, stack=stack, aws=aws, tracing=tracing)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
 
 
@@ -190,4 +195,21 @@ def streams(
     except (RuntimeError, TimeoutError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
+    typer.echo(report.model_dump_json(indent=2) if as_json else report.render())
+
+
+@bench_app.command("hedging")
+def hedging(
+    searches: Annotated[int, typer.Option(min=2, max=1000, help="searches per series")] = 40,
+    every: Annotated[
+        int, typer.Option(min=2, help="every n-th primary request is slow (10: a 10 % tail)")
+    ] = 10,
+    slow: Annotated[float, typer.Option(min=0, help="seconds a slow primary adds")] = 2.8,
+    hedge: Annotated[float, typer.Option(min=0, help="hedge_after_s of the hedged series")] = 0.5,
+    as_json: JsonOption = False,
+) -> None:
+    """p50/p95 of searches whose primary has a slow tail, hedged against not hedged."""
+    from fanfuse.tools.bench.hedging import run_hedging
+
+    report = run_hedging(searches, every, slow_s=slow, hedge_s=hedge)
     typer.echo(report.model_dump_json(indent=2) if as_json else report.render())

@@ -49,6 +49,15 @@ def index(
             "package ships (after the corpus or the model changed)"
         ),
     ] = False,
+    publish: Annotated[
+        str | None,
+        typer.Option(
+            "--publish",
+            metavar="URL",
+            help="publish the corpus and its indexes as a new version at s3://BUCKET/PREFIX, "
+            "gs://BUCKET/PREFIX or file:///FOLDER, for platforms whose corpus_url names it",
+        ),
+    ] = None,
 ) -> None:
     """Index a folder of notes to search it as a platform.
 
@@ -57,7 +66,9 @@ def index(
     corpus FANFUSE_DOCS_CORPUS or FANFUSE_VECTORS_CORPUS names: its indexes, ahead of searches.
     """
     settings = Settings()
-    if forget_name is not None:
+    if publish is not None:
+        _publish(path, publish, dense, name)
+    elif forget_name is not None:
         _forget(settings, forget_name)
     elif bundle and path is not None:
         raise fail("--bundle writes the bundled corpus's embeddings: give no PATH")
@@ -67,6 +78,22 @@ def index(
         _index_configured(path, dense, bundle=False)
     else:
         _index_named(settings, path, name, dense)
+
+
+def _publish(path: Path | None, url: str, dense: bool, name: str | None) -> None:
+    """`--publish URL`: the corpus and its indexes, a new version for the cloud (corpora.md)."""
+    from fanfuse.tools.publishing import publish_index
+
+    try:
+        publish_index(
+            path,
+            url,
+            dense=dense,
+            say=lambda line: out.print(line, markup=False, highlight=False, soft_wrap=True),
+            name=name,
+        )
+    except (ValueError, OSError) as exc:
+        raise fail(str(exc)) from None
 
 
 def _forget(settings: Settings, name: str) -> None:

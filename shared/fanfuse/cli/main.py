@@ -44,7 +44,7 @@ names the field), 130 interrupted."""
 
 def _print_version(value: bool) -> None:
     if value:
-        from fanfuse import __version__
+        from fanfuse.support.version import __version__
 
         typer.echo(f"fanfuse {__version__}")
         raise typer.Exit()
@@ -190,8 +190,8 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the platforms: available or why not, and their health.
 
     Each one's health in the embedded store: breaker state, reason, retry time, measured warm
-    latency and cold start."""
-    from fanfuse.cli.render import platforms_table
+    latency and cold start; the pace each provider is held to across workers."""
+    from fanfuse.cli.render import pace_line, platforms_table
     from fanfuse.platforms import Registry
     from fanfuse.platforms.corpora import descriptions
     from fanfuse.settings import Settings
@@ -200,7 +200,8 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     settings = Settings()
     store = SqliteStore(settings.db_path)
     try:
-        rows = Registry.from_settings(settings).describe(store.get_health())
+        chains = {name: chain.fallbacks for name, chain in settings.chains.items()}
+        rows = Registry.from_settings(settings).describe(store.get_health(), chains)
     finally:
         store.close()
     if as_json:
@@ -208,6 +209,9 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     out.print(platforms_table(rows, descriptions(settings.cache_dir)))
+    paced = pace_line(rows)
+    if paced is not None:
+        out.print(paced, highlight=False, markup=False)
 
 
 @app.command("eval")
@@ -435,11 +439,13 @@ def _register_groups() -> None:
     from fanfuse.cli.index import index
     from fanfuse.cli.keys import keys_app
     from fanfuse.cli.stats import stats_command
+    from fanfuse.cli.trace import trace_command
 
     app.add_typer(bench_app, name="bench")
     app.add_typer(keys_app, name="keys")
     app.command("stats")(stats_command)
     app.command("index")(index)
+    app.command("trace")(trace_command)
 
 
 _register_groups()

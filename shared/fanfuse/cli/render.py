@@ -225,7 +225,8 @@ def platforms_table(rows: list[PlatformInfo], corpora: dict[str, str] | None = N
     latency and cold start (health.py), and the provider calls in flight per process (`--json`
     adds the documented limit it derives from); under the table, one line per platform that
     needs a word: why it is unavailable (the settings to set, named in full), why and until
-    when it is suspended, which folder a local corpus holds (`corpora`: name -> description).
+    when it is suspended, what the deployment's fallback chain for it is, which folder a local
+    corpus holds (`corpora`: name -> description); `pace_line` says the pace under the table.
     Short fields only in the table, so it fits 80 columns with room for one more."""
     heads = ("platform", "available", "health", "latency", "cold", "in flight")
     table = compact_table(*(Column(t, no_wrap=True) for t in heads))
@@ -238,6 +239,8 @@ def platforms_table(rows: list[PlatformInfo], corpora: dict[str, str] | None = N
             retry = health.retry_at
             until = f" until {retry.astimezone(UTC):%Y-%m-%d %H:%M:%S}Z" if retry else ""
             reasons.append(f"suspended ({why}){until}")
+        if row.fallbacks:
+            reasons.append(f"falls back to {' then '.join(row.fallbacks)}")
         if corpora and row.name in corpora:
             reasons.append(corpora[row.name])
         if reasons:
@@ -253,3 +256,10 @@ def platforms_table(rows: list[PlatformInfo], corpora: dict[str, str] | None = N
             str(row.max_concurrency) if row.max_concurrency is not None else "local",
         )
     return Group(table, *notes(said))
+
+
+def pace_line(rows: list[PlatformInfo]) -> str | None:
+    """`paced across workers, calls/s: google 1.67, brave 50, arxiv 0.333` under the table (the
+    provider's documented rate, or the deployment's: service/pacing.py); None: nothing paced."""
+    paced = [f"{r.name} {r.pace_per_second:.3g}" for r in rows if r.pace_per_second is not None]
+    return f"paced across workers, calls/s: {', '.join(paced)}" if paced else None

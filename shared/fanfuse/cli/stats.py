@@ -104,3 +104,19 @@ def stats_command(
         console.print(f"only the newest {figures.searches} searches of the window were read")
     out.print(stats_table(figures))
     out.print(f"spend: ${figures.spend_usd:.4f}", highlight=False)
+    paced = pacing_line(figures)
+    if paced is not None:
+        out.print(paced, highlight=False)
+
+
+def pacing_line(figures: Stats) -> str | None:
+    """`paced: google 12 calls waited 3.4 s, brave 1 call waited 0.02 s`: the calls that waited
+    for their provider's pace across workers (service/pacing.py); None when none did."""
+    rows = [r for r in figures.platforms if r.paced_calls]
+    if not rows:
+        return None
+    waits = ", ".join(
+        f"{r.name} {r.paced_calls} call{'s' if r.paced_calls != 1 else ''} waited {r.paced_s:g} s"
+        for r in rows
+    )
+    return f"paced: {waits}"

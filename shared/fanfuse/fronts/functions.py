@@ -37,11 +37,13 @@ it parses the body, so that an invalid body spends the caller's token as a valid
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import re
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -62,6 +64,7 @@ from fanfuse.http.api import (
 )
 from fanfuse.runtimes.cloud import authenticator, loops, service, settings
 from fanfuse.support import logs
+from fanfuse.tracing import setup, spans
 from fanfuse.wire.errors import FanfuseError, Unavailable
 from fanfuse.wire.models import Caller, ErrorBody, PlatformInfo, utcnow
 
@@ -172,9 +175,16 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
 
         @functools.wraps(answer)
         def handle(request: flask.Request) -> flask.Response:
+            headers = dict(request.headers)
             with ExitStack() as context:
                 try:  # the trace is read inside the error handling: no header escapes as a 500
-                    context.enter_context(logs.request_context(dict(request.headers)))
+                    context.enter_context(logs.request_context(headers))
+                    context.enter_context(
+                        spans.server(
+                            f"{request.method} {target}", headers, _http_attributes(request)
+                        )
+                    )
+                    context.enter_context(flushed())
                 except Exception:
                     return _infrastructure(target)
                 origins = _cors_origins()
@@ -201,6 +211,22 @@ def public_target(*methods: str) -> Callable[[Handler], Handler]:
     return wrap
 
 
+def _http_attributes(request: flask.Request) -> dict[str, str]:
+    """A server span's HTTP attributes (the semantic conventions'): the path, never the query
+    (`?task_id=` is fine, but a key could be sent there by mistake)."""
+    return {"http.request.method": request.method, "url.path": request.path}
+
+
+@contextlib.contextmanager
+def flushed() -> Iterator[None]:
+    """The spans of the block exported before the answer leaves: a function's instance may be
+    frozen once it has answered (tracing/setup.py)."""
+    try:
+        yield
+    finally:
+        setup.flush()
+
+
 def _cors_origins() -> list[str]:
     """The origins whose pages may call the public targets (`fanfuse.http.cors`); none when the
     settings cannot be read (that error is the target's to report, not the CORS check's)."""
@@ -225,14 +251,15 @@ def task_target(target: str) -> Handler:
         except FanfuseError as exc:
             log.warning("%s: refused a delivery: %s", target, exc)
             return error_response(exc)
-        verdict = deliveries.verdict(
-            target,
-            dict(request.headers),
-            request.get_data(cache=True),
-            settings=settings(),
-            tasks=service,
-            run=loops.run,
-        )
+        with flushed():
+            verdict = deliveries.verdict(
+                target,
+                dict(request.headers),
+                request.get_data(cache=True),
+                settings=settings(),
+                tasks=service,
+                run=loops.run,
+            )
         return verdict_response(verdict)
 
     handle.__name__ = handle.__qualname__ = target
@@ -259,9 +286,10 @@ def start_search(request: flask.Request) -> flask.Response:
 
     The caller is verified and admitted (a rate token spent) before the body is read: an
     invalid body costs its caller a start, so refusing bodies has a limit (admission.py)."""
-    who = caller(request)
-    svc = service()
-    ticket = svc.admit(who)
+    with logs.task_context(uuid.uuid4().hex):  # the search's id, from the caller's check on
+        who = caller(request)
+        svc = service()
+        ticket = svc.admit(who)
     accepted = svc.start(read_json(request), ticket=ticket)
     return json_response(accepted, 202, {"Location": accepted.status_url})
 
@@ -296,7 +324,7 @@ def openapi_document() -> dict[str, Any]:
     from fanfuse.http.openapi import document
 
     config = settings()
-    deployment = Deployment.of(config, service().available())
+    deployment = Deployment.of(config, service().catalog)
     return for_functions(document(deployment), config.function_urls)
 
 

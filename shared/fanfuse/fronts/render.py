@@ -26,8 +26,9 @@ def platform_notes(run: PlatformRun) -> list[str]:
     """What to know about one platform's results, one line each; none when there is nothing.
 
     `google: filtered include_domains -3 (post_filter), time_range native; cache hit (age 42s);
-    capped page fetches at 66 (434 skipped)` and `google: query 2 failed: HTTP 500`. A plain
-    cache miss is not news and is left out.
+    capped page fetches at 66 (434 skipped)`, `google: query 2 failed: HTTP 500`, and for a
+    fallback chain `google: answered by brave (google failed: HTTP 429...)`. A plain cache miss
+    is not news and is left out.
     """
     parts = []
     if run.options:
@@ -43,7 +44,25 @@ def platform_notes(run: PlatformRun) -> list[str]:
     lines += [
         f"{run.name}: query {f.query_index + 1} failed: {f.error}" for f in run.failed_queries
     ]
-    return lines
+    chain = chain_note(run)
+    return [*lines, chain] if chain else lines
+
+
+CHAIN_REASON_CHARS = 80
+
+
+def chain_note(run: PlatformRun) -> str | None:
+    """`google: answered by brave (google failed: HTTP 429: ...)`: a fallback chain's members
+    that did not answer, and why, each cut to CHAIN_REASON_CHARS; None without a chain, or when
+    its first member answered alone."""
+    others = [m for m in run.members if m.name not in run.answered_by]
+    if not run.chain or (run.answered_by == [run.name] and not others):
+        return None
+    who = ", ".join(run.answered_by) or "no member"
+    why = "; ".join(
+        f"{m.name} {m.state.value}: {snippet(m.reason or '', CHAIN_REASON_CHARS)}" for m in others
+    )
+    return f"{run.name}: answered by {who}" + (f" ({why})" if why else "")
 
 
 def rerank_line(note: RerankNote) -> str:

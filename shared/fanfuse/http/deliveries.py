@@ -48,6 +48,7 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
 from fanfuse.support import logs
 from fanfuse.support.retry_after import parse_retry_after
+from fanfuse.tracing import delivery
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
 from fanfuse.wire.models import Problem
 
@@ -134,6 +135,9 @@ def check_message(message: TaskMessage) -> None:
     check_task_id(message.task_id)
     if isinstance(message, PlatformMessage) and not PLATFORM.match(message.platform):
         raise InvalidRequest([Problem(field="platform", problem="not a platform name")])
+    member = message.member if isinstance(message, PlatformMessage) else None
+    if member is not None and not PLATFORM.match(member):
+        raise InvalidRequest([Problem(field="member", problem="not a platform name")])
 
 
 def work(tasks: Tasks, message: TaskMessage, run: Runner) -> dict[str, Any]:
@@ -180,7 +184,10 @@ def verdict(
             check_message(message)
         except FanfuseError as exc:
             return _permanent(target, folded, exc)
-        with logs.task_context(message.task_id, getattr(message, "platform", None)):
+        with (
+            logs.task_context(message.task_id, getattr(message, "platform", None)),
+            delivery.inbound(headers, target),  # the trace continued (tracing/delivery.py)
+        ):
             try:
                 return done(work(tasks(), message, run))
             except FanfuseError as exc:

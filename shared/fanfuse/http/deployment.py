@@ -8,10 +8,13 @@ valid in it and refused (an unknown or unconfigured platform, a weight for one, 
 the deadline). A deployment serves the document with those written in (`for_deployment`), so
 that a request valid in it is one the deployment accepts, and one invalid in it is refused with
 a 400 naming the field: `platform` and the keys of `weights` are the platforms available there
-(any case, blanks around, as the validators read them), `timeout_s` at most its deadline,
-`query` at most its `max_queries`. Known gaps, both said in the schema's descriptions: a list
-item holding commas is read as several names (the document says one name an item), and
-`max_platforms` below the number of platforms (a count of distinct names no pattern makes).
+(any case, blanks around, as the validators read them), `timeout_s` and a number
+`hedge_after_s` at most its deadline, `query` at most its `max_queries`. Fallback chains
+(`a|b`) are written in too: any names known there, one of which can run. Known gaps, said in the
+schema's descriptions: a list item holding commas is read as several names (the document says
+one name or chain an item), `max_platforms` below the number of platforms (a count of distinct
+names no pattern makes), and the bound on names counted over all of a list's items (each item's
+chain is bound alone).
 
 A function deployment (the Cloud Functions, the Lambda's routes) serves one more thing in its
 document (`for_functions`): where each operation lives. Each public call is a function with a
@@ -26,11 +29,11 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fanfuse.http.patterns import BLANKS
+from fanfuse.service.catalog import Catalog
 from fanfuse.settings import Settings
 from fanfuse.wire.request import MAX_PLATFORM_NAMES, MAX_QUERIES
 
@@ -40,23 +43,31 @@ ALL = "all"
 @dataclass(frozen=True)
 class Deployment:
     """What one deployment's request validation depends on (`SearchService.validate`'s
-    context), for the document it serves: the platforms available there, its deadline, and its
-    `max_queries`. `max_platforms`, when it is below the number of platforms, is said in
-    `platform`'s description only: how many distinct names a string holds is no JSON schema."""
+    context), for the document it serves: the platforms a request may name alone there, its
+    deadline, and its `max_queries`. `max_platforms`, when it is below the number of platforms,
+    is said in `platform`'s description only: how many distinct names a string holds is no JSON
+    schema. A fallback chain (`a|b`) may also name the platforms `known` there that cannot run,
+    as long as one of its members is `runnable` (wire/selection.py); both default to
+    `platforms`."""
 
     platforms: tuple[str, ...]
     deadline_seconds: float
     max_queries: int = MAX_QUERIES
     max_platforms: int | None = None
+    runnable: tuple[str, ...] | None = None
+    known: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, settings: Settings, available: Sequence[str]) -> Deployment:
-        """The deployment of these settings, whose validation accepts the `available` names."""
+    def of(cls, settings: Settings, catalog: Catalog) -> Deployment:
+        """The deployment of these settings and this service's platform catalog: what its
+        validation accepts alone, what can run, and every name a chain may mention."""
         return cls(
-            platforms=tuple(available),
+            platforms=tuple(catalog.available()),
             deadline_seconds=settings.deadline_seconds,
             max_queries=settings.max_queries,
             max_platforms=settings.max_platforms,
+            runnable=tuple(catalog.runnable()),
+            known=tuple(catalog.registry.names()),
         )
 
 
@@ -84,16 +95,37 @@ def any_case(name: str) -> str:
     )
 
 
-def selection_schemas(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`platform`'s two forms as `split_platforms` and `_platforms` read them, over `names`:
-    comma-separated entries (at most MAX_PLATFORM_NAMES, blank ones dropped), each a name
-    in any case with blanks around, at least one not blank, and either all `all` or all names.
-    The string form, and a list of entries, one per item: the validator also splits an item
-    at its commas, counting the entries of all items against the same bound, which no pattern
-    can count across items; one entry an item keeps the list's bound exact (`maxItems`)."""
-    word = f"(?:{'|'.join(any_case(n) for n in names)})"
+COUNTED = {"pattern": f"^[^,|]*(?:[,|][^,|]*){{0,{MAX_PLATFORM_NAMES - 1}}}$"}
+"""At most MAX_PLATFORM_NAMES names in one string, chain members included (the validator counts
+every `,` and `|`); in a list each item is bound alone: the sum over items is no pattern."""
+
+
+def _word(names: tuple[str, ...]) -> str:
+    return f"(?:{'|'.join(any_case(n) for n in names)})"
+
+
+def selection_schemas(
+    names: tuple[str, ...],
+    runnable: tuple[str, ...] | None = None,
+    known: tuple[str, ...] = (),
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`platform`'s two forms as `selection.split_entries` and `resolve` read them, over
+    `names`: comma-separated entries (at most MAX_PLATFORM_NAMES, blank ones dropped), each a
+    name in any case with blanks around, or a fallback chain of names joined by `|` (blanks
+    around each) at least one of which is `runnable` (the others `known`), at least one entry
+    not blank, and either all `all` or all names. The string form, and a list of entries, one
+    per item: the validator also splits an item at its commas, counting the entries (and the
+    chains' names) of all items against the same bound, which no pattern can count across
+    items; one entry an item keeps the list's bound exact (`maxItems`) but for the chains' names,
+    which are counted in each item alone (`COUNTED`)."""
+    alone = _word(names)
+    runs = _word(runnable if runnable is not None else names)
+    member = _word(tuple(sorted({*names, *known})))
+    bar = f"{BLANKS}\\|{BLANKS}"
+    chain = f"(?:{member}{bar})+{runs}(?:{bar}{member})*|{runs}(?:{bar}{member})+"
+    entry = f"{chain}|{alone}" if runnable != () else alone
     forms = [
-        {"pattern": word, "description": "platform names"},
+        {"pattern": entry, "description": "platform names or fallback chains"},
         {"pattern": any_case(ALL), "description": '"all"'},
     ]
     strings, arrays = [], []
@@ -101,12 +133,12 @@ def selection_schemas(names: tuple[str, ...]) -> tuple[dict[str, Any], dict[str,
         entry = f"{BLANKS}(?:{form['pattern']})?{BLANKS}"
         listed = f"^{entry}(?:,{entry}){{0,{MAX_PLATFORM_NAMES - 1}}}$"
         one = f"(?:^|,){BLANKS}(?:{form['pattern']}){BLANKS}(?:,|$)"
-        string = {"type": "string", "pattern": listed, "allOf": [{"pattern": one}]}
+        string = {"type": "string", "pattern": listed, "allOf": [{"pattern": one}, COUNTED]}
         strings.append({**string, "description": form["description"]})
         arrays.append(
             {
                 "type": "array",
-                "items": {"type": "string", "pattern": f"^{entry}$"},
+                "items": {"type": "string", "pattern": f"^{entry}$", "allOf": [COUNTED]},
                 "contains": {"type": "string", "pattern": one},
                 "minItems": 1,
                 "maxItems": MAX_PLATFORM_NAMES,
@@ -121,13 +153,17 @@ def for_deployment(defs: dict[str, Any], deployment: Deployment) -> None:
     names = tuple(sorted(deployment.platforms))
     platform = request["platform"]
     if names:
-        string, array = selection_schemas(names)
+        runnable = deployment.runnable
+        string, array = selection_schemas(
+            names, tuple(sorted(runnable)) if runnable is not None else None, deployment.known
+        )
         platform["anyOf"] = [string, array]
     else:  # nothing to choose from: every selection is refused, "all" (the default) too
         platform["anyOf"] = [{"not": {}}]
         defs["SearchRequest"].setdefault("required", []).append("platform")
     platform["description"] += (
-        f"; on this deployment one or more of: {', '.join(names)} (a list: one name an item)"
+        f"; on this deployment one or more of: {', '.join(names)} (a list: one name or chain "
+        "an item)"
     )
     most = deployment.max_platforms
     if most is not None and most < len(names):
@@ -137,6 +173,9 @@ def for_deployment(defs: dict[str, Any], deployment: Deployment) -> None:
     named: dict[str, Any] = {"pattern": key} if names else {"not": {}}
     weights["propertyNames"] = named
     request["timeout_s"]["maximum"] = deployment.deadline_seconds
+    for seconds in request["hedge_after_s"]["anyOf"]:
+        if seconds.get("type") == "number":
+            seconds["maximum"] = deployment.deadline_seconds
     for array in arrays(request["query"]):
         array["maxItems"] = min(array["maxItems"], deployment.max_queries)
 

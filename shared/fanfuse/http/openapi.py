@@ -31,12 +31,12 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from fanfuse import __version__
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.http.api import TASK_ID, CancelRequest
 from fanfuse.http.deployment import Deployment, for_deployment
 from fanfuse.http.patterns import COUNTRY, HOST, HOSTS, NOT_BLANK, items, strings
 from fanfuse.http.stats import MAX_PARAMETER_CHARS
+from fanfuse.support.version import __version__
 from fanfuse.wire.inbound import text_schema
 from fanfuse.wire.models import Accepted, ErrorBody, PlatformInfo, SearchRequest, TaskView
 from fanfuse.wire.stats import WINDOW_PATTERN, Stats

@@ -18,10 +18,11 @@ Redirects are followed here too, their bodies unread. Text comes from the WHATWG
 only (`charsets`).
 
 Every call is recorded (method, URL without secrets, status, attempts, seconds) so the platform
-document shows where time went. The credentials a request carries are handed to
-`fanfuse.support.redact` before it is sent, so no record, error or log line made afterwards (an
-error body that echoes the key included) shows them; httpx's own log line, which names the URL, is
-masked too. Waits go through an injectable `sleep`, so tests never sleep.
+document shows where time went; a priced call is also counted before it is sent (`holds.CallHold`,
+the spend ledger of rules/spend.py), and its record says what it cost. The credentials a request
+carries are handed to `fanfuse.support.redact` before it is sent, so no record, error or log line
+made afterwards (an error body that echoes the key included) shows them; httpx's own log line,
+which names the URL, is masked too. Waits go through an injectable `sleep`, so tests never sleep.
 The defaults of every limit are in `policy.py`.
 """
 
@@ -33,7 +34,7 @@ import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 from pydantic import JsonValue
@@ -41,10 +42,12 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from fanfuse.net import charsets
 from fanfuse.net.codings import ACCEPT_ENCODING, BoundedBody, Undecodable
+from fanfuse.net.holds import CallHold, Departure
 from fanfuse.net.policy import USER_AGENT, CallPolicy
 from fanfuse.support.redact import SecretFilter, credentials, redact, redact_url, remember
 from fanfuse.support.retry_after import parse_retry_after
-from fanfuse.wire.errors import ProviderError, kind_for_status
+from fanfuse.tracing import http, spans
+from fanfuse.wire.errors import Cancelled, ProviderError, kind_for_status
 from fanfuse.wire.models import CallRecord
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504}) | frozenset(range(505, 600))
@@ -55,6 +58,8 @@ if not any(isinstance(f, SecretFilter) for f in logging.getLogger("httpx").filte
     logging.getLogger("httpx").addFilter(SecretFilter())  # it logs every request's URL at INFO
 
 SleepFn = Callable[[float], Awaitable[None]]
+PaceFn = Callable[[], Awaitable[float]]
+"""Waits for the provider's pace across workers; returns the seconds it waited (pacing.py)."""
 Params = Mapping[str, str | int | float] | Sequence[tuple[str, str | int | float]]
 
 
@@ -72,7 +77,7 @@ class RequestSpec:
     follow_redirects: bool = True
     secret_params: frozenset[str] = frozenset()
     """Query parameters (API keys) replaced by `***` in call records."""
-    extensions: Mapping[str, str] = field(default_factory=dict)
+    extensions: Mapping[str, object] = field(default_factory=dict)
     """httpcore request extensions: `sni_hostname` for a connection pinned to an address."""
 
 
@@ -223,15 +228,55 @@ class Runner:
         *,
         accept_types: Sequence[str] | None = None,
         price_usd: float = 0.0,
+        pace: PaceFn | None = None,
+        hold: CallHold | None = None,
+    ) -> Response:
+        """`_request` in an HTTP client span (tracing on): one span per call, its retries as
+        events, its attributes the semantic conventions' with the URL's secrets masked
+        (`fanfuse.tracing.http`)."""
+        url = redact_url(spec.url, spec.secret_params)
+        with spans.span(spec.method, http.target(platform, url), kind="client"):
+            return await self._request(
+                platform,
+                spec,
+                policy,
+                calls,
+                accept_types=accept_types,
+                price_usd=price_usd,
+                pace=pace,
+                hold=hold,
+            )
+
+    async def _request(
+        self,
+        platform: str,
+        spec: RequestSpec,
+        policy: CallPolicy,
+        calls: list[CallRecord] | None = None,
+        *,
+        accept_types: Sequence[str] | None = None,
+        price_usd: float = 0.0,
+        pace: PaceFn | None = None,
+        hold: CallHold | None = None,
     ) -> Response:
         """Send `spec` with retries; return the final answer unless it is a retryable failure.
 
         `price_usd`: what the provider charges for this call (the platform's price list); the
         record carries it when the provider answered with a 2xx, which is what the providers'
         price lists bill (a refused or failed call is not charged, whatever its attempts).
+        `hold`: counts the call before its first attempt is sent (`holds.CallHold`); a call it
+        held that got no answer (cut by a timeout, a cancel, the deadline) but whose request
+        may have left may still be billed, so its record carries the held price.
 
         A 4xx other than 429 is returned (the platform decides what it means); a 429/5xx, a
         timeout or a connection error that outlasts `max_attempts` raises `ProviderError`.
+
+        `pace`: awaited before each attempt (the provider's pace across the deployment's
+        workers); its waits are on the record (`paced_s`). A call cancelled once an attempt
+        started (a hedged chain member that lost: service/chains.py) is recorded as such and
+        charged as a held call that got no answer (its held price if its request may have
+        left), or, with no hold, `price_usd`: the provider may have answered it, and the
+        receipt errs on the side of what may have been billed.
         """
         state = self._state()
         started = self.clock()
@@ -242,12 +287,26 @@ class Runner:
         remember(*credentials(spec.url, spec.headers, [*query, *body.items()], spec.secret_params))
         shown_url = redact_url(str(full), spec.secret_params)
         record = CallRecord(platform=platform, method=spec.method, url=shown_url)
+        held_usd = 0.0
+        departure = Departure(
+            tracing=self.transport is None or isinstance(self.transport, httpx.AsyncHTTPTransport)
+        )
+        if hold is not None:
+            spec = replace(spec, extensions={**spec.extensions, "trace": departure.trace})
+
+        def before_send() -> None:
+            nonlocal held_usd
+            if hold is not None and record.hold is None:
+                record.hold, held_usd = hold()
 
         def wait(retry_state: RetryCallState) -> float:
             exc = retry_state.outcome.exception() if retry_state.outcome else None
             if isinstance(exc, _Retryable) and exc.retry_after is not None:
-                return min(exc.retry_after, policy.max_retry_after)
-            return backoff(retry_state.attempt_number, self.rng)
+                seconds = min(exc.retry_after, policy.max_retry_after)
+            else:
+                seconds = backoff(retry_state.attempt_number, self.rng)
+            spans.event("retry", http.retry(retry_state.attempt_number, exc, seconds))
+            return seconds
 
         retrying = AsyncRetrying(
             stop=stop_after_attempt(max(policy.max_attempts, 1)),
@@ -259,8 +318,12 @@ class Runner:
         try:
             async for attempt in retrying:
                 with attempt:
+                    if pace is not None:
+                        record.paced_s = round(record.paced_s + await pace(), 4)
                     attempts += 1
-                    response = await self._once(state, platform, spec, policy, accept_types)
+                    response = await self._once(
+                        state, platform, spec, policy, accept_types, before_send
+                    )
                     record.status = response.status
                     if response.status in RETRY_STATUSES:
                         raise _Retryable(
@@ -268,6 +331,14 @@ class Runner:
                             status=response.status,
                             retry_after=parse_retry_after(response.headers.get("retry-after")),
                         )
+        except Cancelled as exc:  # the hold refused it: the run is no longer this worker's
+            record.error = f"not sent: {exc}"
+            raise
+        except asyncio.CancelledError:  # a hedged member that lost, a cancel in this process
+            record.error = "cancelled before the answer" if attempts else "cancelled unsent"
+            if attempts and price_usd and hold is None:
+                record.cost_usd = price_usd  # no hold to judge by: what may have been billed
+            raise
         except Undecodable as exc:
             record.status, record.error = exc.status, str(exc)
             raise UndecodableBody(platform, f"{exc} (from {shown_url})") from exc
@@ -290,8 +361,12 @@ class Runner:
             record.attempts, record.seconds = attempts, elapsed
             if price_usd and record.status is not None and 200 <= record.status < 300:
                 record.cost_usd = price_usd
+            elif record.hold is not None and record.status is None and departure.may_have_left:
+                record.cost_usd = held_usd  # sent, never answered: the provider may bill it
             if calls is not None and len(calls) < MAX_RECORDED_CALLS:
                 calls.append(record)
+            spans.annotate(http.call(record, shown_url))
+        spans.annotate({"http.response.body.size": len(response.body)})
         return Response(
             status=response.status,
             headers=response.headers,
@@ -311,9 +386,12 @@ class Runner:
         spec: RequestSpec,
         policy: CallPolicy,
         accept_types: Sequence[str] | None,
+        before_send: Callable[[], None] | None = None,
     ) -> Response:
         await self._space(state, platform, policy.min_interval)
         async with self._semaphore(state, platform, policy.max_concurrency):
+            if before_send is not None:
+                before_send()  # nothing awaited between it and the send
             started = self.clock()
             try:
                 return await self._send(spec, policy, accept_types, started)

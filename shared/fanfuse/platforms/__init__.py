@@ -112,11 +112,16 @@ class Registry:
     def available(self) -> list[str]:
         return [n for n in self.names() if self.unavailable_reason(n) is None]
 
-    def describe(self, healths: Mapping[str, PlatformHealth] | None = None) -> list[PlatformInfo]:
+    def describe(
+        self,
+        healths: Mapping[str, PlatformHealth] | None = None,
+        chains: Mapping[str, list[str]] | None = None,
+    ) -> list[PlatformInfo]:
         """Every platform, whether it is available here, and why not (`fanfuse platforms`),
-        with its health (breaker and latency) when the caller read the store's."""
+        with its health (breaker and latency) when the caller read the store's, its pace, and
+        the deployment's fallback chain for it (`chains`)."""
         reasons = {name: self.unavailable_reason(name) for name in self.names()}
-        healths = healths or {}
+        healths, chains = healths or {}, chains or {}
         rows = []
         for n, r in reasons.items():
             limit, source = self._concurrency(n)
@@ -128,9 +133,24 @@ class Registry:
                     health=healths.get(n),
                     max_concurrency=limit,
                     rate_limit=source,
+                    pace_per_second=self.pace_of(n),
+                    fallbacks=list(chains.get(n, ())),
                 )
             )
         return rows
+
+    def pace_of(self, name: str) -> float | None:
+        """The platform's pace here (`Platform.pace_per_second`), on its settings when they can
+        be read; None for an engine that is not installed."""
+        try:
+            platform = self.get(name)
+        except ImportError:
+            return None
+        try:
+            settings = platform.settings()
+        except ValidationError:
+            settings = None
+        return platform.pace_per_second(settings)
 
     def _concurrency(self, name: str) -> tuple[int | None, str | None]:
         """The platform's calls in flight per process as this deployment sets them (its

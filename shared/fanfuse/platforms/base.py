@@ -12,7 +12,7 @@ typed, without casts.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -28,6 +28,7 @@ from fanfuse.wire.options import OptionName, OptionUse, SearchOptions
 
 if TYPE_CHECKING:
     from fanfuse.net.guard import AddressPolicy, Resolver
+    from fanfuse.net.holds import CallHold
     from fanfuse.net.runner import Runner
 
 
@@ -47,6 +48,13 @@ class PlatformSettings(BaseSettings):
     platform's `rate_limit` (see net/policy.py)."""
     cache_ttl: float | None = Field(
         default=None, ge=0, description="seconds; None: the deployment's cache TTL, 0: no cache"
+    )
+    pace: bool = Field(
+        default=True,
+        description="pace provider calls across the deployment's workers (service/pacing.py)",
+    )
+    pace_per_second: float | None = Field(
+        default=None, gt=0, description="the pace, calls a second; None: the documented rate"
     )
 
 
@@ -75,6 +83,7 @@ class SearchParams(BaseModel):
 
 
 ProgressFn = Callable[[int, int, str], None]
+Pace = Callable[[], Awaitable[float]]
 
 
 def _no_progress(current: int, total: int, message: str) -> None:
@@ -131,6 +140,12 @@ class PlatformContext(Generic[S]):
     cost_budget: Budget | None = None
     """This run's share of the search's money, in the calls it affords (pricing.py, limits.py);
     None: no budget, or a free platform."""
+    pace: Pace | None = None
+    """Waits for this provider's pace across the deployment's workers before each attempt
+    (service/pacing.py), returning the seconds it waited; None: not paced."""
+    hold: CallHold | None = None
+    """Counts each priced call before it is sent (net.holds.CallHold, rules/spend.py); None:
+    a free platform, or a run outside a search."""
 
 
 class Platform(ABC, Generic[S]):
@@ -212,6 +227,18 @@ class Platform(ABC, Generic[S]):
         most, and how many results each returns at most (pricing.py prices the plan): one
         request per query unless the platform says otherwise (paging, several queries a call)."""
         return queries, depth
+
+    def pace_per_second(self, settings: S | None) -> float | None:
+        """Provider calls a second this deployment allows itself across all its workers
+        (service/pacing.py): `pace_per_second` from the settings, else the documented rate
+        (`rate_limit`); None: not paced (a local platform, a service the deployment runs, an
+        undocumented rate, or `pace` off). `settings` None: this process cannot read them."""
+        if settings is not None and not settings.pace:
+            return None
+        if settings is not None and settings.pace_per_second is not None:
+            return settings.pace_per_second
+        limit = self.rate_limit
+        return None if limit is None or limit.self_hosted else limit.per_second
 
     def resolve_target(self, url: str, body: bytes) -> str | None:
         """The real target of a redirect page this platform's results link to, when its page

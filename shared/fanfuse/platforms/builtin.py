@@ -10,8 +10,10 @@ model-studio "web-search": OpenAI-compatible `POST {base}/chat/completions` with
 (a list of URLs) or Markdown links in the answer are read too.
 
 The answer is kept as the summary (on each hit, `metadata.answer`); the sources become the hits.
-When this platform is not configured, or its call fails, it falls back to `perplexity` (if that
-is configured) and says so: `provider` on every hit's metadata and on the platform document.
+The design it grew from falls back to `perplexity` when this platform is not configured or its
+call fails: that is the deployment's default fallback chain (`Settings.chains`:
+`builtin|perplexity`, wire/selection.py, service/chains.py), which says on the platform document
+which member answered and why the other did not; this module knows no other platform.
 
 Request options: GLM's `web_search` tool takes `search_domain_filter` (one domain, a string) and
 `search_recency_filter` (`oneDay`/`oneWeek`/`oneMonth`/`oneYear`); Qwen's `search_options` take
@@ -19,9 +21,6 @@ Request options: GLM's `web_search` tool takes `search_domain_filter` (one domai
 not representable). Neither has an exclusion list, a country or a safe-search level. (The GLM
 fields are in Zhipu's chat and Web Search API references; the Qwen ones were read from DashScope
 clients quoting Model Studio's guide, whose stored copies did not show them: re-check there.)
-Since a call may be answered by the fallback, an option counts as native only when both the own
-flavor and the fallback apply it (only the fallback's, when no key is set): under-claiming merely
-post-filters dated results once more, over-claiming would let old ones through.
 """
 
 from __future__ import annotations
@@ -30,13 +29,12 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import SecretStr, ValidationError
+from pydantic import SecretStr
 
 from fanfuse.net.runner import RequestSpec
 from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
-from fanfuse.settings import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName, SearchOptions, TimeRange
@@ -56,13 +54,11 @@ QWEN_MAX_SITES = 25
 
 
 class BuiltinSettings(HttpSettings):
-    api_key: SecretStr | None = None
+    api_key: SecretStr
     base_url: str = "https://dashscope.aliyuncs.com/compatible-mode/v1"
     model: str = "qwen-plus"
     flavor: Literal["auto", "qwen", "glm"] = "auto"
     """How search is switched on: `qwen` (enable_search), `glm` (web_search tool), `auto` by URL."""
-    fallback: str | None = "perplexity"
-    """The platform used when this one is not configured or fails; None disables it."""
     timeout: float = 60.0
     max_pages: int = 1
 
@@ -105,70 +101,17 @@ def own_native(options: SearchOptions, flavor: str) -> frozenset[OptionName]:
 class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
     name = "builtin"
     typical_latency_s = 10.0  # an LLM's own search tool, then its answer: the slowest kind
-    description = "an LLM's built-in web search (Qwen/DashScope or GLM), falling back to perplexity"
+    description = "an LLM's built-in web search (Qwen/DashScope or GLM)"
     settings_model = BuiltinSettings
     endpoint = "/chat/completions"
     key_fields = ("api_key",)
     native = frozenset({OptionName.INCLUDE_DOMAINS, OptionName.TIME_RANGE})
 
-    # -- price: its own provider's (token-billed: 0 unless set), or its fallback's ---------
-
-    def price(self, settings: BuiltinSettings | None) -> Price:
-        """Qwen and GLM bill their search by tokens, with no list price per call: 0 unless the
-        deployment sets one (`Settings.prices`, docs/platforms.md). With no key of its own,
-        every call is the fallback's, at the fallback's list price."""
-        if settings is not None and settings.api_key is not None:
-            return self.list_price
-        fallback = self._fallback()
-        return self.list_price if fallback is None else self._fallback_price(fallback)
-
-    @staticmethod
-    def _fallback_price(fallback: HttpPlatform[HttpSettings]) -> Price:
-        try:
-            return fallback.price(fallback.settings())
-        except ValidationError:
-            return fallback.price(None)
-
-    # -- availability: configured itself, or through its fallback --------------------------
-
-    def _fallback(self) -> HttpPlatform[HttpSettings] | None:
-        try:
-            name = self.settings().fallback
-        except ValidationError:
-            return None
-        if not name or name == self.name:
-            return None
-        from fanfuse.platforms import load_engine
-
-        platform = load_engine(name)
-        return platform if isinstance(platform, HttpPlatform) else None
-
-    def availability(self) -> str | None:
-        own = super().availability()
-        settings = self.settings() if own is None else None
-        if settings is not None and settings.api_key is not None:
-            return None
-        why = own or f"missing settings: {self.settings_env_name('api_key')}"
-        fallback = self._fallback()
-        if fallback is None:
-            return f"{why} (no fallback)"
-        fallback_why = fallback.availability()
-        if fallback_why is None:
-            return None
-        return f"{why}; fallback {fallback.name}: {fallback_why}"
-
     def native_options(
         self, options: SearchOptions, settings: BuiltinSettings
     ) -> frozenset[OptionName]:
-        """What both possible answerers apply (see the module docstring)."""
-        fallback = self._fallback()
-        theirs = None
-        if fallback is not None and fallback.availability() is None:
-            theirs = fallback.native_options(options, fallback.settings())
-        if settings.api_key is None:
-            return theirs if theirs is not None else frozenset()
-        ours = own_native(options, flavor_of(settings)) & options.given()
-        return ours & theirs if theirs is not None else ours
+        """What its flavor's search fields apply (`search_filters`)."""
+        return own_native(options, flavor_of(settings)) & options.given()
 
     # -- the chat call ------------------------------------------------------------------------
 
@@ -219,56 +162,12 @@ class BuiltinPlatform(HttpPlatform[BuiltinSettings]):
         ]
         return Page(hits=hits)
 
-    # -- search with the fallback -------------------------------------------------------------
-
     async def search(
         self, ctx: PlatformContext[BuiltinSettings], params: SearchParams
     ) -> list[list[Hit]]:
-        settings = ctx.settings
-        reason = None
-        if settings.api_key is not None:
-            try:
-                lists = await super().search(ctx, params)
-                ctx.record.provider = flavor_of(settings)
-                return lists
-            except ProviderError as exc:
-                reason = f"{self.name} failed: {exc.message}"
-        else:
-            reason = f"{self.name} not configured ({self.settings_env_name('api_key')} unset)"
-        fallback = self._fallback()
-        if fallback is None or fallback.availability() is not None:
-            why = "no fallback configured" if fallback is None else fallback.availability()
-            raise ProviderError(self.name, f"{reason}; {why}")
-        sub_ctx = PlatformContext(
-            settings=fallback.settings(),
-            runner=ctx.runner,
-            record=ctx.record,
-            report=ctx.report,
-            addresses=ctx.addresses,
-            resolver=ctx.resolver,
-            call_budget=ctx.call_budget,  # the fallback's calls are the same search's
-            # its price: the run's when all its calls are the fallback's (`price`), else the
-            # fallback's list price (a deployment's override names the run's platform)
-            price=ctx.price if settings.api_key is None else self._fallback_price(fallback),
-            cost_budget=ctx.cost_budget,
-        )
-        lists = await fallback.search(sub_ctx, params)
-        ctx.record.provider = fallback.name
-        return [
-            [
-                h.model_copy(
-                    update={
-                        "metadata": {
-                            **h.metadata,
-                            "provider": fallback.name,
-                            "fallback_reason": reason,
-                        }
-                    }
-                )
-                for h in hits
-            ]
-            for hits in lists
-        ]
+        lists = await super().search(ctx, params)
+        ctx.record.provider = flavor_of(ctx.settings)
+        return lists
 
 
 Source = tuple[int, str, str, str, Any]

@@ -1,8 +1,11 @@
-"""`docs`: BM25 over a local corpus (the bundled Vaswani collection unless configured).
+"""`docs`: BM25 over a local corpus (the bundled Vaswani collection unless configured), or over
+a corpus published to a bucket (`corpus_url`, see `fanfuse.retrieval.published`).
 
 The index is built once per corpus content and cached on disk (see `fanfuse.retrieval`); a
-search only tokenizes the queries and scores them. Blocking work runs in a thread so that
-several platforms keep running concurrently on the event loop.
+search only tokenizes the queries and scores them. A published corpus's index is published with
+it: a worker downloads and checks it on its first search, then only follows the pointer.
+Blocking work runs in a thread so that several platforms keep running concurrently on the event
+loop.
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol, Self
+
+from pydantic import Field, model_validator
 
 from fanfuse.platforms.base import (
     Capabilities,
@@ -23,7 +29,9 @@ from fanfuse.platforms.base import (
     SearchParams,
 )
 from fanfuse.retrieval import Ranked
+from fanfuse.retrieval.buckets import bucket_problem
 from fanfuse.retrieval.corpus import Corpus, load_corpus, snippet
+from fanfuse.retrieval.published import REFRESH_S, CorpusVersion, describe, subscription
 from fanfuse.rules.health import COLD_START
 from fanfuse.wire.errors import CorpusError, ProviderError
 from fanfuse.wire.models import Hit
@@ -31,13 +39,37 @@ from fanfuse.wire.models import Hit
 SNIPPET_CHARS = 300
 
 
-class DocsSettings(PlatformSettings):
+class CorpusSettings(PlatformSettings):
+    """Where an offline platform's corpus is: a local path, or a published corpus's URL."""
+
     corpus: Path | None = None
     """A TREC file, a JSONL file or a folder of .txt/.md files; None = bundled Vaswani."""
+    corpus_url: str | None = None
+    """A published corpus (`fanfuse index DIR --publish URL`): s3://BUCKET/PREFIX,
+    gs://BUCKET/PREFIX or file:///FOLDER; instead of `corpus`."""
+    corpus_refresh_s: float = Field(
+        default=REFRESH_S,
+        ge=0,
+        description="seconds a worker keeps the published version it holds before it reads the "
+        "corpus's pointer again (0: at every search)",
+    )
+
+    @model_validator(mode="after")
+    def _one_corpus(self) -> Self:
+        if self.corpus is not None and self.corpus_url:
+            raise ValueError("set corpus or corpus_url, not both")
+        return self
 
 
-def corpus_problem(path: Path | None) -> str | None:
-    """Why a configured corpus path cannot be used (cheap check for `availability`)."""
+class DocsSettings(CorpusSettings):
+    pass
+
+
+def corpus_problem(settings: CorpusSettings) -> str | None:
+    """Why the configured corpus cannot be used (a cheap check for `availability`: no request)."""
+    if settings.corpus_url:
+        return bucket_problem(settings.corpus_url)
+    path = settings.corpus
     if path is not None and not path.expanduser().exists():
         return f"corpus not found: {path}"
     return None
@@ -107,6 +139,40 @@ def open_corpus(platform: str, path: Path | None) -> Corpus:
         raise ProviderError(platform, str(exc)) from exc
 
 
+def open_published(platform: str, settings: CorpusSettings) -> CorpusVersion:
+    """The published corpus's current version; a missing, unreachable or tampered corpus is a
+    clear provider error naming the object (this platform's run fails, no other)."""
+    assert settings.corpus_url is not None
+    try:
+        return subscription(settings.corpus_url, settings.corpus_refresh_s).current()
+    except CorpusError as exc:
+        raise ProviderError(platform, str(exc)) from exc
+
+
+class Searcher(Protocol):
+    def search(self, queries: list[str], k: int) -> list[Ranked]: ...
+
+
+def search_published(
+    platform: str,
+    settings: CorpusSettings,
+    params: SearchParams,
+    index: Callable[[CorpusVersion], Searcher],
+) -> list[list[Hit]]:
+    """Search the published corpus's current version with its `index` (BM25 or dense); each
+    hit names the corpus URL and the version that answered it."""
+    version = open_published(platform, settings)
+    try:
+        ranked = index(version).search(params.queries, params.limit)
+    except CorpusError as exc:
+        raise ProviderError(platform, str(exc)) from exc
+    lists = to_hits(version.corpus, ranked, params)
+    for hits in lists:
+        for hit in hits:
+            hit.metadata.update(describe(version))
+    return lists
+
+
 class DocsPlatform(Platform[DocsSettings]):
     name = "docs"
     rate_limit = None  # local: calls no provider
@@ -117,16 +183,21 @@ class DocsPlatform(Platform[DocsSettings]):
 
     def availability(self) -> str | None:
         reason = super().availability()
-        return reason or corpus_problem(self.settings().corpus)
+        return reason or corpus_problem(self.settings())
 
     async def search(
         self, ctx: PlatformContext[DocsSettings], params: SearchParams
     ) -> list[list[Hit]]:
-        return await asyncio.to_thread(self._search, ctx.settings.corpus, params, ctx.record)
+        return await asyncio.to_thread(self._search, ctx.settings, params, ctx.record)
 
     def _search(
-        self, path: Path | None, params: SearchParams, record: RunRecord
+        self, settings: DocsSettings, params: SearchParams, record: RunRecord
     ) -> list[list[Hit]]:
+        if settings.corpus_url:
+            # a fresh process downloads and checks the version, then loads its index: once
+            with COLD_STARTS.loading(f"bm25:{settings.corpus_url}", record):
+                return search_published(self.name, settings, params, CorpusVersion.bm25)
+        path = settings.corpus
         try:
             # a fresh process imports bm25s, parses the corpus and loads its index: once
             with COLD_STARTS.loading(f"bm25:{path}", record):

@@ -180,7 +180,13 @@ class HttpPlatform(Platform[H]):
     async def fetch(self, ctx: PlatformContext[H], spec: RequestSpec, settings: H) -> Response:
         policy = settings.call_policy()
         response = await ctx.runner.request(
-            self.name, spec, policy, ctx.record.calls, price_usd=ctx.price.per_request_usd
+            self.name,
+            spec,
+            policy,
+            ctx.record.calls,
+            price_usd=ctx.price.per_request_usd,
+            pace=ctx.pace,
+            hold=ctx.hold,
         )
         if response.truncated:
             raise ProviderError(

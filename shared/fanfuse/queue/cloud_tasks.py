@@ -13,6 +13,8 @@
   OIDC token of the tasks service account for the target URL; where an HMAC secret is set (the
   local stack: the emulator ignores tokens but forwards headers), a signature of the target, the
   body and its validity window (from the schedule time) in `X-Fanfuse-Signature`.
+- Each task's headers also carry its trace and the moment it was enqueued
+  (`fanfuse.tracing.delivery`), which the target continues.
 
 The Google client is imported and created on first use: search_status and cancel_search never
 enqueue, so they never import it.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +34,12 @@ from fanfuse.queue.base import (
     AggregateMessage,
     PlatformMessage,
     TaskQueue,
+    concurrently,
     queue_id,
     task_name,
 )
 from fanfuse.settings import Settings
+from fanfuse.tracing import delivery
 
 if TYPE_CHECKING:
     from google.cloud.tasks_v2 import CloudTasksClient, Task
@@ -105,11 +110,12 @@ class CloudTasksQueue(TaskQueue):
         """(queue, task) for one platform run."""
         dispatch = int(self.settings.deadline_seconds) + DISPATCH_MARGIN
         dispatch = min(max(dispatch, MIN_DISPATCH_DEADLINE), MAX_DISPATCH_DEADLINE)
-        return self.queue_path(message.platform), self._task(
-            name=self.task_path(message.platform, message.task_id, message.platform),
+        return self.queue_path(message.queue), self._task(
+            name=self.task_path(message.queue, message.task_id, message.suffix),
             target="run_platform",
             body=message.model_dump_json().encode(),
             dispatch_seconds=dispatch,
+            platform=message.platform,
         )
 
     def aggregate_task(
@@ -132,12 +138,13 @@ class CloudTasksQueue(TaskQueue):
         body: bytes,
         schedule: datetime | None = None,
         dispatch_seconds: int | None = None,
+        platform: str | None = None,
     ) -> Task:
         from google.cloud import tasks_v2
         from google.protobuf import duration_pb2
 
         url = self.target_url(target)
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **delivery.outbound(target, platform)}
         secret = hmac_secret(self.settings)
         if secret is not None:
             headers[SIGNATURE_HEADER] = signature_for(target, body, secret, self.settings, schedule)
@@ -158,6 +165,9 @@ class CloudTasksQueue(TaskQueue):
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
         self._create(*self.platform_task(message))
+
+    def enqueue_platforms(self, messages: Sequence[PlatformMessage]) -> None:
+        concurrently(self, messages)  # one CreateTask round trip each, at once
 
     def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
         self._create(*self.aggregate_task(message, at))

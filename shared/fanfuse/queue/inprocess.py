@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue, task_name
+from fanfuse.tracing import delivery
 from fanfuse.wire.errors import LeaseHeld
 from fanfuse.wire.models import utcnow
 
@@ -37,9 +38,11 @@ class InProcessQueue(TaskQueue):
         self._running: set[asyncio.Task[None]] = set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         """The delayed deliveries still to fire, by name (so `close` can cancel them)."""
+        self._carriers: dict[str, dict[str, str]] = {}
+        """What each held name's delivery carries besides its message (tracing/delivery.py)."""
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
-        self._submit(task_name(message.task_id, message.platform), message, None)
+        self._submit(task_name(message.task_id, message.suffix), message, None)
 
     def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
         suffix = "deadline" if message.deadline else "aggregate"
@@ -49,6 +52,8 @@ class InProcessQueue(TaskQueue):
         if name in self._names:
             return
         self._names.add(name)
+        target = "aggregate" if isinstance(message, AggregateMessage) else "run_platform"
+        self._carriers[name] = delivery.outbound(target, getattr(message, "platform", None))
         delay = max(0.0, (at - utcnow()).total_seconds()) if at else 0.0
         self._loop.call_soon_threadsafe(self._schedule, name, message, delay)
 
@@ -68,8 +73,10 @@ class InProcessQueue(TaskQueue):
         task.add_done_callback(self._running.discard)
 
     async def _deliver(self, name: str, message: Message) -> None:
+        target = "aggregate" if isinstance(message, AggregateMessage) else "run_platform"
         try:
-            await self._handler(message)
+            with delivery.inbound(self._carriers.get(name), target):
+                await self._handler(message)
         except LeaseHeld as exc:
             # Another delivery (a previous process's, before a restart) holds the run: try again
             # once its lease may have lapsed, as Cloud Tasks does on the 503's Retry-After. The
@@ -80,6 +87,7 @@ class InProcessQueue(TaskQueue):
         except Exception:  # a cloud queue would retry; here the deadline finalizes instead
             log.exception("delivery of %s failed", message)
         self._names.discard(name)
+        self._carriers.pop(name, None)
 
     def close(self) -> None:
         for timer in self._timers.values():

@@ -11,6 +11,8 @@
   attribute `signature`: anyone who may send to a queue could otherwise run any platform of any
   search, or cut one short with a forged deadline. The handler checks it like a task target
   checks `X-Fanfuse-Signature` (`fanfuse.fronts.aws_lambda.front`).
+- Its other attributes are the carrier of `fanfuse.tracing.delivery` (the trace, the moment it
+  was enqueued), which the Lambda front hands on as the delivery's headers.
 - No deduplication here: standard queues deliver at least once and a second enqueue is a second
   message; the store's rules (claim, lease, count once, finalize once) make either harmless.
 - The deadline task uses `DelaySeconds`, which SQS caps at 15 minutes. A later one carries its
@@ -26,7 +28,7 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -38,9 +40,11 @@ from fanfuse.queue.base import (
     AggregateMessage,
     PlatformMessage,
     TaskQueue,
+    concurrently,
     queue_id,
 )
 from fanfuse.settings import Settings
+from fanfuse.tracing import delivery
 from fanfuse.wire.models import utcnow
 
 if TYPE_CHECKING:
@@ -108,16 +112,23 @@ class SqsQueue(TaskQueue):
     # -- TaskQueue ----------------------------------------------------------------------------
 
     def enqueue_platform(self, message: PlatformMessage) -> None:
-        self.send(self.queue_url(message.platform), message, None)
+        self.send(self.queue_url(message.queue), message, None)
+
+    def enqueue_platforms(self, messages: Sequence[PlatformMessage]) -> None:
+        concurrently(self, messages)  # one SendMessage round trip each, at once
 
     def enqueue_aggregate(self, message: AggregateMessage, at: datetime | None = None) -> None:
         self.send(self.queue_url(AGGREGATE_QUEUE), message, at)
 
     def send(self, url: str, message: BaseModel, at: datetime | None) -> None:
         target = "aggregate" if isinstance(message, AggregateMessage) else "run_platform"
-        self.send_body(url, message.model_dump_json(), at, target)
+        self.send_body(
+            url, message.model_dump_json(), at, target, getattr(message, "platform", None)
+        )
 
-    def send_body(self, url: str, body: str, at: datetime | None, target: str) -> None:
+    def send_body(
+        self, url: str, body: str, at: datetime | None, target: str, platform: str | None = None
+    ) -> None:
         """Send `body` for `target` signed, delayed until `at` (15 minutes at most per hop, see
         module); the signature is valid from the moment this hop becomes visible."""
         now = utcnow()
@@ -130,6 +141,8 @@ class SqsQueue(TaskQueue):
             attributes[SIGNATURE_ATTRIBUTE] = string_attribute(signature)
         if due is not None:
             attributes[DUE_ATTRIBUTE] = string_attribute(due.isoformat())
+        for name, value in delivery.outbound(target, platform, now).items():  # trace, enqueued
+            attributes[name] = string_attribute(value)
         self.client.send_message(
             QueueUrl=url, MessageBody=body, DelaySeconds=delay, MessageAttributes=attributes
         )

@@ -57,7 +57,8 @@ class Analyzer:
             return out
 
 
-def _meta(corpus: Corpus) -> dict[str, Any]:
+def index_meta(corpus: Corpus) -> dict[str, Any]:
+    """What a cached (or published) index of `corpus` must name to be loaded as it is."""
     return {
         "schema": SCHEMA,
         "kind": KIND,
@@ -101,8 +102,24 @@ class Bm25Index:
         cls._memo.clear()
 
     @classmethod
+    def from_folder(cls, corpus: Corpus, path: Path) -> Bm25Index:
+        """The index saved at `path` (a published corpus's copy) when it was made for this
+        corpus by this analyzer and bm25s, else built in memory (seconds per 10,000 documents):
+        a publisher's other bm25s version costs a worker time, never a wrong index."""
+        if read_meta(path) == index_meta(corpus):
+            try:
+                return cls(
+                    corpus, bm25s.BM25.load(str(path), mmap=False, show_progress=False), path
+                )
+            except (OSError, ValueError) as exc:
+                log.warning("BM25 index at %s is unreadable (%s); building it", path, exc)
+        else:
+            log.warning("BM25 index at %s was made otherwise; building it from the documents", path)
+        return cls(corpus, cls.build(corpus), path)
+
+    @classmethod
     def _load_or_build_retriever(cls, corpus: Corpus, path: Path) -> bm25s.BM25:
-        meta = _meta(corpus)
+        meta = index_meta(corpus)
         if read_meta(path) == meta:
             try:
                 return bm25s.BM25.load(str(path), mmap=False, show_progress=False)
@@ -122,6 +139,10 @@ class Bm25Index:
         retriever = bm25s.BM25(k1=K1, b=B, method=METHOD)
         retriever.index(tokens, show_progress=False)
         return retriever
+
+    def save(self, folder: Path) -> None:
+        """Write the index's files (as bm25s saves them, no meta) into `folder` (publishing)."""
+        self._retriever.save(str(folder), show_progress=False)
 
     def search(self, queries: list[str], k: int) -> list[Ranked]:
         """Top-k (doc position, score) per query, best first; a query with no indexed term -> []."""

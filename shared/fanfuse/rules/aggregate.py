@@ -12,7 +12,7 @@ from datetime import datetime
 
 from fanfuse.fusion import fuse as fusion
 from fanfuse.fusion.rerank import RerankOrder, apply_order
-from fanfuse.rules import progress, spend
+from fanfuse.rules import progress, provenance, spend
 from fanfuse.wire.models import (
     PlatformError,
     PlatformRun,
@@ -70,10 +70,10 @@ def _fused(
 ) -> tuple[list[Result], list[QueryResults]]:
     return fusion.fuse_queries(
         task.queries,
-        {r.name: r.results for r in succeeded},
+        provenance.lists(succeeded),  # a chain's results as the members' that gave them
         task.fusion,
         limit,
-        task.request.weights,
+        provenance.weights(task.request.weights, succeeded),
     )
 
 

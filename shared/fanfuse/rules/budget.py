@@ -12,16 +12,23 @@ is of the plan's (`share`), which stops its paging once spent (pricing.cost_budg
 
 The daily budget
 ----------------
-An API key may carry a daily budget (`fanfuse keys create --daily-budget-usd`). Its spend is one
-document a UTC day, `{key}$spend-YYYYMMDD`, held in the quota store and written by the very
-same one-document read-modify-write as the start-rate buckets (`QuotaStore.take_quota`, run by
-SQLite in one BEGIN IMMEDIATE, by Firestore in a transaction, by DynamoDB with a conditional
-put): its `tokens` are the dollars spent that day. A start reserves its estimate (`reserve`):
-the write happens only while the reservations fit the budget, so concurrent starts across
-processes are each counted exactly once and never overdraw it. When the search ends (finalized
-or cancelled, which happens once) the reservation is settled to what it did cost (`adjust`), so
-the day's figure is the spend, not the estimates. A lost settlement leaves the estimate counted,
-which errs on the safe side. The document expires a day after its day ends (TTL, SQLite's sweep).
+An API key may carry a daily budget (`fanfuse keys create --daily-budget-usd`). The budget is
+the key's own: two keys of one owner with two budgets keep two figures (`day_key`), while the
+searches of both belong to the owner. Its spend is one document a UTC day,
+`{owner}$key-{key_id}$spend-YYYYMMDD`, held in the quota store and written by the very same
+one-document read-modify-write as the start-rate buckets (`QuotaStore.take_quota`, run by SQLite
+in one BEGIN IMMEDIATE, by Firestore in a transaction, by DynamoDB with a conditional put): its
+`tokens` are the dollars spent that day. A start reserves its estimate (`reserve`): the write
+happens only while the reservations fit the budget, so concurrent starts across processes are
+each counted exactly once and never overdraw it. The estimate bounds what the search's calls
+can cost (each platform's calls stop at its share: `share`). When the search ends (finalized or
+cancelled, which happens once) the reservation is settled to its receipt (`adjust`), which
+counts every call the provider may bill, those still in flight included (rules/spend.py: each
+priced call is held on its platform document before it is sent); a worker that answers after
+that settles its calls into the receipt, and the day by the difference. So the day's figure is
+the spend, not the estimates, and no call is released while it may still be billed. A lost
+settlement leaves the estimate counted, which errs on the safe side. The document expires a
+day after its day ends (TTL, SQLite's sweep).
 
 A key's day document is written about once per search it starts, so the start rate (a key's
 `rate_per_minute`, default 30 a minute) keeps it well under Firestore's one write a second.
@@ -100,6 +107,15 @@ def refusal(
     )
 
 
+def chain_note(chains: Sequence[Sequence[str]]) -> str:
+    """What a refusal says of the fallback chains in its plan: how they were priced."""
+    spelled = ", ".join("|".join(chain) for chain in chains)
+    return (
+        f"a fallback chain ({spelled}) is estimated at its dearest plausible path, every "
+        "member asked and charged (a hedge asks two at once)"
+    )
+
+
 def share(cost: Cost, name: str) -> float | None:
     """`name`'s part of the search's money, which stops its paging once spent: the part its
     estimate is of the plan's, of the cap (at least its estimate, since the plan fits); under
@@ -117,10 +133,15 @@ def share(cost: Cost, name: str) -> float | None:
 # -- the daily budget --------------------------------------------------------------------------
 
 
-def day_key(subject: str, now: datetime) -> str:
-    """The caller's spend document for `now`'s UTC day: beside its quota shards (`#i`), never
-    one of them (`$` is quoted in a subject)."""
-    return f"{bucket_key(subject)}$spend-{now:%Y%m%d}"
+def day_key(subject: str, now: datetime, key_id: str | None = None) -> str:
+    """The spend document for `now`'s UTC day of API key `key_id` of `subject` (None: of the
+    subject, a caller with no key): beside the quota shards (`#i`), never one of them (`$` is
+    quoted in a subject). A daily budget is its key's: two keys of one owner, each with its
+    own budget, keep two figures."""
+    holder = bucket_key(subject)
+    if key_id is not None:
+        holder += f"$key-{bucket_key(key_id)}"
+    return f"{holder}$spend-{now:%Y%m%d}"
 
 
 def day_end(now: datetime) -> datetime:

@@ -146,7 +146,9 @@ def _store_contents(hits: list[Hit]) -> tuple[list[Hit], dict[str, str]]:
 def finish(name: str, outcome: Outcome, now: datetime, token: str) -> Mutator:
     """The fan-in: record the run's end and count it on the task, exactly once, from the run's
     lease holder only: a worker whose lease was taken over (it stalled past its lease, and another
-    delivery runs the platform now) must not end the run under its new holder."""
+    delivery runs the platform now) must not end the run under its new holder. Its call records
+    settle the holds they answer in the same write (spend.py); a worker whose outcome does not
+    land here settles its holds with `spend.settle_late`."""
 
     def mutate(snap: Snapshot) -> Writes | None:
         task, run = snap.task, snap.runs[name]
@@ -178,6 +180,7 @@ def finish(name: str, outcome: Outcome, now: datetime, token: str) -> Mutator:
                 "provider": outcome.provider,
                 "timings": {**run.timings, **outcome.timings},
                 "calls": [*run.calls, *outcome.calls],
+                "held_calls": spend.settled_holds(run, outcome.calls),  # answered: now records
                 "options": outcome.options,
                 "failed_queries": outcome.failed_queries,
                 "failure": outcome.failure,
@@ -286,7 +289,8 @@ def cancel(now: datetime) -> Mutator:
                 "status": TaskStatus.CANCELLED,
                 "counters": progress.tally(final_runs),
                 "summary": summary.model_copy(update={"message": "Search cancelled"}),
-                "cost": spend.receipt(task.cost, final_runs),  # what was spent until the cancel
+                # what was spent until the cancel, the calls still in flight included (held)
+                "cost": spend.receipt(task.cost, final_runs),
                 "progress": Progress(
                     percent=task.progress.percent, stage="cancelled", message="Search cancelled"
                 ),

@@ -8,7 +8,7 @@ them; the stores (`fanfuse.store`) run them; neither imports the other for it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fanfuse.wire.models import PlatformHealth, PlatformRun, QuotaBucket, Task
@@ -49,6 +49,37 @@ class Writes:
 
 Mutator = Callable[[Snapshot], Writes | None]
 """Pure: a store may call it more than once (Firestore retries contended transactions)."""
+
+
+class NeedsAllRuns(Exception):
+    """Raised by a mutator that found, in what it read, that it needs every run of the task:
+    the last platform's fan-in, which finalizes the search in the same transaction
+    (rules/fan_in.py). The store reads the other runs in that transaction and runs it again
+    (`applied`): a fan-in that is not the last reads its own run only, as before."""
+
+
+def applied(
+    mutate: Mutator,
+    task: Task,
+    found: Sequence[PlatformRun],
+    read: Callable[[Sequence[str]], Sequence[PlatformRun]],
+) -> Writes | None:
+    """`mutate` on the task and the runs a store `found`, in the task's platform order; when it
+    raises NeedsAllRuns, again with every run, the missing ones read by `read` (in the same
+    transaction). Every store's `transact` runs its mutator through this."""
+    runs = {r.name: r for r in found}
+    try:
+        return mutate(Snapshot(task=task, runs=_ordered(task, runs)))
+    except NeedsAllRuns:
+        missing = [name for name in task.platforms if name not in runs]
+        runs |= {r.name: r for r in read(missing)} if missing else {}
+        return mutate(Snapshot(task=task, runs=_ordered(task, runs)))
+
+
+def _ordered(task: Task, runs: dict[str, PlatformRun]) -> dict[str, PlatformRun]:
+    order = {name: i for i, name in enumerate(task.platforms)}
+    return dict(sorted(runs.items(), key=lambda kv: order.get(kv[0], len(order))))
+
 
 QuotaMutator = Callable[[QuotaBucket | None], tuple[QuotaBucket | None, float | None]]
 """Pure, like Mutator: the bucket read (None: none) -> (the bucket to write, or None to write

@@ -13,21 +13,26 @@ events the service logs for metrics (service/events.py) classify a run exactly a
   fresh process (`vectors`' first search: seconds, against milliseconds warm) is reported apart,
   as cold starts;
 - a platform contributed a final result when it is among the result's `platforms`, and that
-  result is unique to it when it is the only one: which paid platforms earn their cost.
+  result is unique to it when it is the only one: which paid platforms earn their cost;
+- a fallback chain's run (`google|brave`) is its first member's run, but each call counts for
+  the platform that made it (calls, spend, pacing), and its latency is a sample only when the
+  run answered itself;
+- pacing: the calls that waited for their provider's pace across workers, and how long.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from fanfuse.rules.health import COLD_START, warm_seconds
+from fanfuse.rules import spend
+from fanfuse.rules.health import COLD_START, LATENCY_PLACES, percentile, warm_seconds
 from fanfuse.rules.spend import usd
 from fanfuse.wire.errors import kind_for_status
 from fanfuse.wire.models import (
     CacheState,
+    CallRecord,
     FailureKind,
     PlatformHealth,
     PlatformRun,
@@ -36,8 +41,6 @@ from fanfuse.wire.models import (
     Task,
 )
 from fanfuse.wire.stats import Outcomes, PlatformStats, Stats
-
-LATENCY_PLACES = 4
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,11 @@ def failure_kind(run: PlatformRun) -> FailureKind | None:
 
 def latency_sample(run: PlatformRun) -> float | None:
     """The run's warm searching seconds (less its cold start) when it asked its provider and
-    succeeded, else None."""
+    succeeded, else None (and None for a chain that another member answered: its seconds are not
+    this platform's)."""
     if run.state is not PlatformState.SUCCEEDED:
+        return None
+    if run.chain and run.answered_by != [run.name]:
         return None
     if run.cache is not None and run.cache.state is CacheState.HIT:
         return None
@@ -68,19 +74,9 @@ def latency_sample(run: PlatformRun) -> float | None:
 
 
 def run_spend(run: PlatformRun) -> float:
-    return usd(sum(call.cost_usd for call in run.calls))
-
-
-def percentile(samples: Sequence[float], q: float) -> float | None:
-    """The `q` quantile (0..1) by linear interpolation between closest ranks (numpy's default,
-    `statistics.quantiles(method="inclusive")`): p50 of [1, 2, 3, 4] is 2.5. None: no sample."""
-    if not samples:
-        return None
-    ordered = sorted(samples)
-    at = q * (len(ordered) - 1)
-    low, high = math.floor(at), math.ceil(at)
-    value = ordered[low] + (ordered[high] - ordered[low]) * (at - low)
-    return round(value, LATENCY_PLACES)
+    """What the run's calls cost, as its receipt counts them: records and the holds no record
+    settled yet (rules/spend.py)."""
+    return spend.committed(run)
 
 
 @dataclass
@@ -98,6 +94,8 @@ class _Tally:
     unique: int = 0
     calls: int = 0
     spend: float = 0.0
+    paced: int = 0
+    paced_s: float = 0.0
 
     def add_run(self, run: PlatformRun) -> None:
         self.runs += 1
@@ -115,8 +113,13 @@ class _Tally:
         if run.cache is not None:
             self.hits += run.cache.hits
             self.misses += run.cache.misses
-        self.calls += len(run.calls)
-        self.spend += run_spend(run)
+        self.add_calls(run.calls)
+
+    def add_calls(self, calls: Sequence[CallRecord]) -> None:
+        self.calls += len(calls)
+        self.spend += usd(sum(call.cost_usd for call in calls))
+        self.paced += sum(1 for call in calls if call.paced_s > 0)
+        self.paced_s += sum(call.paced_s for call in calls)
 
     def figures(self, name: str, health: PlatformHealth | None) -> PlatformStats:
         asked = self.hits + self.misses
@@ -126,6 +129,7 @@ class _Tally:
             outcomes=Outcomes.model_validate(self.outcomes),
             errors=dict(sorted(self.errors.items())),
             latency_p50_s=percentile(self.latencies, 0.5),
+            latency_p90_s=percentile(self.latencies, 0.9),
             latency_p95_s=percentile(self.latencies, 0.95),
             latency_samples=len(self.latencies),
             cold_starts=len(self.cold_starts),
@@ -137,6 +141,8 @@ class _Tally:
             unique_results=self.unique,
             provider_calls=self.calls,
             spend_usd=usd(self.spend),
+            paced_calls=self.paced,
+            paced_s=round(self.paced_s, LATENCY_PLACES),
             breaker=health.state if health is not None else None,
             retry_at=health.retry_at if health is not None else None,
         )
@@ -168,7 +174,12 @@ def compute(
         counted += 1
         oldest = task.created_at if oldest is None else min(oldest, task.created_at)
         for run in search.runs:
-            tallies.setdefault(run.name, _Tally()).add_run(run)
+            own = [c for c in run.calls if not run.chain or c.platform not in run.chain]
+            tallies.setdefault(run.name, _Tally()).add_run(run.model_copy(update={"calls": own}))
+            for member in run.chain:  # a chain's calls, each its maker's
+                made = [c for c in run.calls if c.platform == member]
+                if made:
+                    tallies.setdefault(member, _Tally()).add_calls(made)
         if not task.status.terminal:
             continue
         finished += 1

@@ -27,6 +27,7 @@ from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.tracing import setup as tracing
 from fanfuse.wire.models import Accepted, SearchRequest, TaskView, utcnow
 
 
@@ -45,6 +46,7 @@ class EmbeddedRuntime:
         """A composition root: every settings object its service uses is read here, once, from
         `FANFUSE_*` unless given (platforms' settings: once per platform of `registry`)."""
         self.settings = settings or Settings()
+        tracing.configure()  # on when OTEL_* says so (fanfuse/tracing/setup.py)
         self.content = content or ContentSettings()
         self.rerank = rerank or LlmRerankSettings()
         self.resident = resident
@@ -92,6 +94,7 @@ class EmbeddedRuntime:
             await self._queue.drain()
         if self._service is not None:
             self._service.store.close()
+        tracing.flush()
 
     async def _deliver(self, message: Message) -> None:
         try:

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from fanfuse.rules import quota
 from fanfuse.settings import Settings
 from fanfuse.store.base import QuotaStore
+from fanfuse.support import logs
 from fanfuse.wire.errors import RateLimited
 from fanfuse.wire.models import Caller
 
@@ -51,6 +53,10 @@ class Ticket:
 
     caller: Caller | None
     at: datetime
+    task_id: str = field(default_factory=lambda: logs.current_task()[0] or uuid.uuid4().hex)
+    """The id the search will have: the one its front opened the request's log context with
+    (so that what is traced and logged from the caller's check on names it), else a new one; a
+    start refused later leaves it unused."""
 
 
 def admit(

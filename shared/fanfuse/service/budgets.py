@@ -12,16 +12,24 @@ per platform and kept).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.pricing import PlatformEstimate, estimate, price_of, readable_settings
+from fanfuse.platforms.pricing import (
+    ChainEstimate,
+    PlatformEstimate,
+    chain_estimate,
+    estimate,
+    price_of,
+    readable_settings,
+)
 from fanfuse.rules import budget, limits
 from fanfuse.settings import Price, Settings
 from fanfuse.store.base import QuotaStore
+from fanfuse.tracing import spans
 from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, usd
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, QuotaBucket, SearchRequest, Task
@@ -61,26 +69,40 @@ class Budgets:
         return self._platform(name)[0]
 
     def estimates(
-        self, names: Sequence[str], queries: int, depth: int, include_content: bool
-    ) -> dict[str, PlatformEstimate]:
-        """Each platform's most expensive run of the plan, with its share of the call cap."""
+        self,
+        names: Sequence[str],
+        queries: int,
+        depth: int,
+        include_content: bool,
+        chains: Mapping[str, Sequence[str]] | None = None,
+    ) -> dict[str, PlatformEstimate | ChainEstimate]:
+        """Each platform's most expensive run of the plan, with its share of the call cap; a
+        fallback chain (`chains`: a run -> its members) at its dearest plausible path."""
         cap = limits.share(self.settings.max_provider_calls_per_search, len(names))
-        return {
-            n: estimate(
-                self.registry.get(n),
-                *self._platform(n),
+
+        def one(name: str) -> PlatformEstimate:
+            return estimate(
+                self.registry.get(name),
+                *self._platform(name),
                 queries=queries,
                 depth=depth,
                 include_content=include_content,
                 call_cap=cap,
             )
-            for n in names
-        }
+
+        found: dict[str, PlatformEstimate | ChainEstimate] = {}
+        for n in names:
+            chain = (chains or {}).get(n)
+            found[n] = chain_estimate(n, [one(m) for m in chain]) if chain else one(n)
+        return found
 
     def _priced(self, request: SearchRequest, names: Sequence[str]) -> dict[str, float]:
-        found = self.estimates(names, len(request.queries), request.depth, request.include_content)
+        found = self.estimates(
+            names, len(request.queries), request.depth, request.include_content, request.chains
+        )
         return {n: e.usd for n, e in found.items()}
 
+    @spans.traced("budget")
     def plan(self, request: SearchRequest, caller: Caller | None, now: datetime) -> Planned:
         """The platforms this start may run and its receipt's opening, or OverBudget (400) /
         BudgetSpent (429): a refusal has written nothing. Reserves the estimate from the
@@ -101,18 +123,24 @@ class Budgets:
                 fit = budget.trim(estimates, names, cap)
                 if not fit.kept or not fit.trimmed:
                     raise self._over(request, list(request.platforms), asked, cap)
-                trimmed += fit.trimmed
+                # a chain is named as spelled: its estimate was its dearest plausible path
+                trimmed += ["|".join(request.chains.get(n, [n])) for n in fit.trimmed]
                 names = fit.kept
                 estimates = self._priced(request, names)
         total = sum(estimates.values())
         daily = caller.daily_budget_usd if caller is not None else None
         spent = None
+        key_id = caller.key_id if caller is not None and daily is not None else None
         if caller is not None and daily is not None and total > 0:  # a free plan reserves nothing
-            spent = self._reserve(caller.subject, total, daily, now)
+            spent = self._reserve(caller.subject, key_id, total, daily, now)
+        chains = request.chains
         return Planned(
             platforms=names,
             cost=Cost(
-                platforms={n: PlatformCost(estimate_usd=round(estimates[n], 6)) for n in names},
+                platforms={
+                    n: PlatformCost(estimate_usd=round(estimates[n], 6), chain=chains.get(n, []))
+                    for n in names
+                },
                 estimate_usd=round(total, 6),
                 budget=CostBudget(
                     max_cost_usd=cap,
@@ -120,6 +148,7 @@ class Budgets:
                     policy=request.budget,
                     daily_budget_usd=daily,
                     daily_spent_usd=spent,
+                    key_id=key_id,
                 ),
                 trimmed=trimmed,
             ),
@@ -129,6 +158,7 @@ class Budgets:
         self, request: SearchRequest, names: list[str], estimates: dict[str, float], cap: float
     ) -> OverBudget:
         by_mode: dict[str, float] = {}
+        chains = request.chains
         for mode, spec in MODES.items():
             if mode == request.mode:
                 continue
@@ -136,14 +166,20 @@ class Budgets:
             if "include_content" not in request.model_fields_set and spec.content is not None:
                 content = spec.content
             found = self.estimates(
-                names, len(request.queries), spec.depth(request.max_results), content
+                names, len(request.queries), spec.depth(request.max_results), content, chains
             )
             by_mode[mode.value] = sum(e.usd for e in found.values())
         total = sum(estimates.values())
-        return OverBudget(budget.refusal(estimates, names, cap, by_mode), total)
+        message = budget.refusal(estimates, names, cap, by_mode)
+        chained = [n for n in names if n in chains]
+        if chained:
+            message += "; " + budget.chain_note([chains[n] for n in chained])
+        return OverBudget(message, total)
 
-    def _reserve(self, subject: str, amount: float, daily: float, now: datetime) -> float:
-        """Reserve `amount` of the caller's day, or BudgetSpent; the day's spend before it."""
+    def _reserve(
+        self, subject: str, key_id: str | None, amount: float, daily: float, now: datetime
+    ) -> float:
+        """Reserve `amount` of the key's day, or BudgetSpent; the day's spend before it."""
         before: list[float] = []
         reserve = budget.reserve(amount, daily, now)
 
@@ -151,7 +187,7 @@ class Budgets:
             before.append(bucket.tokens if bucket is not None else 0.0)
             return reserve(bucket)
 
-        left = self.store.take_quota(budget.day_key(subject, now), mutate)
+        left = self.store.take_quota(budget.day_key(subject, now, key_id), mutate)
         if left is not None:
             wait = (budget.day_end(now) - now).total_seconds()
             raise BudgetSpent(
@@ -164,17 +200,21 @@ class Budgets:
 
     def release(self, task: Task) -> None:
         """Give back a start's whole reservation (its task was withdrawn, never run)."""
-        self._adjust(task, -task.cost.estimate_usd)
+        self.adjust(task, -task.cost.estimate_usd)
 
     def settle(self, task: Task) -> None:
         """Settle a terminal task's reservation to what it cost: called once per search, after
-        the one write that made it terminal (finalized or cancelled)."""
-        self._adjust(task, task.cost.total_usd - task.cost.estimate_usd)
+        the one write that made it terminal (finalized or cancelled). Its receipt counts the
+        calls still in flight then (rules/spend.py), so their money stays counted."""
+        self.adjust(task, task.cost.total_usd - task.cost.estimate_usd)
 
-    def _adjust(self, task: Task, delta: float) -> None:
+    def adjust(self, task: Task, delta: float) -> None:
+        """Add `delta` to the day `task` was reserved from: a settlement, or what a late
+        worker's calls changed in its terminal receipt (ledger.py)."""
         if task.cost.budget.daily_budget_usd is None or task.owner is None or not delta:
             return
-        key = budget.day_key(task.owner, task.created_at)  # the day the reservation was made
+        # The day the reservation was made, of the key it was made from.
+        key = budget.day_key(task.owner, task.created_at, task.cost.budget.key_id)
         try:
             self.store.take_quota(key, budget.adjust(delta, task.created_at))
         except Exception:  # the estimate stays counted: errs on the safe side

@@ -16,6 +16,7 @@ from fanfuse.platforms import Registry
 from fanfuse.rules import health
 from fanfuse.settings import Settings
 from fanfuse.store.base import HealthStore
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import InvalidRequest, problems_of
 from fanfuse.wire.models import PlatformInfo, Problem, SearchRequest
 
@@ -31,15 +32,19 @@ class Catalog:
         self.store, self.registry, self.settings = store, registry, settings
         self._reasons: tuple[float, dict[str, str | None]] | None = None
 
+    @spans.traced("validate")
     def validate(self, payload: Any) -> SearchRequest:
         if isinstance(payload, SearchRequest):
             payload = payload.model_dump(exclude_none=True)
         if not isinstance(payload, Mapping):
             raise InvalidRequest([Problem(field="body", problem="expected a JSON object")])
         reasons = self._availability()
+        chains = self.chains()
         context = {
-            "available": [n for n, r in reasons.items() if r is None],
+            "available": self._alone(reasons, chains),
             "unavailable": {n: r for n, r in reasons.items() if r is not None},
+            "runnable": [n for n, r in reasons.items() if r is None],
+            "chains": chains,
             "deadline_seconds": self.settings.deadline_seconds,
             "max_queries": self.settings.max_queries,
             "max_platforms": self.settings.max_platforms,
@@ -61,13 +66,35 @@ class Catalog:
         self._reasons = (now, reasons)
         return reasons
 
+    def chains(self) -> dict[str, list[str]]:
+        """The deployment's fallback chains over the platforms known here (selection.py)."""
+        known = set(self.registry.names())
+        return {
+            name: [f for f in chain.fallbacks if f in known and f != name]
+            for name, chain in self.settings.chains.items()
+            if name in known
+        }
+
+    @staticmethod
+    def _alone(reasons: Mapping[str, str | None], chains: Mapping[str, list[str]]) -> list[str]:
+        """The names a request may enter alone: able to run, or through their chain."""
+        return [
+            name
+            for name, reason in reasons.items()
+            if reason is None or any(reasons.get(f) is None for f in chains.get(name, ()))
+        ]
+
+    def runnable(self) -> list[str]:
+        """The platforms that can run here themselves (a chain needs one of them)."""
+        return [name for name, reason in self._availability().items() if reason is None]
+
     def available(self) -> list[str]:
         """The platforms a request may name here now (as `validate` reads them)."""
-        return [name for name, reason in self._availability().items() if reason is None]
+        return self._alone(self._availability(), self.chains())
 
     def platforms(self) -> list[PlatformInfo]:
         """Every platform with its health in this deployment's store (breaker.py, health.py)."""
-        return self.registry.describe(self.store.get_health())
+        return self.registry.describe(self.store.get_health(), self.chains())
 
     def by_latency(self, names: Sequence[str]) -> list[str]:
         """`names` quickest first, by this deployment's measurements (see health.py)."""

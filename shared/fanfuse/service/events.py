@@ -57,11 +57,15 @@ def run_fields(run: PlatformRun) -> dict[str, Any]:
 
 
 def search_fields(task: Task) -> dict[str, Any]:
+    """`duration_s`, start to final status, is what the search latency alerts measure (infra/
+    alerts.tf, infra/aws/alerts.tf)."""
+    ended = task.finalized_at or task.updated_at
     return {
         "event": SEARCH,
         "status": task.status.value,
         "platforms": len(task.platforms),
         "cost_usd": task.cost.total_usd,
+        "duration_s": round(max(0.0, (ended - task.created_at).total_seconds()), 3),
     }
 
 

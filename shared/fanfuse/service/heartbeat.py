@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import TracebackType
 
+from fanfuse.rules.lifecycle import progress_accepted
 from fanfuse.store.base import TaskDocuments
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,14 @@ class Heartbeat:
         token: str,
         lease: timedelta,
         clock: Callable[[], datetime],
+        *,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
+        """`on_lost`: called once the run is no longer this worker's (its calls in flight are
+        cut then: a cancel in another process is learnt here)."""
         self.store, self.task_id, self.name, self.token = store, task_id, name, token
         self.lease, self.clock = lease, clock
+        self.on_lost = on_lost
         self.lost = False
         self._beating: asyncio.Task[None] | None = None
 
@@ -74,6 +80,19 @@ class Heartbeat:
             except Exception as exc:  # a stalled or failing store: the lease has time left
                 log.warning("lease renewal of %s failed: %r", self.name, exc)
                 continue
-            if not kept:
+            if not kept and not await asyncio.to_thread(self._still_held):
                 log.info("lease of %s is no longer this worker's: stopping", self.name)
                 self.lost = True
+                if self.on_lost is not None:
+                    self.on_lost()
+
+    def _still_held(self) -> bool:
+        """Whether the run is still this worker's after a renewal was refused: the cloud
+        stores refuse a conditional write that merely raced another write of the run (its
+        progress, a call's hold), which must not stop the worker; the next renewal retries."""
+        try:
+            runs = self.store.get_runs(self.task_id)
+        except Exception:  # cannot tell: the lease has time left, the next renewal will
+            return True
+        run = next((r for r in runs if r.name == self.name), None)
+        return run is not None and progress_accepted(run, self.token)

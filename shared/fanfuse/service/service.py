@@ -7,6 +7,7 @@ in-process queue, the Cloud Functions pass Firestore and Cloud Tasks.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import uuid
 from collections.abc import Callable
@@ -17,17 +18,19 @@ from urllib.parse import urlencode
 from fanfuse.fusion import fusers
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
-from fanfuse.rules import aggregate, lifecycle, progress, spend
-from fanfuse.rules.breaker import Verdict
-from fanfuse.rules.mutations import Writes
-from fanfuse.service import admission, circuit, events
+from fanfuse.rules import aggregate, fan_in, handover, lifecycle, progress, spend, timeline
+from fanfuse.rules.breaker import Gate, Verdict
+from fanfuse.rules.mutations import Snapshot, Writes
+from fanfuse.service import admission, chains, circuit, events, ledger
 from fanfuse.service.budgets import Budgets
 from fanfuse.service.catalog import Catalog
 from fanfuse.service.execute import Executor
 from fanfuse.service.heartbeat import Heartbeat
+from fanfuse.service.pacing import Pacer
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.support import logs
+from fanfuse.tracing import delivery, spans
 from fanfuse.wire.errors import (
     QueueUnavailable,
     StartTooSlow,
@@ -36,6 +39,7 @@ from fanfuse.wire.errors import (
 )
 from fanfuse.wire.models import (
     Accepted,
+    CacheEntry,
     Caller,
     PlatformInfo,
     PlatformRun,
@@ -93,10 +97,15 @@ class SearchService:
             content = ContentSettings.model_construct()  # the defaults, not the environment
         self._rerank_settings = rerank
         self._budgets = Budgets(store, registry, settings)
+        prices, pace = self._budgets.price, Pacer(store, clock).for_platform
+        self._in_flight = ledger.InFlight()  # this process's runs, for a cancel to cut
         self._executor = Executor(
-            store, store, registry, settings, clock, runner, content, prices=self._budgets.price
+            store, store, registry, settings, clock, runner, content, prices=prices, pace=pace
         )
         self._circuit = circuit.Circuit(store, clock)
+        self._chains = chains.Chains(
+            store, store, queue, self._executor, self._circuit, self._budgets
+        )
         self.events = events.Events()  # what the metrics count (service/events.py)
         self.catalog = Catalog(store, registry, settings)
 
@@ -117,9 +126,12 @@ class SearchService:
         process) is not limited, nor is a `local` caller (fronts/mcp/access.py). The ticket's time
         is when the request arrived."""
         now = self.clock()
-        if caller is not None and caller.via != "local":
-            admission.admit(self.store, caller, self.settings, now)
-        return admission.Ticket(caller=caller, at=now)
+        ticket = admission.Ticket(caller=caller, at=now)
+        spans.bind_task(ticket.task_id)
+        with spans.span("admit", {spans.TASK_ID: ticket.task_id}):
+            if caller is not None and caller.via != "local":
+                admission.admit(self.store, caller, self.settings, now)
+        return ticket
 
     def start(
         self,
@@ -143,11 +155,15 @@ class SearchService:
             ticket = self.admit(caller)
         elif caller is not None:
             raise TypeError("start takes a caller or the ticket it was admitted with, not both")
+        with logs.task_context(ticket.task_id), spans.span("start"):
+            return self._start(payload, ticket)
+
+    def _start(self, payload: Any, ticket: admission.Ticket) -> Accepted:
         request = self.validate(payload)
         now, caller = ticket.at, ticket.caller
         owner = caller.subject if caller is not None else None
         planned = self._budgets.plan(request, caller, now)  # refused: nothing written or sent
-        task_id = uuid.uuid4().hex
+        task_id = ticket.task_id
         names = planned.platforms
         budget = request.timeout_s or self.settings.deadline_seconds
         task = Task(
@@ -163,25 +179,31 @@ class SearchService:
             updated_at=now,
             deadline_at=now + timedelta(seconds=budget),
             expires_at=now + timedelta(minutes=self.settings.ttl_minutes),
+            trace=spans.traceparent(),
         )
         runs = [
             PlatformRun(task_id=task_id, name=name, index=i, of=len(names), updated_at=now)
             for i, name in enumerate(names, 1)
         ]
+        for run in runs:  # a fallback chain's members (wire/selection.py)
+            run.chain = request.chains.get(run.name, [])
         try:
             self._write(task, runs)
         except Exception:
             self._budgets.release(task)  # withdrawn: nothing of it runs
             raise
         try:
-            for name in names:
-                self.queue.enqueue_platform(PlatformMessage(task_id=task_id, platform=name))
+            self.queue.enqueue_platforms(
+                [PlatformMessage(task_id=task_id, platform=n) for n in names]
+            )
             self._enqueue_deadline(task)
         except Exception as exc:
             # The task is written but cannot run: finalize it as failed rather than leave it.
             log.exception("enqueue failed for %s", task_id)
             self._finalized(
-                self.store.transact(task_id, None, lifecycle.finalize(self.clock(), force=True))
+                self.store.transact(
+                    task_id, None, timeline.finalize(self.clock(), force=True, by="start")
+                )
             )
             raise QueueUnavailable(f"could not enqueue the search: {exc}") from exc
         return Accepted(
@@ -232,80 +254,103 @@ class SearchService:
     # -- run_platform ----------------------------------------------------------------------
 
     @logs.in_task_context  # every line logged meanwhile names the task and the platform
+    @delivery.handled("run_platform")  # its span, in the search's trace
     async def run_platform(self, message: PlatformMessage) -> str:
         """Run one platform's stages; a no-op when it (or its task) is already terminal."""
         task_id, name = message.task_id, message.platform
         token = uuid.uuid4().hex  # this delivery's lease token (see lifecycle.claim)
         lease = timedelta(seconds=self.settings.lease_seconds)
-        claim = lifecycle.claim(name, self.clock(), token, lease=lease)
-        claimed = self.store.transact(task_id, [name], claim)
+        seen, unsaved = list[Task](), list[CacheEntry]()  # the claim's read; the cache's writes
+        claim = handover.claim(name, message.member, self.clock(), token, lease=lease)
+
+        def claiming(snap: Snapshot) -> Writes | None:  # the task it read: no second read
+            seen.append(snap.task)
+            return claim(snap)
+
+        claiming.__qualname__ = claim.__qualname__  # the rule it runs (a trace's span name)
+        claimed = self.store.transact(task_id, [name], claiming)
         if claimed is None:
             self._resume_fan_in(task_id)
+            self._chains.resume(task_id, name)  # a turn that has passed: the next one's task
             return "skipped"
-        run = claimed.runs[0]
-        task = self.store.get_task(task_id)
-        if task is None:
-            raise TaskNotFound(task_id)
+        run, task = claimed.runs[0], seen[-1]
+        working, queued = self.clock(), delivery.delivered().enqueued_at  # for the timeline
+        checks = itertools.count()
+        abort = self._in_flight.enter(task_id)  # a cancel here cuts the calls in flight
         try:
-            async with Heartbeat(self.store, task_id, name, token, lease, self.clock) as beat:
+            async with Heartbeat(
+                self.store, task_id, name, token, lease, self.clock, on_lost=abort.set
+            ) as beat:
 
-                def stop() -> bool:  # the lease went to another delivery, or a cancel
-                    return beat.lost or self._cancelled(task_id)
+                def stop() -> bool:  # the lease went to another delivery, or a cancel (the
+                    # claim has just read the task: the first check reads it again no sooner)
+                    return beat.lost or (next(checks) > 0 and self._cancelled(task_id))
 
-                outcome = await self._guarded(task, run, stop)
+                step, gate = await self._guarded(task, run, stop, abort, unsaved)
         except asyncio.CancelledError:
             # This process is stopping mid-run: hand the run back rather than hold it until the
             # lease lapses (a restarted embedded runtime resumes it at once).
             self.store.transact(task_id, [name], lifecycle.release(name, token))
             raise
-        written = self.store.transact(
-            task_id, [name], lifecycle.finish(name, outcome, self.clock(), token)
-        )
-        try:  # the search's end before the health sample: the answer waits for it, not that
+        finally:
+            self._in_flight.leave(task_id, abort)
+        if isinstance(step, chains.Handover):  # the chain's next member: its own task
+            return self._chains.hand_over(task_id, run, token, step)
+        outcome, counted_by = chains.finishing(name, step, self.clock(), token)
+        last = self._finalize_at_fan_in  # the last fan-in finalizes too (rules/fan_in.py)
+        finish = fan_in.fan_in(name, counted_by, self.clock(), queued, working, finalize=last)
+        written = self.store.transact(task_id, [name], finish)
+        if written is None or written.task is None:  # ended or taken over meanwhile
+            ledger.settle_late(
+                self.store, self._budgets, task_id, name, token, outcome.calls, self.clock()
+            )
+        try:  # the search's end before the breaker and health: the answer waits for it, not those
             counted = written.task if written is not None else None
-            if counted is not None and counted.counters.done == len(counted.platforms):
+            if counted is not None and counted.status.terminal:
+                self._finalized(Writes(task=counted))  # at its fan-in (its run: counted below)
+            elif counted is not None and counted.counters.done == len(counted.platforms):
                 self._fan_in_complete(counted)
         finally:
-            self._circuit.observe_latency(name, outcome)
+            self._executor.save_cache(unsaved)  # the run's cache entries, once it is counted
+            if gate is not None:  # a chain's members were recorded one by one (chains.py)
+                self._circuit.record(name, outcome, gate)
+            if not run.chain:
+                self._circuit.observe_latency(name, outcome)
             self.events.runs_ended(written.runs if written is not None else [])
         if written is None or written.task is None:
             return "discarded"
         return outcome.state.value
 
     async def _guarded(
-        self, task: Task, run: PlatformRun, stop: Callable[[], bool]
-    ) -> lifecycle.Outcome:
+        self,
+        task: Task,
+        run: PlatformRun,
+        stop: Callable[[], bool],
+        abort: asyncio.Event | None = None,
+        unsaved: list[CacheEntry] | None = None,
+    ) -> tuple[lifecycle.Outcome | chains.Step, Gate | None]:
         """The run behind its platform's shared breaker (circuit.py): a suspended platform is
-        answered at once, with no provider call, instead of spending the search's deadline."""
+        answered at once, with no provider call, instead of spending the search's deadline. The
+        outcome is recorded in the breaker after the fan-in (`run_platform`), off the path of
+        the answer. A fallback chain's members each stand behind their own (chains.py): no gate
+        here."""
+        if run.chain:
+            return await self._chains.run(task, run, stop, abort), None
         gate = self._circuit.admit(run.name)
         if gate.verdict is Verdict.SUSPENDED:
-            return circuit.suspended(run.name, gate)
-        outcome = await self._executor.run(task, run, stop)
-        self._circuit.record(run.name, outcome, gate)
-        return outcome
+            return circuit.suspended(run.name, gate), gate
+        return await self._executor.run(task, run, stop, abort=abort, unsaved=unsaved), gate
 
     def _fan_in_complete(self, task: Task) -> None:
-        """Every platform has ended: finalize here if this runtime does and nothing slow is
-        left (`lifecycle.finalized_at_fan_in`), then enqueue the fan-in's aggregate task.
-
-        The aggregator's own transaction (`lifecycle.finalize`, only from a non-terminal
-        status): with a deadline task, a redelivery or the aggregate delivery, still exactly one
-        finalization. Before the enqueue, so that delivery finds the search final (a read) and
-        does not contend for the task document. The aggregate task stays the path of a mode that
-        reranks and of a finalization that could not commit here (logged)."""
-        if self._finalize_at_fan_in and lifecycle.finalized_at_fan_in(task):
-            try:
-                self.store.transact(
-                    task.task_id, None, lifecycle.finalize(self.clock(), force=False)
-                )
-            except Exception:
-                log.warning("finalizing at fan-in failed; the aggregate task will", exc_info=True)
+        """Every platform has ended and the fan-in did not finalize (a mode that reranks, or a
+        runtime that leaves it to the aggregate task): enqueue the aggregate task, which does.
+        Its transaction (`lifecycle.finalize`, only from a non-terminal status): with a deadline
+        task or a redelivery, still exactly one finalization."""
         self.queue.enqueue_aggregate(AggregateMessage(task_id=task.task_id))
 
     def _resume_fan_in(self, task_id: str) -> None:
-        """A redelivery after the fan-in committed but its finalization (or aggregate enqueue)
-        failed: do it again (finalize lands once; the task name makes a second enqueue
-        harmless) instead of waiting for the deadline."""
+        """A redelivery after the fan-in committed but its aggregate enqueue failed: do it again
+        (the task name makes a second enqueue harmless) instead of waiting for the deadline."""
         task = self.store.get_task(task_id)
         if (
             task is not None
@@ -325,7 +370,7 @@ class SearchService:
             now = self.clock()
             if task.deadline_at <= now:
                 self._finalized(
-                    self.store.transact(task.task_id, None, lifecycle.finalize(now, force=True))
+                    self.store.transact(task.task_id, None, timeline.finalize(now, force=True))
                 )
                 continue
             for run in self.store.get_runs(task.task_id):
@@ -333,9 +378,7 @@ class SearchService:
                     if run.lease is not None:  # held by this process's previous life: gone
                         release = lifecycle.release(run.name, run.lease)
                         self.store.transact(task.task_id, [run.name], release)
-                    self.queue.enqueue_platform(
-                        PlatformMessage(task_id=task.task_id, platform=run.name)
-                    )
+                    self.queue.enqueue_platform(chains.message_for(run))
             self._enqueue_deadline(task)
         return len(tasks)
 
@@ -352,6 +395,7 @@ class SearchService:
     # -- aggregate, status, cancel -----------------------------------------------------------
 
     @logs.in_task_context  # every line logged meanwhile names the task
+    @delivery.handled("aggregate")
     async def aggregate(self, message: AggregateMessage) -> str:
         """Finalize exactly once: a no-op when terminal, or still running before the deadline."""
         task = self.store.get_task(message.task_id)
@@ -363,7 +407,7 @@ class SearchService:
         written = self.store.transact(
             message.task_id,
             None,
-            lifecycle.finalize(self.clock(), force=message.deadline, reranked=reranked),
+            timeline.finalize(self.clock(), force=message.deadline, reranked=reranked),
         )
         if written is None:
             latest = self.store.get_task(message.task_id)
@@ -431,5 +475,6 @@ class SearchService:
                     r.content = contents.get(r.content_id)
 
     def cancel(self, task_id: str) -> TaskView:
-        self._finalized(self.store.transact(task_id, None, lifecycle.cancel(self.clock())))
+        self._finalized(self.store.transact(task_id, None, timeline.cancel(self.clock())))
+        self._in_flight.abort(task_id)  # its runs in this process stop calling at once
         return self.status(task_id)

@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 
 
 class Reporter:
-    """Writes a run's stage and progress to its platform document, throttled."""
+    """Writes a run's stage and progress to its platform document, throttled. `label`: the
+    chain member working for the run (`brave: Searching: ...` on google's document), if not
+    the run's own platform."""
 
     def __init__(
         self,
@@ -36,9 +38,10 @@ class Reporter:
         stages: list[Stage],
         interval: float,
         clock: Callable[[], float] = time.monotonic,
+        label: str | None = None,
     ) -> None:
         self.store, self.run, self.stages = store, run, stages
-        self.interval, self.clock = interval, clock
+        self.interval, self.clock, self.label = interval, clock, label
         self.stage = stages[0]
         self.message = ""
         self._last = float("-inf")
@@ -57,6 +60,8 @@ class Reporter:
     def _write(self, current: int, total: int, detail: str, *, force: bool) -> None:
         run = self.run
         self.message = progress.stage_message(self.stage, detail)
+        if self.label:
+            self.message = f"{self.label}: {self.message}"
         now = self.clock()
         if not force and now - self._last < self.interval:
             return

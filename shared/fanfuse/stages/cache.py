@@ -130,6 +130,9 @@ class QueryCache:
         self.language, self.include_content, self.options = language, include_content, options
         self.limit, self.ttl_s, self.mode, self.clock = limit, ttl_s, mode, clock
         self.scope = scope
+        self.deferred: list[CacheEntry] | None = None
+        """A list: `save` adds its entries here, for the run's owner to write once the run has
+        been counted (service/execute.py), off the path between the answer and its fan-in."""
 
     @classmethod
     def for_run(
@@ -200,7 +203,16 @@ class QueryCache:
             stored_at=now,
             expires_at=now + timedelta(seconds=self.ttl_s),
         )
-        try:
-            self.store.put_cached(entry)
-        except DocumentTooLarge as exc:  # page content can pass Firestore's 1 MiB: not kept
-            log.warning("not cached: %s", exc)
+        if self.deferred is not None:
+            self.deferred.append(entry)
+            return
+        put(self.store, entry)
+
+
+def put(store: CacheStore, entry: CacheEntry) -> None:
+    """Write one entry; one too large for a document is not kept (page content can pass
+    Firestore's 1 MiB)."""
+    try:
+        store.put_cached(entry)
+    except DocumentTooLarge as exc:
+        log.warning("not cached: %s", exc)

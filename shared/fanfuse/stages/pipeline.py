@@ -16,6 +16,7 @@ from typing import Any
 from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.stages import compressing, fetching, resolving, searching
 from fanfuse.stages.base import StageFn, StageRun
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import Cancelled
 from fanfuse.wire.models import Hit, Stage
 
@@ -47,6 +48,9 @@ async def execute(
         if check_cancelled():
             raise Cancelled()
         started = time.monotonic()
-        hits = await STAGES[stage](run, hits)
+        with spans.span(f"stage {stage.value}", {"fanfuse.stage": stage.value}) as span:
+            hits = await STAGES[stage](run, hits)
+            if span is not None:
+                span.set_attribute("fanfuse.results", len(hits))
         run.ctx.record.timings[stage.value] = round(time.monotonic() - started, 4)
     return hits

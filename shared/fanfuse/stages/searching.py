@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 
 from fanfuse.platforms.base import SearchParams
 from fanfuse.rules import filters, progress
 from fanfuse.rules.breaker import run_kind
+from fanfuse.rules.timeline import FIRST_RESULT
 from fanfuse.stages.base import StageRun
 from fanfuse.wire.errors import ProviderError, unwrap_group_error
 from fanfuse.wire.models import CacheNote, CacheState, FailureKind, Hit, QueryFailure, Stage
@@ -28,6 +30,7 @@ Answer = list[Hit] | ProviderError
 
 async def search(run: StageRun, hits: list[Hit]) -> list[Hit]:
     """Always the first stage (`hits` is empty); the claim already reported its start."""
+    began = time.monotonic()  # the timeline's first result counts from here
     queries = run.params.queries
     answers: list[Answer | None] = [None] * len(queries)
     ages: list[float] = []
@@ -37,13 +40,14 @@ async def search(run: StageRun, hits: list[Hit]) -> list[Hit]:
             if cached is not None:
                 answers[qi] = cached.hits
                 ages.append(cached.age_s)
+                _first_result(run, cached.hits, began)
                 run.ctx.record.provider = run.ctx.record.provider or cached.provider
     missing = [qi for qi, answer in enumerate(answers) if answer is None]
     if missing and run.cache is not None and run.cache.mode is CacheMode.ONLY:
         for qi in missing:
             answers[qi] = ProviderError(run.platform.name, NOT_CACHED, FailureKind.NOT_ASKED)
     elif missing:
-        fresh = await _ask(run, [queries[qi] for qi in missing])
+        fresh = await _ask(run, [queries[qi] for qi in missing], began)
         for qi, answer in zip(missing, fresh, strict=True):
             answers[qi] = answer
             if (
@@ -74,7 +78,11 @@ def _lists(run: StageRun, answers: list[Answer | None]) -> list[list[Hit]]:
     queries = run.params.queries
     failures = [
         QueryFailure(
-            platform=run.platform.name, query_index=qi, query=queries[qi], error=answer.message
+            platform=run.platform.name,
+            query_index=qi,
+            query=queries[qi],
+            error=answer.message,
+            kind=answer.fault,
         )
         for qi, answer in enumerate(answers)
         if isinstance(answer, ProviderError)
@@ -92,11 +100,20 @@ def _lists(run: StageRun, answers: list[Answer | None]) -> list[list[Hit]]:
     return [answer if isinstance(answer, list) else [] for answer in answers]
 
 
-async def _ask(run: StageRun, queries: list[str]) -> list[Answer]:
+def _first_result(run: StageRun, answer: Answer, began: float) -> None:
+    """The first answer with results, in `timings` (the timeline's `first_result`)."""
+    if isinstance(answer, list) and answer:
+        run.ctx.record.timings.setdefault(FIRST_RESULT, round(time.monotonic() - began, 4))
+
+
+async def _ask(run: StageRun, queries: list[str], began: float) -> list[Answer]:
     """The platform's answer to each query; a multi-query platform is asked once first."""
     if run.platform.capabilities.multi_query:
         try:
-            return list(await run.platform.search(run.ctx, _with(run, queries)))
+            answers: list[Answer] = list(await run.platform.search(run.ctx, _with(run, queries)))
+            for answer in answers:
+                _first_result(run, answer, began)
+            return answers
         except ProviderError as exc:
             if len(queries) == 1:
                 return [exc]
@@ -109,6 +126,7 @@ async def _ask(run: StageRun, queries: list[str]) -> list[Answer]:
             answer: Answer = (await run.platform.search(quiet, _with(run, [query])))[0]
         except ProviderError as exc:
             answer = exc
+        _first_result(run, answer, began)
         done += 1
         if len(queries) > 1:
             run.reporter.step(done, len(queries), f"{done}/{len(queries)} queries")

@@ -26,8 +26,8 @@ from fanfuse.rules.mutations import (
     HealthChange,
     Mutator,
     QuotaMutator,
-    Snapshot,
     Writes,
+    applied,
     health_swap,
 )
 from fanfuse.rules.stats import Recorded
@@ -38,6 +38,7 @@ from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
 from fanfuse.store.surfacing import surfacing, until_won
 from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.wire.models import (
     TERMINAL_TASK,
@@ -76,6 +77,7 @@ class Contended(Exception):
     """A conditional write found an item changed since it was read: read again."""
 
 
+@spans.traced_methods("dynamodb", TaskStore)
 @surfacing("DynamoDB", codec.stalled, lambda store: store.retry_after_s())
 class DynamoStore(TaskStore):
     """TaskStore on one DynamoDB table; `client` is a low-level boto3 client (aws_clients.py
@@ -105,12 +107,16 @@ class DynamoStore(TaskStore):
         got = self.client.get_item(TableName=self.table, Key=codec.key(pk, sk), ConsistentRead=True)
         return got.get("Item")
 
-    def _query(self, pk: str, prefix: str | None = None, **extra: Any) -> Iterator[dict[str, Any]]:
-        """Every item of partition `pk` (whose sort key starts with `prefix`), page by page."""
-        condition = "pk = :pk" + (" AND begins_with(sk, :prefix)" if prefix else "")
+    def _query(
+        self, pk: str, prefix: str | None = None, *, since: str | None = None, **extra: Any
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of partition `pk` whose sort key starts with `prefix` (or is >= `since`)."""
+        sk = " AND begins_with(sk, :prefix)" if prefix else " AND sk >= :since" if since else ""
         values: dict[str, Any] = {":pk": {"S": pk}}
-        if prefix:
-            values[":prefix"] = {"S": prefix}
+        values |= (
+            {":prefix": {"S": prefix}} if prefix else {":since": {"S": since}} if since else {}
+        )
+        condition = "pk = :pk" + sk
         pages = self.client.get_paginator("query").paginate(
             TableName=self.table,
             KeyConditionExpression=condition,
@@ -275,19 +281,22 @@ class DynamoStore(TaskStore):
         self, task_id: str, names: Sequence[str] | None, mutate: Mutator
     ) -> Writes | None:
         pk = codec.task_pk(task_id)
-        stored = self._get(pk, codec.TASK_SK)
+        got = {i["sk"]["S"]: i for i in self._query(pk, since=codec.RUN_PREFIX)}  # runs < task
+        stored = got.pop(codec.TASK_SK, None)  # one round trip, and no content (content# < run#)
         if stored is None:
             raise TaskNotFound(task_id)
         task = codec.model_of(stored, Task)
         versions = {codec.TASK_SK: codec.version(stored)}
-        runs: dict[str, PlatformRun] = {}
-        for item in self._query(pk, codec.RUN_PREFIX):
-            run = codec.model_of(item, PlatformRun)
-            if names is None or run.name in names:
-                runs[run.name] = run
-                versions[codec.run_sk(run.name)] = codec.version(item)
-        runs = dict(sorted(runs.items(), key=lambda kv: kv[1].index))
-        writes = mutate(Snapshot(task=task, runs=runs))
+        runs = [(codec.model_of(item, PlatformRun), codec.version(item)) for item in got.values()]
+        every = {run.name: (run, version) for run, version in runs}
+
+        def read(wanted: Sequence[str]) -> list[PlatformRun]:  # conditioned on the versions read
+            found = [every[name] for name in wanted if name in every]
+            versions.update({codec.run_sk(run.name): ver for run, ver in found})
+            return [run for run, _ in found]
+
+        found = read(list(every) if names is None else names)
+        writes = applied(mutate, task, found, read)  # all runs, if it asks (NeedsAllRuns)
         if writes is None:
             return None
         items = self._task_items(task_id, task.expires_at, writes, versions)

@@ -27,6 +27,7 @@ under contention, which is why the mutators must be pure.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -40,13 +41,13 @@ from fanfuse.rules.mutations import (
     HealthChange,
     Mutator,
     QuotaMutator,
-    Snapshot,
     Writes,
+    applied,
     health_swap,
 )
 from fanfuse.rules.stats import Recorded
 from fanfuse.settings import Settings
-from fanfuse.store import recent
+from fanfuse.store import firestore_codec, recent
 from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
@@ -58,6 +59,7 @@ from fanfuse.store.firestore_calls import (
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
 from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import DocumentTooLarge, TaskNotFound
 from fanfuse.wire.models import (
     TERMINAL_TASK,
@@ -95,6 +97,7 @@ CONTENTS = "contents"
 # The store
 
 
+@spans.traced_methods("firestore", TaskStore)
 @surfaced
 class FirestoreStore(TaskStore):
     """TaskStore on Firestore (sync client). `client` defaults to one for `project`.
@@ -224,7 +227,7 @@ class FirestoreStore(TaskStore):
         """Read the task and the runs, apply `mutate`, write what it returns: one transaction."""
         from google.cloud import firestore
 
-        task_ref = self._task_ref(task_id)
+        task_ref, run_ref = self._task_ref(task_id), functools.partial(self._run_ref, task_id)
         written: list[str] = []
         deadline = self.bounds.deadline()
 
@@ -233,20 +236,20 @@ class FirestoreStore(TaskStore):
             self.bounds.check(deadline, f"a transaction on {task_ref.path}")
             written.clear()
             # Named runs are read with the task in one round trip; "all" needs the task first.
-            refs = [task_ref] + [self._run_ref(task_id, n) for n in names or ()]
+            refs = [task_ref] + [run_ref(n) for n in names or ()]
             docs = self._read(refs, transaction, deadline)
             snap = docs.pop(task_ref.path)
             if not snap.exists:
                 raise TaskNotFound(task_id)
             task = Task.model_validate(decode(snap.to_dict()))
-            if names is None:
-                refs = [self._run_ref(task_id, n) for n in task.platforms]
-                docs = self._read(refs, transaction, deadline)
-            found = [
-                PlatformRun.model_validate(decode(d.to_dict())) for d in docs.values() if d.exists
-            ]
-            runs = {r.name: r for r in sorted(found, key=lambda r: r.index)}
-            writes = mutate(Snapshot(task=task, runs=runs))
+
+            def read(wanted: Sequence[str]) -> list[PlatformRun]:  # in this transaction
+                return firestore_codec.runs_in(
+                    self._read(list(map(run_ref, wanted)), transaction, deadline)
+                )
+
+            found = read(task.platforms) if names is None else firestore_codec.runs_in(docs)
+            writes = applied(mutate, task, found, read)  # all runs, if it asks (NeedsAllRuns)
             if writes is None:
                 return None
             for ref, data in self._documents(task_id, task.expires_at, writes):

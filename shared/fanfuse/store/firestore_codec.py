@@ -102,3 +102,8 @@ def document_size(path: str, data: Mapping[str, Any]) -> int:
     """Storage size of a document: its name, its fields, and 32 bytes of overhead."""
     name = sum(len(part.encode()) + 1 for part in path.split("/")) + 16
     return name + _value_size(data) + 32
+
+
+def runs_in(docs: Mapping[str, Any]) -> list[PlatformRun]:
+    """The platform runs among read snapshots (by path), the missing ones left out."""
+    return [PlatformRun.model_validate(decode(d.to_dict())) for d in docs.values() if d.exists]

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse.rules.lifecycle import progress_accepted
-from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Snapshot, Writes
+from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Writes, applied
 from fanfuse.rules.stats import Recorded
 from fanfuse.store.base import TaskStore
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import TaskNotFound
 from fanfuse.wire.models import (
     TERMINAL_TASK,
@@ -90,6 +91,7 @@ def _ts(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
 
+@spans.traced_methods("sqlite", TaskStore)
 class SqliteStore(TaskStore):
     def __init__(self, path: Path | str, *, resident: str | None = None) -> None:
         """`resident`: the id of the resident process (serve, mcp) that opens this store; the
@@ -212,12 +214,12 @@ class SqliteStore(TaskStore):
             rows = db.execute(
                 "SELECT name, doc FROM platforms WHERE task_id = ? ORDER BY position", (task_id,)
             ).fetchall()
-            runs = {
-                name: PlatformRun.model_validate_json(doc)
-                for name, doc in rows
-                if names is None or name in names
-            }
-            writes = mutate(Snapshot(task=Task.model_validate_json(row[0]), runs=runs))
+            every = {name: PlatformRun.model_validate_json(doc) for name, doc in rows}
+            found = [run for name, run in every.items() if names is None or name in names]
+            task = Task.model_validate_json(row[0])
+            writes = applied(
+                mutate, task, found, lambda wanted: [every[n] for n in wanted if n in every]
+            )
             if writes is None:
                 return None
             if writes.task is not None:

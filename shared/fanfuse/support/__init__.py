@@ -1,1 +1,2 @@
-"""Stdlib-only helpers: log lines, redaction, Retry-After. Imports no other part of fanfuse."""
+"""Stdlib-only helpers: log lines, redaction, Retry-After; the version string. Imports no other
+part of fanfuse."""

@@ -36,6 +36,7 @@ from fanfuse.support.redact import redact
 
 TRACE_FIELD = "logging.googleapis.com/trace"
 SPAN_FIELD = "logging.googleapis.com/spanId"
+SAMPLED_FIELD = "logging.googleapis.com/trace_sampled"
 TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
 """W3C Trace Context: version-trace_id-parent_id-flags, lower-case hex."""
 CLOUD_TRACE = re.compile(r"^([0-9a-fA-F]{32})(?:/([0-9]{1,20}))?(?:;o=[0-9])?$")
@@ -48,6 +49,26 @@ one is no trace: `int()` of thousands of digits is slow, and past Python's `int_
 class Trace(BaseModel):
     trace_id: str
     span_id: str | None = None
+    sampled: bool | None = None
+    """Whether the span is recorded (`logging.googleapis.com/trace_sampled`); None: unknown."""
+
+
+TraceSource = Callable[[], Trace | None]
+_span_source: TraceSource | None = None
+"""Where the current span's ids come from once tracing is on (`fanfuse.tracing.setup`): a line
+logged inside a span names that span, not only the request's incoming trace."""
+
+
+def use_span_ids(source: TraceSource | None) -> None:
+    """Lines name the span `source` returns (None: the request's incoming trace only)."""
+    global _span_source
+    _span_source = source
+
+
+def current_trace() -> Trace | None:
+    """The trace a line logged now belongs to: the current span's, else the request's."""
+    found = _span_source() if _span_source is not None else None
+    return found if found is not None else _trace.get()
 
 
 _trace: ContextVar[Trace | None] = ContextVar("fanfuse_trace", default=None)
@@ -80,6 +101,11 @@ def request_context(headers: Mapping[str, str]) -> Iterator[None]:
         yield
     finally:
         _trace.reset(token)
+
+
+def current_task() -> tuple[str | None, str | None]:
+    """The task id and platform of the current `task_context` (the tracing spans' too)."""
+    return _task_id.get(), _platform.get()
 
 
 @contextmanager
@@ -143,11 +169,13 @@ class CloudLoggingFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
             "logger": record.name,
         }
-        trace = _trace.get()
+        trace = current_trace()
         if trace is not None:
             entry[TRACE_FIELD] = f"projects/{self.project}/traces/{trace.trace_id}"
             if trace.span_id is not None:
                 entry[SPAN_FIELD] = trace.span_id
+            if trace.sampled is not None:
+                entry[SAMPLED_FIELD] = trace.sampled
         task_id, platform = _task_id.get(), _platform.get()
         if task_id is not None:
             entry["task_id"] = task_id

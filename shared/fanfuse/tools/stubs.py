@@ -5,7 +5,8 @@ against it from an installed package; it imports nothing beyond the standard lib
 settings model.
 
 The stub answers each platform after a fixed delay (`/delay/{s}`), which is what the benchmarks
-measure against. It also serves the end-to-end tests: it answers with an HTTP status
+measure against, or with a slow tail (`/tail/{n}:{s}`: every n-th request waits s seconds more:
+`fanfuse bench hedging`). It also serves the end-to-end tests: it answers with an HTTP status
 (`/status/{code}`), a malformed body (`/malformed`), only once a named gate is released
 (`/gate/{name}`), with HTTP 500 for the queries that contain a marker (`/fail-query/{marker}`),
 with results on chosen hosts (`/domains/{host,host}`), or with tracking parameters on the shared
@@ -34,6 +35,7 @@ DATE_STEP_DAYS = 2
 
 STEPS = {
     "delay": 1,
+    "tail": 1,
     "gate": 1,
     "status": 1,
     "malformed": 0,
@@ -53,6 +55,7 @@ class StubSearxServer:
     `/search`. A behaviour is a sequence of steps, each a word and its argument:
 
         delay/{seconds}      wait, then answer
+        tail/{n}:{seconds}   every n-th request on this path waits that much longer
         gate/{name}          wait until the test releases gate `name`, then answer
         status/{code}        answer HTTP `code` with an error body
         malformed            answer 200 with a body that is not JSON
@@ -134,9 +137,11 @@ class StubSearxServer:
             parts = parts[:-1]
         key = "/".join(parts)
         page = int((query.get("pageno") or ["1"])[0])
+        nth = 0
         if page == 1:
             with self._lock:
                 self.requests[key] += 1
+                nth = self.requests[key]
                 self.arrivals.setdefault(key, []).append(time.monotonic())
         steps = parse_steps(key)
         if steps is None:
@@ -145,6 +150,10 @@ class StubSearxServer:
         for word, arg in steps:
             if page == 1 and word == "delay":
                 time.sleep(float(arg))
+            elif page == 1 and word == "tail":
+                every, seconds = arg.split(":")
+                if nth % int(every) == 0:
+                    time.sleep(float(seconds))
             elif page == 1 and word == "gate":
                 self.gate(arg).wait(GATE_TIMEOUT)
         for word, arg in steps:
@@ -210,6 +219,9 @@ def _valid(word: str, arg: str) -> bool:
             return float(arg) >= 0
         if word == "status":
             return 100 <= int(arg) <= 599
+        if word == "tail":
+            every, seconds = arg.split(":")
+            return int(every) >= 1 and float(seconds) >= 0
     except ValueError:
         return False
     if word == "domains":

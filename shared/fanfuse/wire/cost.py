@@ -6,6 +6,7 @@ the call records' `cost_usd` (rules/spend.py), and the admission's estimate (rul
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -17,13 +18,28 @@ def usd(amount: float) -> str:
     return f"${amount:.4f}".rstrip("0").rstrip(".") if amount else "$0"
 
 
+class MemberCost(BaseModel):
+    """What one member of a platform's fallback chain cost in one search."""
+
+    calls: int = Field(default=0, ge=0, description="charged provider calls")
+    usd: float = Field(default=0.0, ge=0)
+
+
 class PlatformCost(BaseModel):
-    """What one platform's provider calls cost in one search."""
+    """What one platform's provider calls cost in one search (a chain's: all its members')."""
 
     calls: int = Field(default=0, ge=0, description="charged provider calls")
     usd: float = Field(default=0.0, ge=0)
     estimate_usd: float = Field(
         default=0.0, ge=0, description="the plan's estimate for it, made before any call"
+    )
+    chain: list[str] = Field(
+        default_factory=list,
+        description="a fallback chain's members: its estimate is the chain at its dearest "
+        "plausible path, every member asked and charged",
+    )
+    members: dict[str, MemberCost] = Field(
+        default_factory=dict, description="a chain: each member's charged calls and cost"
     )
 
 
@@ -43,6 +59,11 @@ class CostBudget(BaseModel):
     policy: BudgetPolicy = "refuse"
     daily_budget_usd: float | None = Field(
         default=None, description="the API key's daily budget; None: none"
+    )
+    key_id: str | None = Field(
+        default=None,
+        description="the API key whose daily budget this search counts against (a budget is "
+        "its key's own, not its owner's: rules/budget.py)",
     )
     daily_spent_usd: float | None = Field(
         default=None, description="the key's spend today before this search (reserved included)"
@@ -64,3 +85,16 @@ class Cost(BaseModel):
         default_factory=list, description="platforms dropped from the plan to fit the budget"
     )
     currency: Literal["USD"] = "USD"
+
+
+class HeldCall(BaseModel):
+    """A provider call counted before it was sent (rules/spend.py): on its platform document
+    from just before the request leaves until its answer is settled into the run's call
+    records. Until then it counts as paid at `usd`, the dearest the call can cost, so that a
+    cancel, the deadline or a killed worker never leaves a call the provider may bill uncounted.
+    """
+
+    id: str
+    usd: float = Field(ge=0, description="what it counts for until settled: its dearest price")
+    lease: str = Field(description="the delivery that sent it (its lease token)")
+    at: datetime

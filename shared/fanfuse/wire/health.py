@@ -53,6 +53,11 @@ class PlatformHealth(BaseModel):
         description="seconds the last run that loaded the platform into a fresh process spent "
         "loading (a model, an index), kept out of `latency_s`; None: none measured",
     )
+    recent_s: list[float] = Field(
+        default_factory=list,
+        description="the last sampled searching seconds, newest last (health.py): their p90 is "
+        "how long a fallback chain waits for it before it hedges, by default",
+    )
     updated_at: datetime
     state: BreakerState = BreakerState.CLOSED
     reason: FailureKind | None = Field(default=None, description="why it was last suspended")

@@ -13,7 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fanfuse.support.redact import redact
+from fanfuse.wire.chain import MemberRun
 from fanfuse.wire.cost import Cost as Cost
+from fanfuse.wire.cost import HeldCall as HeldCall
 from fanfuse.wire.health import BreakerState as BreakerState
 from fanfuse.wire.health import FailureKind as FailureKind
 from fanfuse.wire.health import PlatformHealth as PlatformHealth
@@ -23,6 +25,7 @@ from fanfuse.wire.identity import Caller as Caller
 from fanfuse.wire.options import CacheMode, OptionUse
 from fanfuse.wire.request import FusionMethod as FusionMethod
 from fanfuse.wire.request import SearchRequest as SearchRequest
+from fanfuse.wire.timeline import Timeline
 
 
 def utcnow() -> datetime:
@@ -131,6 +134,9 @@ class QueryFailure(BaseModel):
     query_index: int
     query: str
     error: str
+    kind: FailureKind | None = Field(
+        default=None, description="whose failure (a chain passes the query on for the provider's)"
+    )
 
 
 class QueryResults(BaseModel):
@@ -197,7 +203,16 @@ class CallRecord(BaseModel):
         default=0.0,
         ge=0,
         description="what this call cost, by the platform's price list (pricing.py); 0: free, "
-        "or not charged (a call that got no answer)",
+        "or not charged (a call the provider refused); a call sent that got no answer (cut by "
+        "a cancel, the deadline or a timeout) counts at its held price: it may be billed",
+    )
+    hold: str | None = Field(
+        default=None,
+        description="the id of the hold that counted this call before it was sent "
+        "(`PlatformRun.held_calls`); None: a free call, counted by nobody",
+    )
+    paced_s: float = Field(
+        default=0.0, ge=0, description="seconds it waited for the provider's pace (pacing.py)"
     )
 
     @field_validator("url", "error")
@@ -271,6 +286,11 @@ class PlatformRun(BaseModel):
     provider: str | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     calls: list[CallRecord] = Field(default_factory=list)
+    held_calls: list[HeldCall] = Field(
+        default_factory=list,
+        description="provider calls counted before they were sent whose answers are not yet "
+        "in `calls` (in flight, or their worker died): each counts as paid at its price",
+    )
     options: dict[str, OptionUse] = Field(
         default_factory=dict, description="per request option: native, post_filter, not_applied"
     )
@@ -288,6 +308,18 @@ class PlatformRun(BaseModel):
         default_factory=dict,
         description="per-search caps that cut this run (provider_calls, page_fetches); none: "
         "nothing was cut",
+    )
+    chain: list[str] = Field(
+        default_factory=list,
+        description="a fallback chain's members in order, this run's name first (`google|brave`); "
+        "empty: no fallback",
+    )
+    member: int = Field(default=0, description="a chain: the index of the member whose turn it is")
+    members: list[MemberRun] = Field(
+        default_factory=list, description="a chain: each member asked or passed over, and why"
+    )
+    answered_by: list[str] = Field(
+        default_factory=list, description="a chain: the members whose answers are its results"
     )
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -334,6 +366,16 @@ class Task(BaseModel):
     deadline_at: datetime
     expires_at: datetime
     finalized_at: datetime | None = None
+    timeline: Timeline = Field(
+        default_factory=Timeline,
+        description="where the search's time went: per platform queued, started, first result, "
+        "stages, finished; the fan-in and the finalization (wire/timeline.py)",
+    )
+    trace: str | None = Field(
+        default=None,
+        description="the W3C traceparent of the search's start, when it was traced: its trace "
+        "id finds every span of the search in the tracing backend",
+    )
 
 
 class Preview(BaseModel):
@@ -403,4 +445,12 @@ class PlatformInfo(BaseModel):
     rate_limit: str | None = Field(
         default=None,
         description="the provider's documented limit the default concurrency derives from",
+    )
+    pace_per_second: float | None = Field(
+        default=None,
+        description="provider calls a second across the deployment's workers (pacing.py); None: "
+        "not paced",
+    )
+    fallbacks: list[str] = Field(
+        default_factory=list, description="the deployment's chain for it (Settings.chains)"
     )

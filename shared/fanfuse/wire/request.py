@@ -1,10 +1,11 @@
 """The request: what an app sends, validated into one clear problem per bad field.
 
 `SearchRequest` is validated with a context that says which platforms are available here (and
-why the others are not), the deployment's deadline and limits (`max_queries`, `max_platforms`),
-and `by_latency` (the available platforms quickest first, for a mode whose `all` means the
-quickest, and for a deployment that caps how many platforms `all` may mean), so the same model
-gives the same 400 in every runtime and in `fanfuse search`.
+why the others are not), the deployment's fallback chains, its deadline and limits
+(`max_queries`, `max_platforms`), and `by_latency` (the available platforms quickest first, for a
+mode whose `all` means the quickest, and for a deployment that caps how many platforms `all` may
+mean), so the same model gives the same 400 in every runtime and in `fanfuse search`. What
+`platform` may say (names, `google|brave` chains, `all`) is selection.py's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from fanfuse.wire import selection
+from fanfuse.wire.chain import HedgeAfter
 from fanfuse.wire.fields import Domains, country_code, one_or_list, shown
 from fanfuse.wire.inbound import Inbound, character_problem
 from fanfuse.wire.modes import DEFAULT_MODE, MODES, Mode
@@ -33,16 +36,13 @@ from fanfuse.wire.options import (
     SearchOptions,
     TimeRange,
 )
+from fanfuse.wire.selection import MAX_NAME_CHARS as MAX_NAME_CHARS
+from fanfuse.wire.selection import MAX_PLATFORM_NAMES as MAX_PLATFORM_NAMES
+from fanfuse.wire.selection import split_platforms as split_platforms
 
 MAX_QUERIES = 5
 MIN_TIMEOUT_S = 0.5
 MAX_QUERY_CHARS = 500
-MAX_PLATFORM_NAMES = 64
-"""Platform names one request may list, counted before duplicates are dropped: more than any
-deployment has (about 20), and a bound on the work a body can ask of the validator."""
-MAX_NAME_CHARS = 40
-"""A platform name's length at most (`_NAME`): a longer one is refused before it is looked up
-or quoted back in a 400."""
 MAX_COST_USD = 1000.0
 """The largest per-request cap a request may set: far over any one search's cost (the dearest
 plan is a few dollars), so a larger figure is a typo, not a budget."""
@@ -69,37 +69,6 @@ def text_problem(text: str) -> str | None:
     if not any(unicodedata.category(char)[0] in "LNPS" for char in text):
         return "has no visible character"
     return None
-
-
-def split_platforms(value: Any) -> list[str]:
-    """`"docs, Vectors"` or `["docs", "vectors"]` -> `["docs", "vectors"]` (lower, deduped).
-
-    Linear in the input, whatever it holds: the names are counted (commas, blanks and
-    duplicates included) before any is split off, at most MAX_PLATFORM_NAMES are taken, each
-    at most MAX_NAME_CHARS long, and duplicates are dropped through a dict (in order).
-    """
-    if isinstance(value, str):
-        items: list[Any] = [value]
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        raise ValueError("platform must be a string or a list of strings")
-    if not all(isinstance(item, str) for item in items):
-        raise ValueError("platform names must be strings")
-    count = sum(item.count(",") + 1 for item in items)
-    if count > MAX_PLATFORM_NAMES:
-        raise ValueError(f"at most {MAX_PLATFORM_NAMES} platform names per request, got {count}")
-    parts = [part for item in items for part in item.split(",")]
-    names: dict[str, None] = {}
-    for part in parts:
-        name = part.strip().lower()
-        if len(name) > MAX_NAME_CHARS:
-            raise ValueError(
-                f"platform name {shown(name)} is longer than {MAX_NAME_CHARS} characters"
-            )
-        if name:
-            names[name] = None
-    return list(names)
 
 
 def _weights_shape(value: Any) -> Any:
@@ -151,8 +120,10 @@ class SearchRequest(Inbound):
     platform: list[str] = Field(
         default="all",  # type: ignore[assignment]
         validate_default=True,
-        description='"all", one name, comma-separated names, or a list; resolved to names '
-        f"(at most {MAX_PLATFORM_NAMES} names, each at most {MAX_NAME_CHARS} characters)",
+        description='"all", one name, comma-separated names, or a list; a fallback chain is '
+        'names joined by "|" ("google|brave": google, else brave in its place); resolved to '
+        f"one entry a platform run (at most {MAX_PLATFORM_NAMES} names, each at most "
+        f"{MAX_NAME_CHARS} characters)",
         json_schema_extra=one_or_list(MAX_PLATFORM_NAMES),
     )
     max_results: Annotated[int, Field(strict=True, ge=1, le=100), BeforeValidator(_integral)] = (
@@ -201,6 +172,13 @@ class SearchRequest(Inbound):
         description="when the estimate is over the cap: refuse (a 400 with the estimate and "
         "how to fit), or trim (drop the dearest platforms first until it fits)",
     )
+    hedge_after_s: HedgeAfter | None = Field(
+        default=None,
+        description="a fallback chain asks its next member too when the one asked has not "
+        "answered after this many seconds (the first good answer is used, the other "
+        'cancelled); "p90": after that member\'s recent p90 latency; "off": only on a '
+        "failure. None: the deployment's chain setting, else p90",
+    )
 
     @field_validator("max_cost_usd")
     @classmethod
@@ -241,38 +219,7 @@ class SearchRequest(Inbound):
     @field_validator("platform", mode="before")
     @classmethod
     def _platforms(cls, value: Any, info: ValidationInfo) -> list[str]:
-        names = split_platforms(value)
-        if not names:
-            raise ValueError("platform selection is empty")
-        available = _available(info)
-        if available is None:
-            return names
-        if "all" in names:
-            if len(names) > 1:
-                raise ValueError('"all" cannot be combined with other platform names')
-            if not available:
-                raise ValueError("no platform is available (see `fanfuse platforms`)")
-            return _all(available, info)
-        unavailable = (info.context or {}).get("unavailable", {})
-        not_here = [n for n in names if n in unavailable]
-        if not_here:
-            reasons = "; ".join(f"{n!r}: {unavailable[n]}" for n in not_here)
-            raise ValueError(
-                f"platform not available here ({reasons}); "
-                f"available: {', '.join(available) or 'none'}"
-            )
-        unknown = [n for n in names if n not in available]
-        if unknown:
-            quoted = ", ".join(repr(n) for n in unknown)
-            raise ValueError(
-                f"unknown platform {quoted}; available: {', '.join(available) or 'none'}"
-            )
-        most = (info.context or {}).get("max_platforms")
-        if most is not None and len(names) > most:
-            raise ValueError(
-                f"at most {most} platforms per request on this deployment, got {len(names)}"
-            )
-        return names
+        return selection.resolve(selection.split_entries(value), _here(info))
 
     @field_validator("weights")
     @classmethod
@@ -305,6 +252,14 @@ class SearchRequest(Inbound):
             raise ValueError(f"{', '.join(both)} both included and excluded")
         return value
 
+    @field_validator("hedge_after_s")
+    @classmethod
+    def _hedge(cls, value: float | str | None, info: ValidationInfo) -> float | str | None:
+        deadline = (info.context or {}).get("deadline_seconds")
+        if isinstance(value, float | int) and deadline is not None and value > deadline:
+            raise ValueError(f"must be at most the deployment's deadline, {deadline:g} seconds")
+        return value
+
     @field_validator("timeout_s")
     @classmethod
     def _timeout(cls, value: float | None, info: ValidationInfo) -> float | None:
@@ -319,8 +274,8 @@ class SearchRequest(Inbound):
 
     @model_validator(mode="after")
     def _resolved(self) -> SearchRequest:
-        for name in self.platform:
-            if name != "all" and not _NAME.match(name):
+        for name in (n for entry in self.platform for n in selection.members(entry)):
+            if name != selection.ALL and not _NAME.match(name):
                 raise ValueError(f"platform name {name!r} is not a valid name")
         content = MODES[self.mode].content
         if "include_content" not in self.model_fields_set and content is not None:
@@ -352,25 +307,40 @@ class SearchRequest(Inbound):
 
     @property
     def platforms(self) -> list[str]:
-        return self.platform
+        """The platform runs' names: each entry's first member."""
+        return [selection.members(entry)[0] for entry in self.platform]
+
+    @property
+    def chains(self) -> dict[str, list[str]]:
+        """Each run with fallbacks -> its members in order, its own name first."""
+        found = (selection.members(entry) for entry in self.platform)
+        return {names[0]: names for names in found if len(names) > 1}
 
 
-def _all(available: list[str], info: ValidationInfo) -> list[str]:
-    """What `all` means in the request's mode: every available platform, or the quickest N
-    of them by the `by_latency` ordering the context gives (listed in `available`'s order).
+def _here(info: ValidationInfo) -> selection.Here | None:
+    """What this deployment offers a selection, from the validation's context (None: no
+    context, a stored task read back: entries are only normalized).
 
-    A deployment's `max_platforms` caps N the same way: `all` then means the quickest that many
-    (a 400 would make `all`, the default, unusable there), while naming more is a 400.
+    `available`: the names a request may enter alone; `unavailable`: the others, with why;
+    `runnable`: the names that can run here themselves (default: `available`); `chains`: the
+    deployment's fallback chains. `all` means the quickest N of the available platforms by
+    `by_latency` when the mode (`fast`) or the deployment (`max_platforms`) caps it: a 400
+    would make `all`, the default, unusable there, while naming more is a 400.
     """
     ctx = info.context or {}
+    available = ctx.get("available")
+    if available is None:
+        return None
     caps = (MODES[info.data.get("mode", DEFAULT_MODE)].quickest, ctx.get("max_platforms"))
-    quickest = min((c for c in caps if c is not None), default=None)
-    if quickest is None or quickest >= len(available):
-        return available
-    by_latency = ctx.get("by_latency")
-    ordered = by_latency(available) if by_latency is not None else available
-    chosen = set(ordered[:quickest])
-    return [name for name in available if name in chosen]
+    return selection.Here(
+        alone=list(available),
+        unavailable=ctx.get("unavailable", {}),
+        runnable=ctx.get("runnable"),
+        chains=ctx.get("chains", {}),
+        max_platforms=ctx.get("max_platforms"),
+        quickest=min((c for c in caps if c is not None), default=None),
+        by_latency=ctx.get("by_latency"),
+    )
 
 
 def _available(info: ValidationInfo) -> list[str] | None:

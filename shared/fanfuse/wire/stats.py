@@ -51,6 +51,9 @@ class PlatformStats(BaseModel):
         description="median of the searching stage's seconds, over runs that asked the "
         "provider and succeeded (as the platform's measured latency); None: no such run",
     )
+    latency_p90_s: float | None = Field(
+        default=None, description="their p90 (a fallback chain hedges after it by default)"
+    )
     latency_p95_s: float | None = None
     latency_samples: int = 0
     cold_starts: int = Field(
@@ -74,6 +77,10 @@ class PlatformStats(BaseModel):
     )
     provider_calls: int = Field(default=0, description="calls made to the provider")
     spend_usd: float = Field(default=0.0, description="what its provider calls cost")
+    paced_calls: int = Field(
+        default=0, description="calls that waited for the provider's pace across workers"
+    )
+    paced_s: float = Field(default=0.0, description="seconds those calls waited in all")
     breaker: BreakerState | None = Field(
         default=None, description="its circuit breaker now (None: never recorded)"
     )

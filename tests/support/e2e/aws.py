@@ -88,7 +88,13 @@ class AwsCloud(Runtime):
         if signed:
             signature = self.signature(target, content.encode())
             attributes[SIGNATURE_ATTRIBUTE] = {"stringValue": signature, "dataType": "String"}
-        name = AGGREGATE_QUEUE if target == "aggregate" else json.loads(content)["platform"]
+        message = json.loads(content)
+        # a fallback member's task comes from that member's queue (queue/base.py)
+        name = (
+            AGGREGATE_QUEUE
+            if target == "aggregate"
+            else message.get("member") or message["platform"]
+        )
         queue = queue_id(self.addresses.queue_prefix, name)
         record = {
             "messageId": f"manual-{time.monotonic_ns()}",

@@ -87,7 +87,7 @@ def _weixin(base: str, **over: Any) -> Platform[Any]:
 def _builtin(base: str, **over: Any) -> Platform[Any]:
     from fanfuse.platforms.builtin import BuiltinPlatform
 
-    settings = {"api_key": "sk-test", "base_url": f"{base}/compatible-mode/v1", "fallback": None}
+    settings = {"api_key": "sk-test", "base_url": f"{base}/compatible-mode/v1"}
     return BuiltinPlatform(overrides={**settings, **over})
 
 

@@ -122,11 +122,26 @@ def test_it_validates_as_openapi_3_1() -> None:
     openapi_spec_validator.validate(document())
 
 
-class _Available:
-    """What the functions' document asks of the service: the platforms validation accepts."""
+class _Names:
+    def names(self) -> list[str]:
+        return ["docs", "web"]
+
+
+class _Catalog:
+    """What the functions' document asks of the service's catalog: the platforms validation
+    accepts, those that can run, and every name a chain may mention."""
+
+    registry = _Names()
 
     def available(self) -> list[str]:
         return ["docs", "web"]
+
+    def runnable(self) -> list[str]:
+        return ["docs", "web"]
+
+
+class _Available:
+    catalog = _Catalog()
 
 
 LOCAL_URLS = {
@@ -148,7 +163,7 @@ def test_the_functions_serve_their_deployments_document_under_search_status(
         answer = functions.search_status(flask.request)
     assert answer.status_code == 200
     served = json.loads(answer.get_data())
-    deployment = Deployment.of(Settings(), ["docs", "web"])
+    deployment = Deployment.of(Settings(), _Catalog())  # type: ignore[arg-type]
     assert served == for_functions(document(deployment), LOCAL_URLS)
     openapi_spec_validator.validate(served)
     servers = {path: item["servers"][0]["url"] for path, item in served["paths"].items()}
@@ -276,7 +291,12 @@ def test_a_domain_list_is_valid_in_the_schema_exactly_when_the_api_takes_it(
 
 # -- a deployment's document: its platforms, deadline and max_queries written in ----------------
 
-HERE = Deployment(platforms=("docs", "vectors", "web_gate"), deadline_seconds=5.0, max_queries=3)
+HERE = Deployment(
+    platforms=("docs", "vectors", "web_gate"),
+    deadline_seconds=5.0,
+    max_queries=3,
+    known=("docs", "google", "vectors", "web_gate"),
+)
 UNAVAILABLE = {"google": "missing or invalid settings: FANFUSE_GOOGLE_API_KEY"}
 
 
@@ -327,11 +347,28 @@ def taken_here(body: dict[str, Any]) -> bool:
                 [""] * 63 + ["docs"],
                 [""] * 64 + ["docs"],
                 ["all"] * 64,
+                "docs|vectors",
+                " DOCS | vectors , web_gate",
+                ["docs|web_gate", "vectors"],
+                "docs|google",  # a chain may list a platform that cannot run here
+                "google|docs, docs",  # google's run keeps no member that can run: dropped
+                ["google|docs", "docs"],
+                "google|docs",
+                "google|google",
+                "google",
+                "docs|",
+                "|docs",
+                "docs||vectors",
+                "docs|nope",
+                "docs|all",
+                "docs|" * 63 + "docs",
+                "docs|" * 64 + "docs",
             ]
         ),
         *({"weights": w} for w in [{"": 1}, {"docs": 1}, {" Vectors ": 2}, {"google": 1}]),
         {"platform": "docs", "weights": {"vectors": 1.5}},
         *({"timeout_s": t} for t in [0.5, 5, 5.0, 5.01, 0.49, 120]),
+        *({"hedge_after_s": h} for h in [0, 0.5, 5, 5.01, -1, "p90", "off", "soon", None]),
         *({"query": q} for q in [["a"] * 3, ["a"] * 4, "a"]),
         *({"max_results": n} for n in [10, 10.0, 10.5, 101]),
     ],

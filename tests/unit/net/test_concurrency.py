@@ -3,6 +3,10 @@ deployment, and reported by `fanfuse platforms` (CLI, JSON, GET /platforms share
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+import httpx
 import pytest
 
 from fanfuse.net.policy import (
@@ -13,9 +17,12 @@ from fanfuse.net.policy import (
     RateLimit,
     concurrency_for,
 )
-from fanfuse.platforms import Registry
+from fanfuse.net.runner import Runner
+from fanfuse.platforms import Registry, load_engine
+from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.http import HttpPlatform
 from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.wire.models import Hit
 
 
 def test_a_rate_gives_as_many_calls_in_flight_as_keep_it_busy() -> None:
@@ -79,3 +86,68 @@ def test_a_concurrency_below_one_makes_the_platform_unavailable_naming_the_setti
     monkeypatch.setenv("FANFUSE_SEARXNG_MAX_CONCURRENCY", "0")
     reason = Registry().unavailable_reason("searxng")
     assert reason is not None and "FANFUSE_SEARXNG_MAX_CONCURRENCY" in reason
+
+
+class InFlight:
+    """A provider double that counts the calls it is answering at once: each waits until the
+    test lets it go, so nothing finishes while the test looks."""
+
+    def __init__(self, results: int) -> None:
+        self.results = results
+        self.now = self.most = self.calls = 0
+        self.reached = asyncio.Event()
+        self.release = asyncio.Event()
+        self.limit = 0
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        self.now += 1
+        self.most = max(self.most, self.now)
+        if self.now >= self.limit:
+            self.reached.set()
+        try:
+            await self.release.wait()
+        finally:
+            self.now -= 1
+        query = request.url.params["q"]
+        items = [{"url": f"https://{query}.example/{i}", "title": query} for i in range(2)]
+        body = json.dumps({"results": items[: self.results]}).encode()
+        # as a transport answers: a stream the runner reads under its size cap
+        return httpx.Response(
+            200, headers={"Content-Type": "application/json"}, stream=httpx.ByteStream(body)
+        )
+
+
+async def test_a_platform_never_has_more_calls_in_flight_than_its_setting() -> None:
+    """Two searches of one platform in one process, six queries in all, share its limit of 2:
+    the provider sees two calls at once, never more, and the rest wait for a free slot.
+
+    Kills: `net/runner.py` `asyncio.Semaphore(max(limit, 1))` -> `asyncio.Semaphore(10_000)`."""
+    provider = InFlight(results=2)
+    provider.limit = 2
+    runner = Runner(transport=httpx.MockTransport(provider))
+    platform = load_engine(
+        "searxng", "capped", {"base_url": "http://127.0.0.1:9", "max_concurrency": 2}
+    )
+    settings = platform.load_settings()
+    assert settings.call_policy().max_concurrency == 2
+
+    async def search(queries: list[str]) -> list[list[Hit]]:
+        ctx = PlatformContext(settings=settings, runner=runner, record=RunRecord())
+        return await platform.search(ctx, SearchParams(queries=queries, limit=2))
+
+    try:
+        first = asyncio.create_task(search(["a", "b", "c"]))
+        second = asyncio.create_task(search(["d", "e", "f"]))
+        async with asyncio.timeout(30):  # a bound on a failure, not a measure
+            await provider.reached.wait()
+        for _ in range(100):  # every waiting call gets its turn on the loop: none may enter
+            await asyncio.sleep(0)
+        assert (provider.now, provider.calls) == (2, 2)
+        provider.release.set()
+        found = [*await first, *await second]
+    finally:
+        provider.release.set()
+        await runner.aclose()
+    assert [len(hits) for hits in found] == [2] * 6
+    assert provider.calls == 6 and provider.most == 2

@@ -27,7 +27,9 @@ from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
 from fanfuse.settings import Settings
+from fanfuse.tracing import delivery
 from fanfuse.wire.errors import Unauthorized
+from fanfuse.wire.models import utcnow
 
 URLS = {
     "run_platform": "https://run-platform-abc-uc.a.run.app",
@@ -110,7 +112,13 @@ def test_platform_task_production_contract(recorder: tuple[Recorder, str]) -> No
     http = task.http_request
     assert http.http_method == tasks_v2.HttpMethod.POST
     assert http.url == URLS["run_platform"]
-    assert dict(http.headers) == {"Content-Type": "application/json"}
+    headers = dict(http.headers)
+    enqueued = delivery.enqueued_at(headers)  # the timeline's `queued` (tracing/delivery.py)
+    assert enqueued is not None and abs((utcnow() - enqueued).total_seconds()) < 60
+    # tracing off: no trace context rides along
+    assert {k: v for k, v in headers.items() if k != delivery.ENQUEUED_AT} == {
+        "Content-Type": "application/json"
+    }
     assert json.loads(http.body) == {"task_id": "t1", "platform": "sec_edgar"}
     assert http.oidc_token.service_account_email == SA
     assert http.oidc_token.audience == URLS["run_platform"]

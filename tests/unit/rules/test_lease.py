@@ -8,8 +8,10 @@ runs them on every store, Firestore included.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -21,7 +23,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.wire.errors import LeaseHeld
 from fanfuse.wire.models import PlatformRun, PlatformState, TaskStatus, utcnow
-from tests.support.fakes import FakePlatform, HeldQueue
+from tests.support.fakes import Clock, FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.every_store  # on SQLite and on DynamoDB (tests/unit/conftest.py)
 
@@ -39,11 +41,13 @@ class Running:
     first: asyncio.Task[str]
 
 
-async def running(store: TaskStore, settings: Settings) -> Running:
+async def running(
+    store: TaskStore, settings: Settings, clock: Callable[[], datetime] = utcnow
+) -> Running:
     gate = asyncio.Event()
     platform = FakePlatform("docs", gate=gate)
     queue = HeldQueue()
-    service = SearchService(store, queue, Registry.of([platform]), settings)
+    service = SearchService(store, queue, Registry.of([platform]), settings, clock=clock)
     service.start({"query": "q", "platform": "docs"})
     message = queue.platforms[0]
     first = asyncio.create_task(service.run_platform(message))
@@ -53,6 +57,29 @@ async def running(store: TaskStore, settings: Settings) -> Running:
         await asyncio.sleep(0.01)
     assert platform.calls == 1
     return Running(service, platform, gate, message, first)
+
+
+class Renewals:
+    """The heartbeat's lease renewals as the store sees them, one by one: `patch_run` calls that
+    set `lease_until`, made from the heartbeat's thread, each handed to the test's loop with its
+    answer (False: refused, the run is another's) as it returns."""
+
+    def __init__(self, store: TaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seen: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        patch = store.patch_run
+
+        def spy(task_id: str, name: str, fields: dict[str, Any], *, lease: str | None) -> bool:
+            kept = patch(task_id, name, fields, lease=lease)
+            if "lease_until" in fields:
+                loop.call_soon_threadsafe(self.seen.put_nowait, (fields["lease_until"], kept))
+            return kept
+
+        monkeypatch.setattr(store, "patch_run", spy)
+
+    async def next(self) -> tuple[str, bool]:
+        async with asyncio.timeout(30):  # a bound on a failure (no renewal), not a measure
+            return await self.seen.get()
 
 
 def started(store: TaskStore, settings: Settings, *names: str) -> str:
@@ -208,21 +235,28 @@ def test_only_the_lease_holder_ends_the_run(store: TaskStore, settings: Settings
 
 
 async def test_a_working_worker_renews_its_lease_so_no_duplicate_takes_over(
-    store: TaskStore, settings: Settings
+    store: TaskStore, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A lease of 1.5 s, renewed every 0.5 s by the heartbeat, outlives a 2.5 s provider call:
-    a duplicate at any time in it is refused, and the run is attempted once."""
+    """A lease of 1.5 s, renewed by the heartbeat every third of it while the provider call
+    lasts. The service's clock is the test's: after each renewal it moves two thirds of a lease,
+    and a duplicate then is refused, three times over. Unrenewed, the first lease (1.5 s) would
+    have lapsed by the second duplicate (at 2 s); the run is attempted once."""
+    clock = Clock(utcnow())
     settings = settings.model_copy(update={"lease_seconds": 1.5})
-    r = await running(store, settings)
-    lease_ends: list[datetime] = []
-    for _ in range(5):
-        await asyncio.sleep(0.5)
+    renewals = Renewals(store, monkeypatch)
+    r = await running(store, settings, clock)
+    lease = timedelta(seconds=1.5)
+    for _ in range(3):
+        renewed = clock.now + lease
+        while True:  # until a renewal made at the clock's present time (none may be refused)
+            until, kept = await renewals.next()
+            assert kept
+            if datetime.fromisoformat(until) == renewed:
+                break
+        assert run_of(store, r.message.task_id, "docs").lease_until == renewed
+        clock.now += lease * 2 / 3
         with pytest.raises(LeaseHeld):
             await r.service.run_platform(r.message)
-        until = run_of(store, r.message.task_id, "docs").lease_until
-        assert until is not None
-        lease_ends.append(until)
-    assert lease_ends == sorted(lease_ends) and len(set(lease_ends)) >= 3  # renewed as it ran
     r.gate.set()
     assert await asyncio.wait_for(r.first, 10) == "succeeded"
     run = run_of(store, r.message.task_id, "docs")
@@ -230,15 +264,17 @@ async def test_a_working_worker_renews_its_lease_so_no_duplicate_takes_over(
 
 
 async def test_a_worker_whose_run_was_taken_over_stops_and_records_nothing(
-    store: TaskStore, settings: Settings
+    store: TaskStore, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first worker's renewal finds another holder: it stops at its next step (the gate
     opens), its outcome is discarded, and the taker's run is the one that ends the platform."""
     settings = settings.model_copy(update={"lease_seconds": 1.5})
+    renewals = Renewals(store, monkeypatch)
     r = await running(store, settings)
     later = utcnow() + 2 * LEASE  # as if the first worker stalled past its lease
     store.transact(r.message.task_id, ["docs"], lifecycle.claim("docs", later, "w2", lease=LEASE))
-    await asyncio.sleep(1.0)  # the first worker's next renewal (every 0.5 s) is refused
+    while (await renewals.next())[1]:  # until the first worker's renewal is refused
+        pass
     r.gate.set()
     assert await asyncio.wait_for(r.first, 10) == "discarded"
     run = run_of(store, r.message.task_id, "docs")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fanfuse.rules import stats
+from fanfuse.rules import health, stats
 from fanfuse.wire.models import (
     BreakerState,
     CallRecord,
@@ -60,7 +60,7 @@ def test_the_window_leaves_older_searches_out() -> None:
 def test_percentile_interpolates_between_ranks(
     samples: list[float], q: float, expected: float | None
 ) -> None:
-    assert stats.percentile(samples, q) == expected
+    assert health.percentile(samples, q) == expected
 
 
 def test_a_failed_run_without_a_stored_kind_is_read_from_its_last_answer() -> None:

@@ -35,6 +35,23 @@ KEY, RECORD = keys.new_key("alice", "", 5, None, utcnow())
 AS_ALICE = {keys.API_KEY_HEADER: KEY}
 
 
+class _Registry:
+    def names(self) -> list[str]:
+        return ["docs"]
+
+
+class _Catalog:
+    """What a function's document reads of the service's platform catalog."""
+
+    registry = _Registry()
+
+    def available(self) -> list[str]:
+        return ["docs"]
+
+    def runnable(self) -> list[str]:
+        return ["docs"]
+
+
 class _Service:
     """Raises `error` from every call the targets make (recording what it was called with);
     its store holds alice's key."""
@@ -46,6 +63,7 @@ class _Service:
         self.store = SqliteStore(":memory:")
         self.store.put_key(RECORD)
         self.calls: list[tuple[str, Any]] = []
+        self.catalog = _Catalog()
 
     def admit(self, caller: Caller | None) -> Ticket:
         self.calls.append(("admit", caller))

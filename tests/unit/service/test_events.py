@@ -106,8 +106,19 @@ def test_a_breaker_transition_is_one_line_and_a_change_within_a_state_none(
 def test_the_log_based_metrics_read_fields_the_events_write() -> None:
     """Every `jsonPayload.<field>` infra/monitoring.tf reads is one an event line carries (a
     renamed field would leave a metric silently empty), and the file is valid HCL."""
+    from datetime import timedelta
+
+    from fanfuse.wire.models import SearchRequest, Task, utcnow
+
     run = PlatformRun(task_id="t", name="p", index=1, of=1, state=PlatformState.FAILED)
-    written = {"logger", "latency_s", "kind", *events.run_fields(run), "status", "state", "reason"}
+    now = utcnow()
+    request = SearchRequest.model_validate({"query": ["q"], "platform": ["p"]})
+    task = Task(
+        task_id="t", request=request, queries=request.queries, platforms=["p"], fusion="rrf",
+        deadline_at=now + timedelta(seconds=30), expires_at=now + timedelta(minutes=5),
+    )  # fmt: skip
+    written = {"logger", "latency_s", "kind", *events.run_fields(run), "state", "reason"}
+    written |= set(events.search_fields(task))  # status, duration_s
     text = (INFRA / "monitoring.tf").read_text()
     assert len(hcl2.loads(text)["resource"]) >= 5
     read = set(re.findall(r"jsonPayload\.(\w+)", text))

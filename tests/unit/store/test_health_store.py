@@ -16,6 +16,8 @@ def test_a_change_that_returns_none_writes_nothing(tmp_path: Path) -> None:
     assert store.get_health() == {}
     now = utcnow()
     first = store.update_health("docs", lambda h: health.observed(h, "docs", 0.5, now))
-    assert first == PlatformHealth(name="docs", latency_s=0.5, samples=1, updated_at=now)
+    assert first == PlatformHealth(
+        name="docs", latency_s=0.5, samples=1, recent_s=[0.5], updated_at=now
+    )
     assert store.update_health("docs", lambda h: health.observed(h, "docs", 9.0, now)) == first
     assert store.get_health() == {"docs": first}  # too soon for a second sample: unchanged

@@ -26,6 +26,8 @@ CONSUMERS: dict[str, set[str]] = {
     "service/execute.py": {"TaskDocuments", "CacheStore"},
     "service/circuit.py": {"HealthStore"},
     "service/admission.py": {"QuotaStore"},
+    "service/pacing.py": {"QuotaStore"},
+    "service/chains.py": {"TaskDocuments", "HealthStore"},
     "http/stats.py": {"StatsStore", "HealthStore"},
 }
 """Each consumer module with the roles its parameters take."""

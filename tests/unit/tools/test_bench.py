@@ -9,12 +9,14 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 import typer
 from typer.testing import CliRunner
 
 from fanfuse.cli.bench import bench_app
 from fanfuse.tools.bench.cache import run_cache
 from fanfuse.tools.bench.latency import LatencyReport, LatencySeries, run_latency
+from fanfuse.tools.bench.spent import spent_on
 from fanfuse.tools.stubs import (
     DATE_STEP_DAYS,
     RESULTS_PER_PAGE,
@@ -23,6 +25,7 @@ from fanfuse.tools.stubs import (
     parse_steps,
     stub_platforms,
 )
+from fanfuse.wire.timeline import RunTimeline, Timeline
 
 
 def test_stub_answers_like_searxng_after_its_delay() -> None:
@@ -186,3 +189,44 @@ def test_the_cli_is_a_bench_group_with_latency_and_cache_commands() -> None:
     assert "--runs" in result.output and "--poll" in result.output
     result = runner.invoke(app, ["bench", "cache", "--delays", "-1"])
     assert result.exit_code == 2 and "none negative" in result.output
+
+
+def test_the_timeline_says_where_the_time_around_the_slowest_platform_went() -> None:
+    kept = Timeline(
+        runs=[
+            RunTimeline(platform="a", state="succeeded", queued=0.05, started=0.06,
+                        working=0.07, stages={"searching": 0.2}, finished=0.3),
+            RunTimeline(platform="b", state="succeeded", queued=0.05, started=0.08,
+                        working=0.1, stages={"searching": 1.0}, finished=1.13),
+        ],
+        fan_in=1.13,
+        finalized=1.13,
+        finalized_by="fan_in",
+    )  # fmt: skip
+    spent = spent_on(kept, 1.2)
+    assert {k: round(v, 3) for k, v in spent.items()} == {
+        "start": 0.05, "dispatch": 0.03, "claim": 0.02, "stages": 1.0,
+        "fan_in": 0.03, "finalize": 0.0, "seen": 0.07,
+    }  # fmt: skip
+    assert sum(spent.values()) == pytest.approx(1.2)  # every moment accounted for
+    assert spent_on(Timeline(), 1.0) == {}  # not final: nothing to say
+
+
+def test_the_report_prints_the_tracing_overhead_the_round_trips_and_the_load() -> None:
+    off = LatencySeries(runtime="emulator", warmup=6.0, samples=[1.2, 1.3, 1.25])
+    on = LatencySeries(runtime="emulator", warmup=6.0, samples=[1.3, 1.4, 1.35])
+    report = LatencyReport(
+        delays=[1.0],
+        runs=3,
+        poll=0.05,
+        series=[off],
+        traced=[on],
+        round_trips={"emulator": [7, 7, 8]},
+        load=[0.8, 1.1],
+    )
+    text = report.render()
+    assert "emulator   off 1.250s  on 1.350s  overhead 1.08x" in text
+    assert "(emulator, delivery -> fan-in committed): median 7, min 7, max 8" in text
+    assert "load average (1 min): 0.80 before, 1.10 after: quiet" in text
+    busy = report.model_copy(update={"load": [3.0, 2.0]})
+    assert "NOT quiet" in busy.render()

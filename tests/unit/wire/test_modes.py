@@ -101,12 +101,15 @@ def test_the_default_mode_is_balanced_and_a_bad_mode_names_the_field() -> None:
 def test_latency_is_averaged_and_written_at_most_every_half_minute() -> None:
     now = utcnow()
     first = health.observed(None, "docs", 1.0, now)
-    assert first == PlatformHealth(name="docs", latency_s=1.0, samples=1, updated_at=now)
+    assert first == PlatformHealth(
+        name="docs", latency_s=1.0, samples=1, recent_s=[1.0], updated_at=now
+    )
     assert health.observed(first, "docs", 5.0, now + timedelta(seconds=29)) is None
     later = now + timedelta(seconds=health.MIN_WRITE_INTERVAL_S)
     second = health.observed(first, "docs", 5.0, later)
     assert second is not None and second.samples == 2
     assert second.latency_s == pytest.approx(health.ALPHA * 5.0 + (1 - health.ALPHA) * 1.0)
+    assert second.recent_s == [1.0, 5.0]  # the samples a chain's default hedge reads (p90)
 
 
 def test_measured_latency_beats_the_prior_and_ties_keep_their_order() -> None:

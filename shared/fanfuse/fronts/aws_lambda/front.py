@@ -62,6 +62,7 @@ from fanfuse.http.api import PUBLIC_TARGETS
 from fanfuse.http.deliveries import TASK_NAME_HEADER
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue
 from fanfuse.runtimes import cloud
+from fanfuse.tracing import setup
 from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import utcnow
 
@@ -157,7 +158,14 @@ def attribute(record: Mapping[str, Any], name: str) -> str | None:
 
 
 def delivery_headers(record: Mapping[str, Any]) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", TASK_NAME_HEADER: record["messageId"]}
+    """The headers of the delivery a record stands for: its signature, its task name, and its
+    other string attributes (the trace it carries and when it was enqueued, `queue.sqs`)."""
+    carried = {
+        name: str(value.get("stringValue"))
+        for name, value in record.get("messageAttributes", {}).items()
+        if name not in (SIGNATURE_ATTRIBUTE, DUE_ATTRIBUTE) and "stringValue" in value
+    }
+    headers = {**carried, "Content-Type": "application/json", TASK_NAME_HEADER: record["messageId"]}
     signature = attribute(record, SIGNATURE_ATTRIBUTE)
     if signature is not None:
         headers[SIGNATURE_HEADER] = signature
@@ -230,6 +238,7 @@ def sqs_handler(target: str) -> LambdaHandler:
                 done = False
             if not done:
                 failures.append({"itemIdentifier": record["messageId"]})
+        setup.flush()  # before Lambda freezes the instance (tracing/setup.py)
         return {"batchItemFailures": failures}
 
     handle.__name__ = target

@@ -35,6 +35,7 @@ from werkzeug.wrappers import Request, Response
 from fanfuse.fronts.aws_lambda import front
 from fanfuse.queue.base import AGGREGATE_QUEUE
 from fanfuse.queue.sqs import SqsQueue, queue_arn
+from fanfuse.tracing import spans
 
 if TYPE_CHECKING:
     from types_boto3_sqs import SQSClient
@@ -185,14 +186,16 @@ class Dispatcher:
                 self.stopping.wait(1.0)
 
     def poll_once(self, name: str, url: str, arn: str, handler: front.LambdaHandler) -> int:
-        """One receive and its invocation; the number of messages invoked."""
-        received = self.client.receive_message(
-            QueueUrl=url,
-            MaxNumberOfMessages=1,
-            WaitTimeSeconds=WAIT_SECONDS,
-            AttributeNames=["All"],
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
+        """One receive and its invocation; the number of messages invoked. Its own SQS calls are
+        no spans: on Lambda they are the event source mapping's, not the function's."""
+        with spans.untraced():
+            received = self.client.receive_message(
+                QueueUrl=url,
+                MaxNumberOfMessages=1,
+                WaitTimeSeconds=WAIT_SECONDS,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
         if not received:
             return 0
         if self.is_paused(name):  # paused during the long poll: put it back
@@ -206,7 +209,8 @@ class Dispatcher:
         failed = {f["itemIdentifier"] for f in result.get("batchItemFailures", [])}
         for message in received:
             if message["MessageId"] not in failed:
-                self.client.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+                with spans.untraced():
+                    self.client.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
         return len(received)
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -223,6 +227,7 @@ class Dispatcher:
 def main(argv: list[str] | None = None) -> None:
     from fanfuse.net.aws_clients import sqs_client
     from fanfuse.runtimes import cloud
+    from fanfuse.tracing import setup as tracing
 
     parser = argparse.ArgumentParser(prog="python -m fanfuse.fronts.aws_lambda.local")
     parser.add_argument("--port", type=int, required=True)
@@ -231,6 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paused", type=Path, help="a queue is held while DIR/<platform> exists")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    tracing.configure()  # as functions/aws_lambda.py does on Lambda
     settings = cloud.settings()
     if settings.cloud != "aws":
         raise SystemExit(

@@ -14,9 +14,11 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from fanfuse.fronts.render import SNIPPET_CHARS, cost_line, rerank_line, snippet
+from fanfuse.rules import timeline
 from fanfuse.rules.progress import platform_percent
 from fanfuse.wire.cost import Cost
 from fanfuse.wire.models import PlatformState, QueryResults, Result, TaskStatus, TaskView
+from fanfuse.wire.timeline import Timeline
 
 ERROR_CHARS = 120
 """A platform's error on the status line is a hint; the whole text is in get_search_status."""
@@ -48,6 +50,9 @@ class DigestPlatform(BaseModel):
     percent: float
     message: str
     error: str | None = None
+    answered_by: list[str] = Field(
+        default_factory=list, description="a fallback chain (a|b): the members that answered"
+    )
 
 
 class DigestPreview(BaseModel):
@@ -81,6 +86,11 @@ class Digest(BaseModel):
         description="the receipt: per platform calls and USD, total, the budget it ran under "
         "(so far, while it runs)",
     )
+    timeline: Timeline = Field(
+        default_factory=Timeline,
+        description="where its time went, in seconds after it was started: per platform "
+        "queued, started, first result, stages, finished; the fan-in and the finalization",
+    )
 
 
 def digest(view: TaskView) -> Digest:
@@ -91,6 +101,7 @@ def digest(view: TaskView) -> Digest:
             percent=platform_percent(r),
             message=r.message,
             error=r.error,
+            answered_by=r.answered_by,
         )
         for r in view.platform_runs
     ]
@@ -106,6 +117,7 @@ def digest(view: TaskView) -> Digest:
         queries=_queries(view) if view.status.terminal else [],
         preview=_preview(view),
         cost=view.cost,
+        timeline=timeline.live(view, view.platform_runs),
     )
 
 

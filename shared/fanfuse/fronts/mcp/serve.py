@@ -27,13 +27,13 @@ from mcp.server.stdio import stdio_server
 from mcp.types import CallToolRequestParams, CallToolResult, ListToolsResult, PaginatedRequestParams
 from starlette.types import ASGIApp
 
-import fanfuse
 from fanfuse.auth.callers import Authenticator
 from fanfuse.fronts.mcp import access, tasks
 from fanfuse.fronts.mcp.tools import Tools, tool_error, tool_list
 from fanfuse.http.streams import StreamCap
 from fanfuse.runtimes.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.settings import Settings
+from fanfuse.support.version import __version__
 from fanfuse.wire.errors import FanfuseError
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def build_server(
 
     server = Server(
         "fanfuse",
-        version=getattr(fanfuse, "__version__", "") or "0.1.0",
+        version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -64,6 +64,8 @@ def tool_list(max_wait: float) -> list[Tool]:
             "one numbered list per query (up to 5 queries). Waits up to the request's "
             f"timeout_s (at most {max_wait:g} s here); a search still running then is "
             "returned with its task_id for get_search_status. Sends progress notifications. "
+            'A platform may be a fallback chain ("google|brave": brave answers when google '
+            "cannot; hedge_after_s asks brave too when google is slow). "
             "A client declaring MCP Tasks (io.modelcontextprotocol/tasks) gets a task at once "
             "instead, for tasks/get.",
             input_schema=request,
@@ -208,7 +210,9 @@ def _ref(args: dict[str, Any]) -> TaskRef:
 
 def _platforms(found: Platforms) -> CallToolResult:
     lines = [
-        f"- {p.name}: " + ("available" if p.available else f"not available ({p.reason})")
+        f"- {p.name}: "
+        + ("available" if p.available else f"not available ({p.reason})")
+        + (f"; falls back to {'|'.join(p.fallbacks)}" if p.fallbacks else "")
         for p in found.platforms
     ]
     if found.note:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
@@ -59,6 +60,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.base import KeyStore
 from fanfuse.support import logs
+from fanfuse.tracing import spans
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
 from fanfuse.wire.models import Accepted, Caller, Problem, TaskView, utcnow
 
@@ -118,15 +120,16 @@ async def admitted_start(request: Request, runtime: EmbeddedRuntime) -> Accepted
     """Verify the caller, admit it (a token spent), then decode and validate the body off the
     loop, then start: the service validates the (then small and valid) payload again, on the
     loop, with the store as it is at that moment, and writes the search."""
-    ticket = runtime.service.admit(caller_of(request))
 
     def valid(raw: bytes, content_type: str | None) -> Any:
         payload = api.decode_json(raw, content_type)
         runtime.service.validate(payload)  # the 400, every problem listed, raised here
         return payload
 
-    payload = await check_body(request, valid)
-    return runtime.service.start(payload, ticket=ticket)
+    with logs.task_context(uuid.uuid4().hex):  # the search's id, from the caller's check on
+        ticket = runtime.service.admit(caller_of(request))
+        payload = await check_body(request, valid)
+        return runtime.service.start(payload, ticket=ticket)
 
 
 def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
@@ -137,6 +140,13 @@ def route(path: str, target: str, *allowed: str) -> Callable[[Endpoint], Route]:
             with ExitStack() as context:
                 try:  # the trace too is read inside the error handling: never a plain 500
                     context.enter_context(logs.request_context(request.headers))  # as functions'
+                    context.enter_context(
+                        spans.server(
+                            f"{request.method} {target}",
+                            request.headers,
+                            {"http.request.method": request.method, "url.path": request.url.path},
+                        )
+                    )
                     api.require_method(target, request.method, allowed)
                     runtime: EmbeddedRuntime = request.app.state.runtime
                     return await answer(request, runtime)
@@ -207,7 +217,8 @@ async def cancel_search(request: Request, runtime: EmbeddedRuntime) -> Response:
 async def search(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Start and wait: 200 with the terminal document, or 202 with the running one at the cap."""
     accepted = await admitted_start(request, runtime)
-    view = await watch.settle(runtime, accepted.task_id)
+    with logs.task_context(accepted.task_id):  # its status reads name it, in its trace
+        view = await watch.settle(runtime, accepted.task_id)
     if view.status.terminal:
         return json_response(view)
     return json_response(view, 202, {"Location": accepted.status_url})
@@ -293,7 +304,7 @@ async def page_file(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 def deployment_of(runtime: EmbeddedRuntime) -> Deployment:
     """What this server's validation takes from its settings and registry, for its document."""
-    return Deployment.of(runtime.settings, runtime.service.available())
+    return Deployment.of(runtime.settings, runtime.service.catalog)
 
 
 def _openapi(runtime: EmbeddedRuntime) -> Response:

@@ -193,7 +193,7 @@ def _check_runs(settings: Settings, runs: int, checks: int) -> dict[str, list[fl
         now = utcnow()
         planned = budgets.plan(request, key, now)  # the reservation
         settle = budget.adjust(-planned.cost.estimate_usd, now)  # as settle() writes it
-        return store.take_quota(budget.day_key(key.subject, now), settle)
+        return store.take_quota(budget.day_key(key.subject, now, key.key_id), settle)
 
     samples: dict[str, list[float]] = {"cap": [], "daily": []}
     try:

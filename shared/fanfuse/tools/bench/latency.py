@@ -22,11 +22,19 @@ and is reported apart, not in the medians. The poll interval bounds how late a p
 end: it is part of what is measured, and printed.
 
 The stub server is `fanfuse.tools.stubs.StubSearxServer`, which the end-to-end tests share.
+
+With `--tracing`, each runtime is measured a second time with tracing on, every process
+exporting its spans over OTLP/HTTP to a receiver in this process (`tools/otlp.py`): the ratio
+of the medians, on to off, is what tracing costs. The traced runs also give a count no machine
+load changes: the store round trips on each worker's critical path, from its delivery to its
+fan-in committed (`otlp.critical_path`), per platform run. The machine's load average is
+printed with the table: a ratio measured on a busy machine says little.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -45,6 +53,7 @@ from fanfuse.tools.bench.common import (
     bench_payload,
     check_completed,
 )
+from fanfuse.tools.bench.spent import median_spent, spent_on
 from fanfuse.tools.stubs import (
     RESULTS_PER_PAGE,
     StubSearxServer,
@@ -53,6 +62,8 @@ from fanfuse.tools.stubs import (
 )
 from fanfuse.wire.models import TaskView
 
+QUIET_LOAD = 1.5
+"""Below this load average (1 min) the machine counts as quiet for the targets' verdicts."""
 EMBEDDED_TARGET = 1.15
 STACK_TARGET = 1.2
 """The cloud stacks: the last fan-in finalizes the search itself (no second queue hop), so they
@@ -71,6 +82,11 @@ class LatencySeries(Series):
         "(empty: the runtime has no preview, or none was seen before the end)",
     )
     first_preview_warmup: float | None = None
+    spent: dict[str, float] = Field(
+        default_factory=dict,
+        description="medians over the measured runs, from each search's timeline: where the "
+        "time around the slowest platform went (`spent_on`)",
+    )
 
     @property
     def first_preview_median(self) -> float | None:
@@ -90,7 +106,12 @@ class FirstPreview:
             self.at = time.perf_counter() - self.started
 
 
-def _series(runtime: str, timings: list[float], previews: list[float | None]) -> LatencySeries:
+def _series(
+    runtime: str,
+    timings: list[float],
+    previews: list[float | None],
+    spent: list[dict[str, float]] | None = None,
+) -> LatencySeries:
     """The warm-up run apart; preview times only when every measured run saw one (a median of
     some runs would hide the others)."""
     measured = previews[1:]
@@ -101,6 +122,7 @@ def _series(runtime: str, timings: list[float], previews: list[float | None]) ->
         samples=timings[1:],
         first_preview=seen if len(seen) == len(measured) else [],
         first_preview_warmup=previews[0],
+        spent=median_spent((spent or [])[1:]),
     )
 
 
@@ -109,6 +131,17 @@ class LatencyReport(BaseModel):
     runs: int
     poll: float
     series: list[LatencySeries]
+    traced: list[LatencySeries] = Field(
+        default_factory=list, description="--tracing: the same runtimes, exporting their spans"
+    )
+    round_trips: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="--tracing: per runtime, the store round trips of each platform run from "
+        "its delivery to its fan-in committed",
+    )
+    load: list[float] = Field(
+        default_factory=list, description="the 1-minute load average before and after"
+    )
 
     @property
     def limit(self) -> float:
@@ -150,6 +183,10 @@ class LatencyReport(BaseModel):
             f"sum of the delays: {sum(self.delays):g} s; "
             f"first results' limit (quickest platform): {min(self.delays):g} s"
         )
+        for s in self.series:
+            if s.spent:
+                parts = ", ".join(f"{k} {v * 1000:.0f}" for k, v in s.spent.items())
+                lines.append(f"{s.runtime} timeline, slowest platform, medians in ms: {parts}")
         targets = (("embedded", EMBEDDED_TARGET), ("emulator", STACK_TARGET), ("aws", STACK_TARGET))
         for runtime, target in targets:
             found = self.get(runtime)
@@ -157,7 +194,32 @@ class LatencyReport(BaseModel):
                 ratio = found.median / self.limit
                 verdict = "met" if ratio <= target else "MISSED"
                 lines.append(f"target {runtime} <= {target:g}x the limit: {verdict} ({ratio:.2f}x)")
+        lines += self._tracing_lines()
+        if self.load:
+            before, after = self.load[0], self.load[-1]
+            quiet = "quiet" if max(self.load) < QUIET_LOAD else f"NOT quiet (>= {QUIET_LOAD:g})"
+            lines.append(f"load average (1 min): {before:.2f} before, {after:.2f} after: {quiet}")
         return "\n".join(lines)
+
+    def _tracing_lines(self) -> list[str]:
+        lines = []
+        if self.traced:
+            lines.append("tracing on (OTLP/HTTP to a local receiver) against off, medians:")
+        for on in self.traced:
+            off = self.get(on.runtime)
+            if off is not None:
+                lines.append(
+                    f"  {on.runtime:<10} off {off.median:.3f}s  on {on.median:.3f}s  "
+                    f"overhead {on.median / off.median:.2f}x"
+                )
+        for runtime, counts in self.round_trips.items():
+            if counts:
+                lines.append(
+                    f"store round trips on a worker's critical path ({runtime}, delivery -> "
+                    f"fan-in committed): median {statistics.median(counts):g}, min {min(counts)}, "
+                    f"max {max(counts)} over {len(counts)} platform runs"
+                )
+        return lines
 
 
 async def measure_embedded(
@@ -170,6 +232,7 @@ async def measure_embedded(
     settings = Settings(db_path=workdir / "bench.db", extra_platforms=platforms)
     timings: list[float] = []
     previews: list[float | None] = []
+    spent: list[dict[str, float]] = []
     async with EmbeddedRuntime(settings) as runtime:
         for _ in range(runs + 1):
             first = FirstPreview()
@@ -177,8 +240,9 @@ async def measure_embedded(
             view = await runtime.wait(accepted.task_id, on_update=first, poll=poll)
             timings.append(time.perf_counter() - first.started)
             previews.append(first.at)
+            spent.append(spent_on(view.timeline, timings[-1]))
             check_completed(view.status.value, "embedded")
-    return _series("embedded", timings, previews)
+    return _series("embedded", timings, previews, spent)
 
 
 async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> LatencySeries:
@@ -209,7 +273,12 @@ STACK_RUNTIMES = {"gcp": "emulator", "aws": "aws"}
 
 
 def measure_stack(
-    platforms: dict[str, ExtraPlatform], runs: int, poll: float, workdir: Path, cloud: str = "gcp"
+    platforms: dict[str, ExtraPlatform],
+    runs: int,
+    poll: float,
+    workdir: Path,
+    cloud: str = "gcp",
+    extra_env: dict[str, str] | None = None,
 ) -> LatencySeries:
     """POST start_search -> terminal status seen polling `status_url`, on a local cloud stack:
     the GCP one (`emulator`: Firestore and Cloud Tasks emulators, functions), or the AWS one
@@ -217,8 +286,8 @@ def measure_stack(
     from fanfuse.tools.devstack.aws import AwsStack
     from fanfuse.tools.devstack.stack import LocalStack
 
-    env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms)}
-    logs = workdir / "logs" / cloud
+    env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms), **(extra_env or {})}
+    logs = workdir / "logs" / cloud / ("traced" if extra_env else "plain")
     names = list(platforms)
     stack = AwsStack(names, extra_env=env, log_dir=logs) if cloud == "aws" else None
     with stack or LocalStack(names, extra_env=env, log_dir=logs) as addresses:
@@ -242,6 +311,7 @@ async def _measure_http(
 
     timings: list[float] = []
     previews: list[float | None] = []
+    spent: list[dict[str, float]] = []
     async with api_http(30) as http:
         client = HttpSearchClient(url, poll=poll, http=http, api_key=api_key)
         for _ in range(runs + 1):
@@ -249,8 +319,9 @@ async def _measure_http(
             view = await client.search(payload, on_update=first)
             timings.append(time.perf_counter() - first.started)
             previews.append(first.at)
+            spent.append(spent_on(view.timeline, timings[-1]))
             check_completed(view.status.value, runtime)
-    return _series(runtime, timings, previews)
+    return _series(runtime, timings, previews, spent)
 
 
 def run_latency(
@@ -260,8 +331,10 @@ def run_latency(
     *,
     stack: bool = True,
     aws: bool = True,
+    tracing: bool = False,
 ) -> LatencyReport:
     """Run the measurements against one stub server; see the module docstring."""
+    load = [os.getloadavg()[0]]
     with (
         StubSearxServer() as stub,
         tempfile.TemporaryDirectory(prefix="fanfuse-bench-") as tmp,
@@ -273,4 +346,74 @@ def run_latency(
             if wanted:
                 series.append(measure_stack(platforms, runs, poll, workdir, cloud))
         series.append(asyncio.run(measure_sequential(platforms, runs)))
-    return LatencyReport(delays=list(delays), runs=runs, poll=poll, series=series)
+        traced, trips = (
+            measure_traced(platforms, runs, poll, workdir, stack=stack, aws=aws)
+            if tracing
+            else ([], {})
+        )
+    load.append(os.getloadavg()[0])
+    return LatencyReport(
+        delays=list(delays),
+        runs=runs,
+        poll=poll,
+        series=series,
+        traced=traced,
+        round_trips=trips,
+        load=load,
+    )
+
+
+def measure_traced(
+    platforms: dict[str, ExtraPlatform],
+    runs: int,
+    poll: float,
+    workdir: Path,
+    *,
+    stack: bool,
+    aws: bool,
+) -> tuple[list[LatencySeries], dict[str, list[int]]]:
+    """Each runtime again with tracing on, exporting to a local receiver; the round trips on
+    each platform run's critical path, from the traces of the measured runs."""
+    from fanfuse.tools.otlp import OtlpReceiver
+    from fanfuse.tracing import setup
+
+    series: list[LatencySeries] = []
+    trips: dict[str, list[int]] = {}
+    with OtlpReceiver() as receiver:
+        env = {**receiver.env(), "OTEL_SERVICE_NAME": "fanfuse-bench"}
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)  # the exporter reads the process's variables, as deployed
+        try:
+            setup.configure()
+            series.append(asyncio.run(measure_embedded(platforms, runs, poll, workdir)))
+        finally:
+            setup.shutdown()
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        trips["embedded"] = critical_counts(receiver)
+        for cloud, wanted in (("gcp", stack), ("aws", aws)):
+            if wanted:
+                receiver.clear()
+                series.append(measure_stack(platforms, runs, poll, workdir, cloud, env))
+                receiver.wait_for(lambda s: False, timeout=1.0)  # the last flushes land
+                trips[STACK_RUNTIMES[cloud]] = critical_counts(receiver)
+    return series, trips
+
+
+def critical_counts(receiver: Any) -> list[int]:
+    """Per platform run that succeeded, its store round trips from delivery to fan-in."""
+    from fanfuse.tools.otlp import critical_path
+
+    spans = list(receiver.spans)
+    by_trace: dict[str, list[Any]] = {}
+    for span in spans:
+        by_trace.setdefault(span.trace_id, []).append(span)
+    counts = []
+    for trace in by_trace.values():
+        for run in trace:
+            if run.name == "run_platform" and run.attributes.get("fanfuse.outcome") == "succeeded":
+                counts.append(len(critical_path(trace, run)))
+    return counts

@@ -15,6 +15,7 @@ moto is a development dependency (the dev extra): imported only when a server st
 from __future__ import annotations
 
 import argparse
+import json
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,37 @@ def _quiet(handler: type[Any]) -> type[Any]:
     return Quiet
 
 
+def sqs_attributes_as_aws() -> None:
+    """Two of moto's (5.2) SQS answers made SQS's, for Terraform's AWS provider, which waits
+    until a queue reads back what it set and plans again on any difference:
+
+    - a RedriveAllowPolicy is stored but never returned (the provider then waits forever for
+      `aws_sqs_queue_redrive_allow_policy`, on create and on destroy): it is now returned, and
+      absent once set to "";
+    - a RedrivePolicy comes back as `json.dumps` spaces it, where SQS answers compact JSON (a
+      plan after the apply would change every queue, "whitespace changes"): now compact.
+
+    Idempotent; a moto that already answers both is left alone."""
+    from moto.sqs.models import Queue
+
+    if "RedriveAllowPolicy" in Queue.BASE_ATTRIBUTES:
+        return
+    read = Queue.__dict__["attributes"].fget  # the property's getter
+    assert read is not None
+
+    def attributes(queue: Queue) -> dict[str, Any]:
+        found: dict[str, Any] = read(queue)
+        if not found.get("RedriveAllowPolicy"):
+            found.pop("RedriveAllowPolicy", None)
+        if queue.redrive_policy:
+            found["RedrivePolicy"] = json.dumps(queue.redrive_policy, separators=(",", ":"))
+        return found
+
+    Queue.BASE_ATTRIBUTES = [*Queue.BASE_ATTRIBUTES, "RedriveAllowPolicy"]
+    Queue.redrive_allow_policy = None  # type: ignore[attr-defined]
+    Queue.attributes = property(attributes)  # type: ignore[method-assign, assignment]
+
+
 def make_moto_server(port: int) -> BaseWSGIServer:
     """moto (every backend) behind SerialDynamoDB, threaded, bound to LOOPBACK:`port` (0: any
     free one); not serving yet."""
@@ -64,6 +96,7 @@ def make_moto_server(port: int) -> BaseWSGIServer:
     )
     from werkzeug.serving import make_server
 
+    sqs_attributes_as_aws()
     app = SerialDynamoDB(DomainDispatcherApplication(create_backend_app))
     return make_server(
         LOOPBACK, port, app, threaded=True, request_handler=_quiet(MotoRequestHandler)

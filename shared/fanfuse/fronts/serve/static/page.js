@@ -315,6 +315,8 @@
     state.finished = false;
     state.runs = new Map();
     clear($("platform-runs"));
+    clear($("waterfall"));
+    $("timeline").hidden = true;
     clear($("results"));
     clear($("problems"));
     clear($("cost"));
@@ -514,6 +516,7 @@
     $("overall-bar").setAttribute("aria-valuetext", `${Math.round(percent)}%`);
     $("overall-text").textContent = `${Math.round(percent)}%`;
     for (const run of view.platform_runs || []) renderRun(run);
+    renderTimeline(view, terminal);
     renderProblems(view);
     renderResults(view, terminal);
     renderCost(view.cost);
@@ -549,6 +552,82 @@
     if (run.cache) parts.push(`cache ${run.cache.state}`);
     item.querySelector(".run-message").textContent = parts.filter(Boolean).join(" · ");
     item.querySelector(".run-error").textContent = run.error ? `error: ${run.error}` : "";
+  }
+
+  // The timeline (wire/timeline.py): seconds after the request arrived. A platform that has
+  // ended is drawn from the task document's timeline; one still running from its platform
+  // document (its start, then a bar up to now).
+  function timelineLanes(view, now) {
+    const created = Date.parse(view.created_at);
+    const kept = new Map(((view.timeline || {}).runs || []).map((e) => [e.platform, e]));
+    const lanes = [];
+    for (const run of view.platform_runs || []) {
+      const entry = kept.get(run.name);
+      if (entry) { lanes.push(entry); continue; }
+      const started = run.started_at ? (Date.parse(run.started_at) - created) / 1000 : null;
+      lanes.push({ platform: run.name, state: run.state, started, running: started !== null ? now : null, stages: {} });
+    }
+    return lanes;
+  }
+
+  function seconds(value) {
+    return typeof value === "number" ? `${value.toFixed(3)} s` : "–";
+  }
+
+  function laneText(e) {
+    const parts = [`${e.platform} ${e.state}`];
+    if (e.queued !== undefined && e.queued !== null) parts.push(`queued ${seconds(e.queued)}`);
+    if (e.started !== null && e.started !== undefined) parts.push(`started ${seconds(e.started)}`);
+    if (e.first_result !== null && e.first_result !== undefined) parts.push(`first result ${seconds(e.first_result)}`);
+    for (const [stage, took] of Object.entries(e.stages || {})) parts.push(`${stage} ${seconds(took)}`);
+    if (e.finished !== null && e.finished !== undefined) parts.push(`finished ${seconds(e.finished)}`);
+    return parts.join(", ");
+  }
+
+  function renderTimeline(view, terminal) {
+    const kept = view.timeline || {};
+    const now = terminal && kept.finalized ? kept.finalized : (Date.now() - Date.parse(view.created_at)) / 1000;
+    const lanes = timelineLanes(view, now);
+    const ends = lanes.map((e) => e.finished ?? e.running ?? 0);
+    const span = Math.max(kept.finalized || 0, now, ...ends, 0.001);
+    const at = (value) => `${Math.max(0, Math.min(100, (value / span) * 100))}%`;
+    const width = (from, to) => `${Math.max(0, Math.min(100, ((to - from) / span) * 100))}%`;
+    const place = (node, left, size) => { // CSSOM, not a style attribute: the CSP allows it
+      node.style.left = left;
+      if (size !== undefined) node.style.width = size;
+      return node;
+    };
+    const seg = (cls, from, to, title) => place(el("span", { class: cls, title }), at(from), width(from, to));
+    const list = clear($("waterfall"));
+    for (const e of lanes) {
+      const track = el("div", { class: "lane-track" });
+      if (e.queued != null && e.started != null) track.append(seg("seg-queue", e.queued, e.started, `in its queue ${seconds(e.started - e.queued)}`));
+      if (e.started != null && e.working != null) track.append(seg("seg-claim", e.started, e.working, `claim ${seconds(e.working - e.started)}`));
+      let from = e.working ?? e.started;
+      for (const [stage, took] of Object.entries(e.stages || {})) {
+        if (from == null) break;
+        track.append(seg(`seg-${stage}`, from, from + took, `${stage} ${seconds(took)}`));
+        from += took;
+      }
+      if (e.running != null && e.started != null) track.append(seg("seg-running", e.started, e.running, "running"));
+      if (e.first_result != null) track.append(place(el("span", { class: "tick-first", title: `first result ${seconds(e.first_result)}` }), at(e.first_result)));
+      list.append(el("li", { class: "lane", "data-platform": e.platform, "data-state": e.state, "data-finished": e.finished ?? "", "aria-label": laneText(e) },
+        el("span", { class: "lane-name", text: e.platform }), track));
+    }
+    if (kept.fan_in != null || kept.finalized != null) {
+      const track = el("div", { class: "lane-track" });
+      const last = Math.max(0, ...lanes.map((e) => e.finished ?? 0));
+      if (kept.fan_in != null) track.append(seg("seg-fan_in", last, kept.fan_in, `fan-in ${seconds(kept.fan_in)}`));
+      if (kept.finalized != null) track.append(seg("seg-final", kept.fan_in ?? last, kept.finalized, `finalized ${seconds(kept.finalized)} by ${kept.finalized_by}`));
+      const text = `finalized ${seconds(kept.finalized)} by ${kept.finalized_by || "–"}; fan-in ${seconds(kept.fan_in)}`;
+      list.append(el("li", { class: "lane search", "data-platform": "", "data-finalized": kept.finalized ?? "", "aria-label": text },
+        el("span", { class: "lane-name", text: "search" }), track));
+    }
+    const slowest = Math.max(0, ...lanes.map((e) => e.finished ?? 0));
+    $("timeline-note").textContent = kept.finalized != null
+      ? `Final answer at ${seconds(kept.finalized)} (${kept.finalized_by}); the slowest platform ended at ${seconds(slowest)}; 0 to ${seconds(span)}.`
+      : `Running: ${seconds(now)} so far.`;
+    $("timeline").hidden = lanes.length === 0;
   }
 
   function renderProblems(view) {
