@@ -32,6 +32,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None and shares_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers:
+        items[:] = longest_first(items, workers)
+
+
+def longest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The order in which xdist hands out the work units (a group, or a test of no group;
+    scripts/test passes `--no-loadscope-reorder` so that this order is the one used): the
+    tests marked `long` first, longest first, so that the longest ends no later than the
+    rest of the suite; the other units by size, largest first, as xdist would order them.
+
+    Each worker is handed two units at the start and runs them in turn: the `workers` longest
+    tests are followed by `workers` single tests (the second unit of each worker), so that no
+    long test waits behind another; the other long ones go to whichever worker frees up first.
+    """
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        units.setdefault(str(group.args[0]) if group else item.nodeid, []).append(item)
+
+    def seconds(unit: list[pytest.Item]) -> float:
+        return max(
+            (float(m.kwargs.get("seconds", 60)) for i in unit for m in i.iter_markers("long")),
+            default=0.0,
+        )
+
+    long = sorted((u for u in units.values() if seconds(u)), key=seconds, reverse=True)
+    rest = sorted((u for u in units.values() if not seconds(u)), key=len, reverse=True)
+    singles = [u for u in reversed(rest) if len(u) == 1][:workers]
+    others = [u for u in rest if all(u is not s for s in singles)]
+    order = long[:workers] + singles + long[workers:] + others
+    return [item for unit in order for item in unit]
 
 
 def shares_a_module_fixture(item: pytest.Item) -> bool:

@@ -322,6 +322,7 @@ def task_ids_written(cloud: Cloud, log_from: int) -> set[str]:
     return ids
 
 
+@pytest.mark.long(seconds=300)
 def test_generated_requests_get_no_5xx_json_errors_and_write_nothing_when_refused(
     e2e: Cloud, tmp_path: Path
 ) -> None:
@@ -386,6 +387,7 @@ CLI_EXAMPLES = 5
 CLI_SECONDS = 600
 
 
+@pytest.mark.long(seconds=150)
 def test_schemathesis_checks_all_in_every_phase_finds_nothing_against_the_functions(
     e2e: Cloud, tmp_path: Path
 ) -> None:

@@ -78,6 +78,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProc
         yield server, plaintext
 
 
+@pytest.mark.long(seconds=75)
 def test_schemathesis_checks_all_finds_nothing_against_serve(
     served: tuple[ServeProcess, str], tmp_path: Path
 ) -> None:

@@ -56,6 +56,7 @@ def finish(process: subprocess.Popen[bytes], log: Path, timeout: float) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.long(seconds=90)
 @pytest.mark.timeout(480)
 def test_the_gcp_rehearsal_passes(tmp_path: Path) -> None:
     log = tmp_path / "gcp.log"
@@ -63,6 +64,7 @@ def test_the_gcp_rehearsal_passes(tmp_path: Path) -> None:
     assert "no fanfuse/tools" in said  # the functions ran from a source without them
 
 
+@pytest.mark.long(seconds=600)
 @pytest.mark.timeout(1200)
 def test_terraform_applies_infra_aws_to_moto_searches_plans_nothing_and_destroys(
     tmp_path: Path,
