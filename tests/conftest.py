@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from _pytest.nodeid import coerce_node_id
 from pytest_httpserver import HTTPServer
 
 from fanfuse.net.runner import Runner
@@ -35,6 +36,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers:
         items[:] = longest_first(items, workers)
+
+
+class GroupInNodeId:
+    """pytest-xdist's `--dist loadgroup` reads a test's group from its node id (`...@group`),
+    which its worker sets as `item._nodeid`; pytest 9.2 keeps the id in `item._id`, so the
+    suffix is lost and a group's tests are spread over the workers (each then starting the
+    module's fixture again). This puts the suffix where pytest reads it, after xdist's hook
+    (trylast), when xdist's own did not take."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        if not (os.environ.get("PYTEST_XDIST_WORKER") and config.getvalue("loadgroup")):
+            return
+        for item in items:
+            groups = sorted({str(m.args[0]) for m in item.iter_markers("xdist_group") if m.args})
+            if groups and "@" not in item.nodeid.rpartition("]")[2] and hasattr(item, "_id"):
+                item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(GroupInNodeId(), "fanfuse-group-in-node-id")
 
 
 def longest_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
