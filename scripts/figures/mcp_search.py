@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mcp import Client
 
-from tests.mcp_harness import http_server, stdio_server, text
+from tests.support.mcp_harness import http_server, stdio_server, text
 
 ARGS = {"query": ["microwave dielectric constant", "plasma waves"], "max_results": 3}
 

@@ -1,7 +1,7 @@
 """The Lambda handlers (`fanfuse.fronts.aws_lambda.front`) over the Cloud Functions' targets, with
 SQS on moto.
 
-The targets' own rules are tested in tests/unit/test_cloud_wrappers.py; this pins what the
+The targets' own rules are tested in tests/unit/runtimes/test_cloud_wrappers.py; this pins what the
 Lambda adapters add: a function-URL event reaches the right public target and comes back as
 `{statusCode, headers, body}`, and an SQS record's outcome becomes a partial batch response
 (acknowledged, retried after the lease's Retry-After, retried after the visibility timeout) or
@@ -37,7 +37,7 @@ from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.moto_app import ThreadedMoto
 from fanfuse.wire.errors import LeaseHeld, QueueUnavailable, UnknownPlatform
 from fanfuse.wire.models import TaskView, utcnow
-from tests.fakes import task_view
+from tests.support.fakes import task_view
 
 SECRET = "front-tests"
 KEY, RECORD = keys.new_key("alice", "", 5, None, utcnow())
@@ -98,6 +98,7 @@ def settings(moto_server: ThreadedMoto) -> Iterator[Settings]:
 
 def serve(settings: Settings, outcome: str | Exception = "succeeded") -> FakeService:
     service = FakeService(settings, outcome)
+    # a double with the service's methods the targets call, not a SearchService
     cloud._service = service  # type: ignore[assignment]
     return service
 
@@ -160,7 +161,7 @@ def test_the_openapi_document_needs_no_credential(settings: Settings) -> None:
 
 def test_a_trace_header_of_thousands_of_digits_is_no_500_on_lambda(settings: Settings) -> None:
     """Issue 29, item 3, at the Lambda: the public targets behind apig-wsgi read the trace
-    header with bounded digits, inside their error handling (tests/unit/test_trace_headers.py
+    header with bounded digits, inside their error handling (tests/unit/fronts/test_trace_headers.py
     has the other fronts)."""
     serve(settings)
     hostile = {"x-cloud-trace-context": f"{'a' * 32}/{'9' * 4_400};o=1"}

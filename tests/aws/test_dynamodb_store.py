@@ -28,9 +28,9 @@ from fanfuse.store.dynamodb import ATTEMPTS, DynamoStore
 from fanfuse.tools.devstack.processes import LOOPBACK
 from fanfuse.wire.errors import StoreUnavailable, Unavailable
 from fanfuse.wire.models import Hit, PlatformState, utcnow
-from tests.aws_fixtures import open_dynamo
-from tests.fakes import make_task
-from tests.store_contract import CloudStoreContract, Harness, claim, finish
+from tests.support.aws_fixtures import open_dynamo
+from tests.support.fakes import make_task
+from tests.support.store_contract import CloudStoreContract, Harness, claim, finish
 
 
 @pytest.fixture
@@ -169,7 +169,9 @@ def test_a_silent_endpoint_fails_the_call_in_bounded_time() -> None:
         assert info.value.retry_after_s == 0.2
     settings = Settings(aws_endpoint_url=f"http://{LOOPBACK}:1")
     config = dynamodb_client(settings).meta.config
-    assert (config.connect_timeout, config.read_timeout) == (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+    # botocore-stubs' Config declares its options as constructor arguments, not attributes
+    timeouts = (config.connect_timeout, config.read_timeout)  # type: ignore[attr-defined]
+    assert timeouts == (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
 
 
 def stubbed_withdraw(unprocessed_answers: int) -> tuple[Stubber, DynamoStore]:

@@ -11,7 +11,7 @@ from fanfuse.cli.keys import which_store
 from fanfuse.cli.main import app
 from fanfuse.runtimes.aws import dynamo_store
 from fanfuse.settings import Settings
-from tests.keys_checks import keys_round_trip
+from tests.support.keys_checks import keys_round_trip
 
 
 def aws_env(settings: Settings, cloud: str) -> dict[str, str | None]:

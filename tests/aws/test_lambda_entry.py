@@ -27,8 +27,9 @@ from fanfuse.fronts.aws_lambda.front import LAMBDA_MARKER, scratch_env
 from fanfuse.net.aws_clients import sqs_client
 from fanfuse.queue.sqs import ensure_queues
 from fanfuse.settings import Settings
-from tests.aws_fixtures import AWS_ENV
-from tests.signing import (
+from tests.support.aws_fixtures import AWS_ENV
+from tests.support.platforms.harness import loopback_server
+from tests.support.signing import (
     GOOGLE_ISSUER,
     PROJECT,
     KeySet,
@@ -36,7 +37,6 @@ from tests.signing import (
     make_key,
     user_claims,
 )
-from tests.unit.platforms.harness import loopback_server
 
 ROOT = Path(__file__).resolve().parents[2]
 AUDIENCE = "https://abc123.execute-api.us-east-1.amazonaws.com"

@@ -16,7 +16,7 @@ from types_boto3_dynamodb import DynamoDBClient
 from fanfuse.net.aws_clients import dynamodb_client
 from fanfuse.settings import Settings
 from fanfuse.store import dynamodb_codec as codec
-from tests.store_contract import at_once
+from tests.support.store_contract import at_once
 
 WRITERS = 12
 ROUNDS = 60

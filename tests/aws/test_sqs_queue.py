@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from types_boto3_sqs.type_defs import MessageTypeDef
 
 from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
 from fanfuse.net.aws_clients import sqs_client
@@ -42,7 +43,7 @@ def queue(sqs: Any) -> SqsQueue:
     return SqsQueue(settings, sqs)
 
 
-def receive(queue: SqsQueue, name: str, wait: int = 0) -> list[dict[str, Any]]:
+def receive(queue: SqsQueue, name: str, wait: int = 0) -> list[MessageTypeDef]:
     answer = queue.client.receive_message(
         QueueUrl=queue.queue_url(name),
         MaxNumberOfMessages=10,

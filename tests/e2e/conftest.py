@@ -16,8 +16,8 @@ from fanfuse.tools.devstack.processes import free_port
 from fanfuse.tools.devstack.stack import LocalStack
 from fanfuse.tools.otlp import OtlpReceiver
 from fanfuse.tools.stubs import StubSearxServer
-from tests.e2e.aws import AwsCloud
-from tests.e2e.cloud import (
+from tests.support.e2e.aws import AwsCloud
+from tests.support.e2e.cloud import (
     LEASE_SECONDS,
     PLATFORMS,
     SHORT_DEADLINE,
@@ -26,7 +26,7 @@ from tests.e2e.cloud import (
     http_client,
     write_corpus,
 )
-from tests.option_scenarios import web_platforms
+from tests.support.option_scenarios import web_platforms
 
 
 @pytest.fixture(scope="session")

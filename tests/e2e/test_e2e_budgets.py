@@ -2,9 +2,11 @@
 clients, as two start_search instances would be) against one key with a budget of five
 one-cent searches; exactly five start, the others get 429 with nothing written, and the day's
 document holds five cents. (The store's part, the reservations alone, is in the store contract,
-tests/store_contract.py, which runs here too.)"""
+tests/support/store_contract.py, which runs here too.)"""
 
 from __future__ import annotations
+
+from functools import partial
 
 import pytest
 
@@ -14,9 +16,9 @@ from fanfuse.settings import Price, Settings
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.wire.errors import BudgetSpent
 from fanfuse.wire.models import Caller
-from tests.budget_checks import DAILY_USD, NOON, SEARCH_USD, SEARCHES, spent, together
-from tests.e2e.cloud import Cloud
-from tests.fakes import Clock, FakePlatform, HeldQueue
+from tests.support.budget_checks import DAILY_USD, NOON, SEARCH_USD, SEARCHES, spent, together
+from tests.support.e2e.cloud import Cloud
+from tests.support.fakes import Clock, FakePlatform, HeldQueue
 
 KEY = Caller(
     subject="key:team", via="api_key", key_id="k1", max_in_flight=100, daily_budget_usd=DAILY_USD
@@ -43,7 +45,7 @@ def test_a_keys_daily_budget_holds_under_20_concurrent_searches(e2e: Cloud) -> N
         started.append(accepted.task_id)
         return True
 
-    assert together([lambda i=i: start(i) for i in range(SEARCHES)]) == 5
+    assert together([partial(start, i) for i in range(SEARCHES)]) == 5
     assert spent(e2e.store, KEY.subject, key_id=KEY.key_id) == pytest.approx(DAILY_USD)
     tasks = list(e2e.db.collection("searches").stream())
     assert sorted(t.id for t in tasks) == sorted(started)  # a refused start wrote nothing

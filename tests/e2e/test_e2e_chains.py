@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.cloud import Runtime, concurrently
+from tests.support.e2e.cloud import Runtime, concurrently
 
 BEHAVIOUR = {"web_fail": "status/500", "web_ok": "delay/0", "web_slow": "delay/3"}
 

@@ -1,8 +1,8 @@
 """The AWS calling model against the AWS stack's Lambda front (moto,
 `fanfuse.fronts.aws_lambda.local`): behind an IAM-authorized API Gateway a backend signs each
 request with SigV4, and may send an API key; the gateway checks the signature
-(tests/unit/test_outbound_auth.py recomputes it as the gateway does), the function the key. Here
-the front gets exactly those requests (Authorization: AWS4-HMAC-SHA256 ..., X-Api-Key) and runs
+(tests/unit/auth/test_outbound_auth.py recomputes it as the gateway does), the function the key.
+Here the front gets exactly those requests (Authorization: AWS4-HMAC-SHA256 ..., X-Api-Key) and runs
 the search for the key's owner. No gateway stands in front of the local stack, so its events
 carry no verified IAM principal: a signature alone names no caller there, and is 401. Deployed
 with `api_access = "iam"`, the principal API Gateway verified is the caller
@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from fanfuse.auth.outbound import AuthMode, ClientAuth
 from fanfuse.http.client import HttpSearchClient
 from fanfuse.wire.errors import ApiError
-from tests.e2e.aws import AwsCloud
+from tests.support.e2e.aws import AwsCloud
 
 REQUEST = {"query": "laser", "platform": "docs", "max_results": 2}
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.e2e.cloud import LEASE_SECONDS, Cloud, concurrently
+from tests.support.e2e.cloud import LEASE_SECONDS, Cloud, concurrently
 
 BURST = 10
 STALL_S = 5.0

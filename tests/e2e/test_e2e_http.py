@@ -19,8 +19,8 @@ from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.store.write_log import WriteLog
 from fanfuse.tools.devstack.functions import FunctionProcess
 from fanfuse.wire.models import utcnow
-from tests.e2e.cloud import TERMINAL, Cloud, http_client
-from tests.signing import task_signature
+from tests.support.e2e.cloud import TERMINAL, Cloud, http_client
+from tests.support.signing import task_signature
 
 
 def problems(response: httpx.Response) -> dict[str, str]:
@@ -174,7 +174,7 @@ def test_task_targets_refuse_deliveries_the_queue_did_not_sign(e2e: Cloud) -> No
             {"headers": {SIGNATURE_HEADER: expired}},
             {"signed": False, "headers": {"Authorization": "Bearer e30.e30."}},
         ):
-            answer = e2e.deliver(target, body, **forged)  # type: ignore[arg-type]
+            answer = e2e.deliver(target, body, **forged)
             assert answer.status_code == 401, answer.text
             assert answer.json()["error"] == "unauthorized"
             assert answer.json()["message"].startswith(f"{target} accepts only Cloud Tasks")

@@ -12,7 +12,7 @@ from typing import Any
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.auth.tasks import SIGNATURE_HEADER
 from fanfuse.tools.devstack.functions import DEFAULT_FUNCTIONS_SOURCE
-from tests.e2e.cloud import Cloud, make_task
+from tests.support.e2e.cloud import Cloud, make_task
 
 PROBE = """
 import importlib.util, json, os, sys

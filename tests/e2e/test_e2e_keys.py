@@ -1,6 +1,6 @@
 """`fanfuse keys` on the stacks' own stores: the Firestore emulator of the GCP stack and moto's
-DynamoDB of the AWS stack (tests/keys_checks.py, also run on SQLite in tests/integration). The
-key the command prints starts a search at that stack's start_search (its front verifying it as
+DynamoDB of the AWS stack (tests/support/keys_checks.py, also run on SQLite in tests/integration).
+The key the command prints starts a search at that stack's start_search (its front verifying it as
 deployed), and a revoked key is refused by a fresh authenticator on the same store."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.runtimes.aws import dynamo_store
 from fanfuse.settings import Settings
 from fanfuse.store.firestore import FirestoreStore
-from tests.e2e.aws import AwsCloud
-from tests.e2e.cloud import Cloud, Runtime
-from tests.keys_checks import keys_round_trip
+from tests.support.e2e.aws import AwsCloud
+from tests.support.e2e.cloud import Cloud, Runtime
+from tests.support.keys_checks import keys_round_trip
 
 REQUEST = {"query": "laser", "platform": "docs"}
 

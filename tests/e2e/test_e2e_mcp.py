@@ -10,8 +10,8 @@ import asyncio
 
 from mcp import Client
 
-from tests.e2e.cloud import Cloud
-from tests.mcp_harness import stdio_server, structured, text
+from tests.support.e2e.cloud import Cloud
+from tests.support.mcp_harness import stdio_server, structured, text
 
 
 async def test_the_tools_over_the_http_api(e2e: Cloud) -> None:

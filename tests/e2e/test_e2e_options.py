@@ -1,7 +1,7 @@
 """Per-request options end to end on the local cloud stack, over HTTP.
 
 The same scenarios as tests/integration/test_embedded_options.py (the embedded runtime), from
-tests/option_scenarios.py; here the platform documents are read from Firestore itself.
+tests/support/option_scenarios.py; here the platform documents are read from Firestore itself.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 from fanfuse.store.firestore import CACHE_SUFFIX
 from fanfuse.store.firestore_codec import decode
 from fanfuse.wire.models import CacheEntry
-from tests import option_scenarios as sc
-from tests.e2e.cloud import Cloud
+from tests.support import option_scenarios as sc
+from tests.support.e2e.cloud import Cloud
 
 
 def search(e2e: Cloud, payload: dict[str, Any]) -> dict[str, Any]:

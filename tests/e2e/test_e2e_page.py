@@ -1,4 +1,4 @@
-"""The search page against the local functions stack, in a real browser (tests/browser.py).
+"""The search page against the local functions stack, in a real browser (tests/support/browser.py).
 
 The stack's page server (`fanfuse.tools.devstack.page`) serves serve's very page from an origin
 of its own, with a config naming each function's URL and no event stream: the page lists the
@@ -16,9 +16,9 @@ import httpx
 from selenium.webdriver.common.by import By
 
 from fanfuse.auth import keys
-from tests.browser import Browser, BrowserFactory
-from tests.browser import browser as browser
-from tests.e2e.cloud import Cloud
+from tests.support.browser import Browser, BrowserFactory
+from tests.support.browser import browser as browser
+from tests.support.e2e.cloud import Cloud
 
 
 def js(b: Browser, script: str) -> Any:

@@ -34,8 +34,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hypothesis
 import pytest
@@ -52,14 +53,18 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
-from schemathesis.errors import FailureGroup
+from schemathesis.core.result import Ok, Result
+from schemathesis.errors import FailureGroup, InvalidSchema
 
 from fanfuse.auth import keys
 from fanfuse.http.openapi import document
 from fanfuse.queue.base import AGGREGATE_QUEUE
 from fanfuse.wire.models import ErrorBody, utcnow
-from tests.e2e import schemathesis_cli
-from tests.e2e.cloud import Cloud
+from tests.support.e2e import schemathesis_cli
+from tests.support.e2e.cloud import Cloud
+
+if TYPE_CHECKING:
+    from schemathesis.specs.openapi.schemas import OpenApiCase, OpenApiOperation
 
 SEED = int(os.environ.get("FANFUSE_FUZZ_SEED", "20251010"))
 EXAMPLES = {  # per operation and mode: start_search is where the input is richest
@@ -156,16 +161,14 @@ def error_body_problem(status: int, content_type: str, content: bytes) -> str | 
 class Harness:
     """Sends cases to the stack, checks each answer, and cancels what it accepted."""
 
-    def __init__(
-        self, cloud: Cloud, tally: Tally, operations: dict[str, schemathesis.APIOperation]
-    ) -> None:
+    def __init__(self, cloud: Cloud, tally: Tally, operations: dict[str, OpenApiOperation]) -> None:
         self.cloud = cloud
         self.tally = tally
         self.operations = operations
         self.session = requests.Session()
         self.headers = {keys.API_KEY_HEADER: tally.key}
 
-    def send(self, case: schemathesis.Case, label: str) -> None:
+    def send(self, case: OpenApiCase, label: str) -> None:
         """A generated case, with the valid key; a 202 is cancelled at once."""
         response = self.check(case, label, self.headers)
         if response.status_code == 202:
@@ -174,7 +177,7 @@ class Harness:
             cancel = self.operations["cancel_search"].Case(body={"task_id": task_id})
             self.check(cancel, "follow-up", self.headers, expected={200, 409})
 
-    def without_a_valid_key(self, case: schemathesis.Case, headers: dict[str, str]) -> None:
+    def without_a_valid_key(self, case: OpenApiCase, headers: dict[str, str]) -> None:
         """No key, a key never stored, a malformed key: a JSON 401 saying how to authenticate."""
         response = self.check(case, "auth", headers, expected={401})
         if not (response.headers.get("www-authenticate") or [""])[0].startswith("Bearer"):
@@ -182,7 +185,7 @@ class Harness:
 
     def check(
         self,
-        case: schemathesis.Case,
+        case: OpenApiCase,
         label: str,
         headers: dict[str, str],
         expected: set[int] | None = None,
@@ -212,7 +215,7 @@ class Harness:
         return response
 
 
-def with_known_id(case: schemathesis.Case, task_id: str | None) -> schemathesis.Case:
+def with_known_id(case: OpenApiCase, task_id: str | None) -> OpenApiCase:
     """A positive status or cancel case aimed at a search that exists (when `task_id` is set),
     so that 200 and 409 are answered too, not only 404."""
     if task_id is None:
@@ -226,10 +229,16 @@ def with_known_id(case: schemathesis.Case, task_id: str | None) -> schemathesis.
     return case
 
 
+def read(result: Result[OpenApiOperation, InvalidSchema]) -> OpenApiOperation:
+    """An operation of the document: one that schemathesis cannot read fails the test."""
+    assert isinstance(result, Ok), result.err()
+    return result.ok()
+
+
 def fuzz(
-    operation: schemathesis.APIOperation,
+    operation: OpenApiOperation,
     mode: GenerationMode,
-    send: Callable[[schemathesis.Case], None],
+    send: Callable[[OpenApiCase], None],
     known: Iterable[str],
 ) -> None:
     """Run `max_examples` generated cases of one operation in one mode through `send`."""
@@ -246,15 +255,13 @@ def fuzz(
         suppress_health_check=list(HealthCheck),
     )
     @given(case=cases, task_id=aim)
-    def run(case: schemathesis.Case, task_id: str | None) -> None:
+    def run(case: OpenApiCase, task_id: str | None) -> None:
         send(with_known_id(case, task_id))
 
     run()
 
 
-def valid_cases(
-    operations: dict[str, schemathesis.APIOperation], task_id: str
-) -> list[schemathesis.Case]:
+def valid_cases(operations: dict[str, OpenApiOperation], task_id: str) -> list[OpenApiCase]:
     """One request per operation that a valid key would get answered (202, or 200 or 409 on
     `task_id`): without one, each must be a 401 all the same."""
     return [
@@ -315,6 +322,7 @@ def task_ids_written(cloud: Cloud, log_from: int) -> set[str]:
     return ids
 
 
+@pytest.mark.long(seconds=300)
 def test_generated_requests_get_no_5xx_json_errors_and_write_nothing_when_refused(
     e2e: Cloud, tmp_path: Path
 ) -> None:
@@ -324,7 +332,7 @@ def test_generated_requests_get_no_5xx_json_errors_and_write_nothing_when_refuse
     schema = schemathesis.openapi.from_dict(document(), config=schemathesis.Config())
     operations = {
         op.definition.raw["operationId"]: op
-        for op in (result.ok() for result in schema.get_all_operations())
+        for op in (read(result) for result in schema.get_all_operations())
         if op.definition.raw["operationId"] in EXAMPLES
     }
     assert set(operations) == set(EXAMPLES)  # the document still names the public calls
@@ -336,7 +344,7 @@ def test_generated_requests_get_no_5xx_json_errors_and_write_nothing_when_refuse
             for mode in MODES:
                 label = f"{operation_id} {mode.value}"
                 started = time.monotonic()
-                fuzz(operation, mode, lambda case, lb=label: harness.send(case, lb), tally.accepted)
+                fuzz(operation, mode, partial(harness.send, label=label), tally.accepted)
                 tally.seconds[label] = time.monotonic() - started
         drain_from = time.monotonic()
     tally.seconds["drain"] = time.monotonic() - drain_from
@@ -379,6 +387,7 @@ CLI_EXAMPLES = 5
 CLI_SECONDS = 600
 
 
+@pytest.mark.long(seconds=150)
 def test_schemathesis_checks_all_in_every_phase_finds_nothing_against_the_functions(
     e2e: Cloud, tmp_path: Path
 ) -> None:

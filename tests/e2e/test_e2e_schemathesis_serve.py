@@ -29,7 +29,7 @@ from fanfuse.auth import keys
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.wire.models import utcnow
-from tests.e2e import schemathesis_cli
+from tests.support.e2e import schemathesis_cli
 
 SEED = os.environ.get("FANFUSE_FUZZ_SEED", "20251122")
 EXAMPLES = 10
@@ -78,6 +78,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServeProc
         yield server, plaintext
 
 
+@pytest.mark.long(seconds=75)
 def test_schemathesis_checks_all_finds_nothing_against_serve(
     served: tuple[ServeProcess, str], tmp_path: Path
 ) -> None:

@@ -27,7 +27,7 @@ from fanfuse.wire.models import (
     TaskStatus,
     utcnow,
 )
-from tests.e2e.cloud import SHORT_DEADLINE, Runtime, concurrently
+from tests.support.e2e.cloud import SHORT_DEADLINE, Runtime, concurrently
 
 TASK_FIELDS = {
     "task_id", "owner", "request", "queries", "platforms", "status", "progress", "counters",

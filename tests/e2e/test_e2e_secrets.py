@@ -55,8 +55,8 @@ from fanfuse.tools.devstack.functions import (
 )
 from fanfuse.tools.devstack.processes import LOOPBACK, free_port
 from fanfuse.wire.models import ApiKey
-from tests.e2e.cloud import TERMINAL, Cloud, http_client
-from tests.signing import KeySet, SigningKey, claims, make_key, task_signature
+from tests.support.e2e.cloud import TERMINAL, Cloud, http_client
+from tests.support.signing import KeySet, SigningKey, claims, make_key, task_signature
 
 PROVIDER_KEY = "AIzaE2E-provider-canary-" + secrets.token_urlsafe(18)
 KEYED = ("keyed_ok", "keyed_bad")

@@ -1,4 +1,4 @@
-"""The spend ledger on the Firestore emulator (tests/spend_checks.py, issue 29 item 1): a
+"""The spend ledger on the Firestore emulator (tests/support/spend_checks.py, issue 29 item 1): a
 $1-a-day key and a $1-a-request platform answering in 1.5 s (the stack's stub SearXNG). Twenty
 start-cancel cycles and twenty searches ended by `timeout_s` pay for at most two calls, every
 paid call on a receipt and in the key's day; a worker killed mid-call (another process, SIGKILL)
@@ -9,8 +9,13 @@ from __future__ import annotations
 import pytest
 
 from fanfuse.settings import Settings
-from tests.e2e.cloud import Cloud
-from tests.spend_checks import LedgerHarness, SpendLedgerContract, StoreSpec, ledger_settings
+from tests.support.e2e.cloud import Cloud
+from tests.support.spend_checks import (
+    LedgerHarness,
+    SpendLedgerContract,
+    StoreSpec,
+    ledger_settings,
+)
 
 
 class TestFirestoreSpendLedger(SpendLedgerContract):

@@ -10,7 +10,7 @@ import time
 
 import httpx
 
-from tests.e2e.cloud import Cloud
+from tests.support.e2e.cloud import Cloud
 
 STALL_S = 1.5
 BUDGET_S = 2.0  # the stall leaves a quarter of it: under the default half

@@ -14,7 +14,7 @@ import pytest
 from fanfuse.auth import keys
 from fanfuse.tools.devstack.functions import FunctionProcess
 from fanfuse.wire.models import utcnow
-from tests.e2e.cloud import TERMINAL, Cloud, Runtime, http_client
+from tests.support.e2e.cloud import TERMINAL, Cloud, Runtime, http_client
 
 
 @pytest.fixture(params=["gcp", "aws"])

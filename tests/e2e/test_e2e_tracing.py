@@ -24,8 +24,8 @@ from fanfuse.tools.otlp import (
     roots,
     tree,
 )
-from tests.e2e.aws import AwsCloud
-from tests.e2e.cloud import Runtime
+from tests.support.e2e.aws import AwsCloud
+from tests.support.e2e.cloud import Runtime
 
 PLATFORMS = ("docs", "vectors", "web_ok")
 

@@ -1,7 +1,7 @@
 """The example app (examples/web-app) in a real browser against the emulator stack.
 
-Headless Chromium (tests/browser.py) loads the app from a static server on 127.0.0.1. The app
-signs in as the Firestore emulator's mock user (an unsigned Firebase ID token), starts a search
+Headless Chromium (tests/support/browser.py) loads the app from a static server on 127.0.0.1. The
+app signs in as the Firestore emulator's mock user (an unsigned Firebase ID token), starts a search
 through a start_search function that accepts such tokens for the stack's `demo-` project
 (FANFUSE_FIREBASE_EMULATOR_TOKENS) and answers CORS for the app's origin, then watches the task
 document and its platform documents with the Firebase JS SDK's `onSnapshot`, through
@@ -39,9 +39,9 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from fanfuse.tools.devstack.functions import FunctionProcess
 from fanfuse.tools.devstack.processes import LOOPBACK, free_port
 from fanfuse.tools.devstack.stack import browser_app_env, browser_app_url
-from tests.browser import Browser, BrowserFactory
-from tests.browser import browser as browser
-from tests.e2e.cloud import TERMINAL, Cloud
+from tests.support.browser import Browser, BrowserFactory
+from tests.support.browser import browser as browser
+from tests.support.e2e.cloud import TERMINAL, Cloud
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "web-app"

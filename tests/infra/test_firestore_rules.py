@@ -78,7 +78,7 @@ class Client:
     def delete(self, path: str) -> int:
         return http_request("DELETE", f"{self.base}/{path}", headers=self.headers)[0]
 
-    def list(self, collection: str) -> int:
+    def list_collection(self, collection: str) -> int:
         return http_request("GET", f"{self.base}/{collection}", headers=self.headers)[0]
 
     def query(self, collection_id: str, owner: str) -> int:
@@ -191,7 +191,7 @@ def test_the_functions_own_collections_are_closed_to_every_client(
     client = Client(emulator, token(uid) if uid else None)
     collection, _, doc_id = path.rpartition("/")
     assert client.get(path) == 403
-    assert client.list(collection) == 403
+    assert client.list_collection(collection) == 403
     claimed = f"firebase:{uid or 'nobody'}"
     assert client.query(collection.rpartition("/")[2], "firebase:alice") == 403
     assert client.patch(path, {"owner": claimed}) == 403

@@ -73,6 +73,7 @@ CORPUS_FOUND = (
 
 # The budgets below are hang guards, not performance claims: the GCP rehearsal took 624 s and
 # both AWS ones 1,129 s on this 2-core machine at load 17-26 (2026-11-27), about half that quiet.
+@pytest.mark.long(seconds=300)
 @pytest.mark.timeout(960)
 def test_the_gcp_rehearsal_passes(tmp_path: Path) -> None:
     log = tmp_path / "gcp.log"
@@ -82,6 +83,7 @@ def test_the_gcp_rehearsal_passes(tmp_path: Path) -> None:
         assert re.search(expected, said), (expected, said[-3000:])
 
 
+@pytest.mark.long(seconds=600)
 @pytest.mark.timeout(1860)
 def test_terraform_applies_infra_aws_to_moto_searches_plans_nothing_and_destroys(
     tmp_path: Path,

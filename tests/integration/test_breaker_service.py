@@ -26,8 +26,8 @@ from fanfuse.wire.models import (
     PlatformState,
     utcnow,
 )
-from tests.unit.platforms import cases
-from tests.unit.platforms.harness import fixture
+from tests.support.platforms import cases
+from tests.support.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,5 +1,5 @@
-"""The shared browser fixture (tests/browser.py): it opens Debian's chromium at the width asked
-for, takes screenshots, and says how to install the browser when it is missing."""
+"""The shared browser fixture (tests/support/browser.py): it opens Debian's chromium at the width
+asked for, takes screenshots, and says how to install the browser when it is missing."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import (
+from tests.support.browser import (
     INSTALL_HINT,
     PHONE,
     BrowserFactory,
     BrowserMissingError,
     find_binary,
 )
-from tests.browser import browser as browser
+from tests.support.browser import browser as browser
 
 PAGE = (
     "data:text/html,<meta name=viewport content='width=device-width'>"

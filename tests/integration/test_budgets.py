@@ -32,8 +32,8 @@ from fanfuse.settings import Price, Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, LimitCut, PlatformState
-from tests.budget_checks import DAILY_USD, SEARCHES, spent, start_in_process
-from tests.fakes import FakePlatform, HeldQueue
+from tests.support.budget_checks import DAILY_USD, SEARCHES, spent, start_in_process
+from tests.support.fakes import FakePlatform, HeldQueue
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -184,7 +184,8 @@ async def test_a_run_stops_paging_when_its_share_of_the_money_is_spent(
     [found] = await platform.search(ctx, params)
     assert len(found) == 2 * PER_PAGE and sent(provider, "cheap") == 2
     assert [c.cost_usd for c in ctx.record.calls] == [0.01, 0.01]
-    assert money.cut() is not None and money.cut().skipped == 1  # type: ignore[union-attr]
+    cut = money.cut()
+    assert cut is not None and cut.skipped == 1
 
 
 async def test_a_worker_that_pays_more_than_the_start_priced_stops_at_the_share(

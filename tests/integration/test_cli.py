@@ -45,9 +45,9 @@ from fanfuse.wire.models import (
 )
 from fanfuse.wire.options import OptionUse
 from fanfuse.wire.request import MAX_QUERIES, SearchRequest
-from tests.fakes import task_view
-from tests.health_checks import put_health
-from tests.keys_checks import keys_round_trip
+from tests.support.fakes import task_view
+from tests.support.health_checks import put_health
+from tests.support.keys_checks import keys_round_trip
 
 DOCS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",
@@ -619,7 +619,7 @@ def test_keys_create_list_revoke_in_the_runtimes_sqlite_store(tmp_path: Path) ->
 
 
 def test_keys_round_trip_on_sqlite_as_on_every_store(tmp_path: Path) -> None:
-    """tests/keys_checks.py, also run on Firestore (tests/e2e) and DynamoDB (tests/aws)."""
+    """tests/support/keys_checks.py, also run on Firestore (tests/e2e) and DynamoDB (tests/aws)."""
     db = tmp_path / "state" / "fanfuse.db"
     env = {"FIRESTORE_EMULATOR_HOST": None, "FANFUSE_CLOUD": None}
     for flags in ([], ["--sqlite"]):

@@ -1,5 +1,6 @@
-"""`fanfuse stats` over a scripted history written into a SQLite store (tests/stats_history.py):
-the expected percentiles and unique counts, as JSON and as the table."""
+"""`fanfuse stats` over a scripted history written into a SQLite store
+(tests/support/stats_history.py): the expected percentiles and unique counts, as JSON and as the
+table."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 from fanfuse.cli.main import app
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.models import utcnow
-from tests import stats_history
+from tests.support import stats_history
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ served on 127.0.0.1.
 Each search runs to its end through `HttpSearchClient` (start, then status polls), through
 `fanfuse search --endpoint`, or through the MCP server's remote backend, and its owner is the
 token's subject: the token, not something else, is what the server took as the caller.
-(SigV4 is checked by signature in tests/unit/test_outbound_auth.py: nothing local verifies it.)
+(SigV4 is checked by signature in tests/unit/auth/test_outbound_auth.py: nothing local verifies it.)
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ from fanfuse.http.client import HttpSearchClient
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.wire.errors import ApiError
 from fanfuse.wire.models import TaskView
-from tests.signing import (
+from tests.support.platforms.harness import loopback_server
+from tests.support.signing import (
     GOOGLE_ISSUER,
     PROJECT,
     KeySet,
@@ -50,7 +51,6 @@ from tests.signing import (
     make_key,
     user_claims,
 )
-from tests.unit.platforms.harness import loopback_server
 
 AUDIENCE = "https://fanfuse-api.example"
 SERVICE_ACCOUNT = "caller@demo-fanfuse.iam.gserviceaccount.com"

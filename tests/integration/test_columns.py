@@ -24,8 +24,8 @@ from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.evaluation.evaluate import EvalReport, EvalRun, render_report
 from fanfuse.tools.evaluation.pipelines import Comparison
 from fanfuse.wire.models import BreakerState, FailureKind, PlatformHealth, utcnow
-from tests import stats_history
-from tests.health_checks import put_health
+from tests.support import stats_history
+from tests.support.health_checks import put_health
 
 WIDTHS = (80, 120)
 LONG_NAME = "field_notes_from_the_archive_ab"  # 31 characters: near the longest corpus name

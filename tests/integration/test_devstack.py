@@ -109,13 +109,24 @@ def processes_mentioning(needles: list[str]) -> list[str]:
     return hits
 
 
+Received = list[tuple[str, dict[str, str], bytes]]
+
+
+class RecordingServer(ThreadingHTTPServer):
+    """Keeps what its handler records."""
+
+    received: Received
+
+
 class Recorder(BaseHTTPRequestHandler):
     """Records each POST (path, lower-cased headers, body) into the server's `received` list."""
+
+    server: RecordingServer
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.server.received.append((self.path, headers, body))  # type: ignore[attr-defined]
+        self.server.received.append((self.path, headers, body))
         self.send_response(200)
         self.end_headers()
 
@@ -124,13 +135,13 @@ class Recorder(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def recorder() -> Iterator[tuple[str, list[tuple[str, dict[str, str], bytes]]]]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
-    server.received = []  # type: ignore[attr-defined]
+def recorder() -> Iterator[tuple[str, Received]]:
+    server = RecordingServer(("127.0.0.1", 0), Recorder)
+    server.received = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", server.received  # type: ignore[attr-defined]
+        yield f"http://127.0.0.1:{server.server_address[1]}", server.received
     finally:
         server.shutdown()
         server.server_close()
@@ -624,7 +635,7 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
             parent = f"projects/{DEFAULT_PROJECT}/locations/{DEFAULT_LOCATION}"
             queues = sorted(q.name for q in client.list_queues(parent=parent, timeout=5))
         finally:
-            client.transport.close()
+            client.transport.close()  # type: ignore[no-untyped-call]  # google-cloud-tasks: unannotated
         assert queues == [
             queue_path(DEFAULT_PROJECT, DEFAULT_LOCATION, q) for q in ("zz-aggregate", "zz-docs")
         ]
@@ -767,7 +778,9 @@ def test_local_stack_stops_everything_on_a_signal(tmp_path: Path, sig: signal.Si
 def _read_line(process: subprocess.Popen[str], timeout: float) -> str:
     """First stdout line of `process`, bounded in time (readline alone could block forever)."""
     result: list[str] = []
-    reader = threading.Thread(target=lambda: result.append(process.stdout.readline()))  # type: ignore[union-attr]
+    out = process.stdout
+    assert out is not None
+    reader = threading.Thread(target=lambda: result.append(out.readline()))
     reader.daemon = True
     reader.start()
     reader.join(timeout)

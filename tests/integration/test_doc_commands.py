@@ -233,12 +233,25 @@ def session(tmp_path: Path) -> Iterator[Session]:
     opened.close()
 
 
+RUN_PAGES = list(dict.fromkeys(c.page for c in ALL if c.why_not is None))
+"""The pages showing a command that runs here (the others' marks: the test below)."""
+LONG_PAGES = {"README.md": 120, "docs/getting-started.md": 90}
+"""The pages whose commands run for minutes (`long`: started first on the xdist workers)."""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in PAGES])
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(p, marks=pytest.mark.long(seconds=LONG_PAGES[p]))
+        for p in RUN_PAGES
+        if p in LONG_PAGES
+    ]
+    + [p for p in RUN_PAGES if p not in LONG_PAGES],
+)
 def test_the_commands_of_each_page_run(page: str, session: Session) -> None:
     runnable = [c for c in ALL if c.page == page and c.why_not is None]
-    if not runnable:
-        pytest.skip(f"{page} shows no command that runs here")  # its marks: the test below
+    assert runnable, f"{page} shows no command that runs here"
     if page == "README.md":
         notes = Path(session.env["HOME"]) / "notes"
         notes.mkdir()

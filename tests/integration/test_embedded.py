@@ -17,7 +17,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import LeaseHeld, ProviderError
 from fanfuse.wire.models import PlatformState, TaskStatus, TaskView, utcnow
-from tests.fakes import FakePlatform, hits
+from tests.support.fakes import FakePlatform, hits
 
 
 def registry(*platforms: FakePlatform) -> Registry:

@@ -26,7 +26,7 @@ from fanfuse.tools.devstack.processes import ManagedProcess, wait_until
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import utcnow
-from tests.option_scenarios import web_platforms
+from tests.support.option_scenarios import web_platforms
 
 GATE = "hold"
 WAIT_S = 30.0

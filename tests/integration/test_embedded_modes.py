@@ -19,8 +19,8 @@ from fanfuse.platforms import Registry
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.models import PlatformHealth, TaskStatus, utcnow
-from tests.fakes import FakePlatform, hits
-from tests.health_checks import put_health
+from tests.support.fakes import ContentFakePlatform, FakePlatform, hits
+from tests.support.health_checks import put_health
 
 TITLE = re.compile(r"^\[(\d+)\] .* (\d+)$", re.M)
 
@@ -62,7 +62,8 @@ async def test_fast_runs_the_two_quickest_platforms_by_what_was_measured(
         assert platforms["a"].calls == 0
         measured = rt.service.store.get_health()
     # The runs were folded into the estimates (written: the old ones were 5 minutes old).
-    assert measured["b"].samples == 6 and measured["b"].latency_s < 0.2
+    latency = measured["b"].latency_s
+    assert measured["b"].samples == 6 and latency is not None and latency < 0.2
     assert measured["a"].samples == 5
 
 
@@ -83,8 +84,8 @@ async def test_comprehensive_asks_deeper_fetches_content_and_reranks_with_the_ll
     settings: Settings, llm: HTTPServer
 ) -> None:
     llm.expect_request("/v1/chat/completions", method="POST").respond_with_handler(by_title_number)
-    a = FakePlatform("a", hits("a", 12), content=True)
-    b = FakePlatform("b", hits("b", 12), content=True)
+    a = ContentFakePlatform("a", hits("a", 12))
+    b = ContentFakePlatform("b", hits("b", 12))
     async with EmbeddedRuntime(settings, registry=Registry.of([a, b])) as rt:
         view = await rt.search({"query": "q", "mode": "comprehensive", "max_results": 4})
     assert view.status is TaskStatus.COMPLETED
@@ -116,7 +117,7 @@ async def test_any_llm_failure_keeps_the_fused_order_and_says_so(
     settings: Settings, llm: HTTPServer, status: int, body: str, reason: str
 ) -> None:
     llm.expect_request("/v1/chat/completions").respond_with_data(body, status=status)
-    a, b = (FakePlatform(n, hits(n, 6), content=True) for n in "ab")
+    a, b = (ContentFakePlatform(n, hits(n, 6)) for n in "ab")
     registry = Registry.of([a, b])
     async with EmbeddedRuntime(settings, registry=registry) as rt:
         fused = await rt.search({"query": "q", "max_results": 4, "cache": "bypass"})
@@ -133,7 +134,7 @@ async def test_without_an_llm_comprehensive_keeps_the_fused_order_with_a_note(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("FANFUSE_RERANK_LLM_BASE_URL", raising=False)
-    registry = Registry.of([FakePlatform("a", content=True), FakePlatform("b", content=True)])
+    registry = Registry.of([ContentFakePlatform("a"), ContentFakePlatform("b")])
     async with EmbeddedRuntime(settings, registry=registry) as rt:
         view = await rt.search({"query": "q", "mode": "comprehensive"})
     assert view.rerank is not None and view.rerank.applied is False

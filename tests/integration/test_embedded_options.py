@@ -1,7 +1,7 @@
 """Per-request options end to end on the embedded runtime, against stub SearXNG platforms.
 
 The same scenarios as tests/e2e/test_e2e_options.py (the emulator stack), from
-tests/option_scenarios.py: per-query failures, domain filters over three platforms, a
+tests/support/option_scenarios.py: per-query failures, domain filters over three platforms, a
 `timeout_s` shorter than a platform, and the search cache.
 """
 
@@ -21,7 +21,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import CacheEntry, TaskView
-from tests import option_scenarios as sc
+from tests.support import option_scenarios as sc
 
 WEB = {"web_ok": "delay/0", **sc.DOUBLES}
 

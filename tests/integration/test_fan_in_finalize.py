@@ -21,7 +21,7 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tracing.spans import rule_name
 from fanfuse.wire.models import SearchRequest, TaskStatus, utcnow
-from tests.fakes import FakePlatform, HeldQueue, pending_task
+from tests.support.fakes import FakePlatform, HeldQueue, pending_task
 
 
 def service(settings: Settings, *, finalize_at_fan_in: bool, store: Any = None) -> SearchService:

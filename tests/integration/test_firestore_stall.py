@@ -26,7 +26,7 @@ from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.firestore_calls import Bounds, TaskLocks, stalled
 from fanfuse.wire.errors import StoreUnavailable
 from fanfuse.wire.models import ApiKey, CacheEntry, utcnow
-from tests.e2e.cloud import make_task
+from tests.support.e2e.cloud import make_task
 
 BOUNDS = Bounds(call_s=0.3, transaction_s=0.8)
 WORST_S = BOUNDS.transaction_s + 3 * BOUNDS.call_s
@@ -124,11 +124,13 @@ def chained(
 
 
 def test_what_counts_as_a_stall() -> None:
-    timed_out = DeadlineExceeded("deadline")
+    # google-api-core's exception constructors are unannotated
+    timed_out = DeadlineExceeded("deadline")  # type: ignore[no-untyped-call]
     assert stalled(timed_out)
     # a transaction whose begin timed out: the rollback's ValueError, the timeout its context
     assert stalled(chained(ValueError("no transaction in progress"), context=timed_out))
     # the retries of a contended transaction ran out
-    assert stalled(chained(ValueError("Failed to commit transaction"), cause=Aborted("a")))
+    aborted = Aborted("a")  # type: ignore[no-untyped-call]
+    assert stalled(chained(ValueError("Failed to commit transaction"), cause=aborted))
     assert not stalled(ValueError("a bad value"))
     assert not stalled(chained(ValueError("bad"), context=KeyError("k")))

@@ -9,7 +9,7 @@ under 2 s; and such pages never count against the platform's breaker.
 The bombs are fetched by a real `fanfuse search --content` in a child process, whose own peak
 RSS `os.wait4` reports (the test process's memory, and other children's, do not count). Before
 the fix the same child peaked at 2.2 GB for either bomb; `charset=idna` failed the platform and
-`charset=punycode` held the event loop for 76 s (tests/hostile_pages.py prints the figures).
+`charset=punycode` held the event loop for 76 s (tests/support/hostile_pages.py prints the figures).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.models import BreakerState, PlatformState
-from tests.hostile_pages import (
+from tests.support.hostile_pages import (
     ARTICLE,
     Page,
     hostile_pages,

@@ -23,8 +23,8 @@ from mcp import Client, MCPError
 
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.request import MAX_QUERIES, SearchRequest
-from tests.mcp_harness import http_server, stdio_server, structured, text
-from tests.option_scenarios import web_platforms
+from tests.support.mcp_harness import http_server, stdio_server, structured, text
+from tests.support.option_scenarios import web_platforms
 
 DOCS = {
     "L1": "A laser produces coherent light by stimulated emission.",

@@ -1,7 +1,7 @@
 """`fanfuse mcp --http` with authentication on, end to end, on 127.0.0.1 only.
 
 A bind to anything but loopback turns authentication on (`agent.access.authenticates`, tested
-with a table in tests/unit/test_mcp_access.py); tests may not bind such an address, so the
+with a table in tests/unit/fronts/test_mcp_access.py); tests may not bind such an address, so the
 server here binds 127.0.0.1 with `--require-auth`, the same switch: without a credential it
 answers 401, with a key made by `fanfuse keys create` in its database the SDK's own client
 works, a foreign Host is refused by the SDK's DNS-rebinding check, and one key's searches do not
@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from tests.mcp_harness import (
+from tests.support.mcp_harness import (
     ACCEPT,
     INITIALIZE,
     child_env,

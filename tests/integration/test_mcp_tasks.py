@@ -24,8 +24,8 @@ import pytest
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from tests.integration.test_mcp_auth import new_key
-from tests.mcp_harness import child_env, embedded_env, http_server
-from tests.option_scenarios import web_platforms
+from tests.support.mcp_harness import child_env, embedded_env, http_server
+from tests.support.option_scenarios import web_platforms
 
 CLIENT = Path(__file__).resolve().parents[1] / "mcp_tasks_client"
 DOUBLES = {"web_held": "gate/held", "web_quick": "delay/0.2"}

@@ -14,11 +14,11 @@ from fanfuse.fronts.mcp.render import digest, markdown, timeline_markdown
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import SearchRequest, TaskStatus, TaskView
 from fanfuse.wire.timeline import RunTimeline, Timeline
-from tests.fakes import make_task
 from tests.integration.test_mcp import client, reached
 from tests.integration.test_mcp import env as env
 from tests.integration.test_mcp import stub as stub
-from tests.mcp_harness import structured, text
+from tests.support.fakes import make_task
+from tests.support.mcp_harness import structured, text
 
 HEADER = "Timeline (seconds after the search started):"
 SLOW_S = 0.6

@@ -1,4 +1,4 @@
-"""The search page in a real browser: headless Chromium (tests/browser.py) against a real
+"""The search page in a real browser: headless Chromium (tests/support/browser.py) against a real
 `fanfuse serve --port 0` on 127.0.0.1, its platforms stub SearXNG servers on 127.0.0.1.
 
 The stub platforms: `web_ok` answers after 0.2 s, `web_gate` and `web_hold` only once the test
@@ -34,9 +34,9 @@ from fanfuse.tools.devstack.processes import free_port
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import utcnow
-from tests.browser import DESKTOP, PHONE, Browser, BrowserFactory
-from tests.browser import browser as browser
-from tests.option_scenarios import web_platforms
+from tests.support.browser import DESKTOP, PHONE, Browser, BrowserFactory
+from tests.support.browser import browser as browser
+from tests.support.option_scenarios import web_platforms
 
 WEB = {
     "web_ok": "delay/0.2",
@@ -123,9 +123,10 @@ def search(b: Browser, queries: str, platforms: list[str], *, keyboard: bool = F
         area.send_keys(Keys.CONTROL, Keys.ENTER)
     else:
         b.driver.find_element(By.ID, "search-button").click()
-    task: str = b.wait().until(
+    task = b.wait().until(
         lambda d: d.find_element(By.ID, "progress-section").get_attribute("data-task")
     )
+    assert task is not None  # `until` returns the first truthy answer
     return task
 
 

@@ -1,6 +1,6 @@
-"""The cost receipt on the search page (tests/browser.py, a real `fanfuse serve`): with priced
-stub platforms (FANFUSE_PRICES), the final document's `cost` is shown as a receipt people read,
-its total and one row per platform, each figure the document's own (wire/cost.py)."""
+"""The cost receipt on the search page (tests/support/browser.py, a real `fanfuse serve`): with
+priced stub platforms (FANFUSE_PRICES), the final document's `cost` is shown as a receipt people
+read, its total and one row per platform, each figure the document's own (wire/cost.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from selenium.webdriver.common.by import By
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.cost import usd
-from tests.browser import BrowserFactory
-from tests.browser import browser as browser
 from tests.integration.test_page import finished, open_page, search, serve_env, shots_dir
+from tests.support.browser import BrowserFactory
+from tests.support.browser import browser as browser
 
 PRICES = {"web_ok": {"per_request_usd": 0.005}, "web_tracked": {"per_request_usd": 0.0125}}
 

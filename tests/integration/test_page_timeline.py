@@ -15,11 +15,11 @@ from selenium.webdriver.common.by import By
 
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
-from tests.browser import DESKTOP, BrowserFactory
-from tests.browser import browser as browser
 from tests.integration.test_page import finished, open_page, run_state, search, shots_dir
 from tests.integration.test_page import server as server
 from tests.integration.test_page import stub as stub
+from tests.support.browser import DESKTOP, BrowserFactory
+from tests.support.browser import browser as browser
 
 LANES_JS = """
 return Array.from(document.querySelectorAll("#waterfall li.lane")).map((lane) => ({

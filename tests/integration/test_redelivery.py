@@ -12,7 +12,7 @@ from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.models import TaskStatus
-from tests.fakes import FakePlatform
+from tests.support.fakes import FakePlatform
 
 
 class FlakyQueue(TaskQueue):

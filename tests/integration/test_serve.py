@@ -35,7 +35,7 @@ from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import ApiKey, utcnow
-from tests.option_scenarios import web_platforms
+from tests.support.option_scenarios import web_platforms
 
 DOCS = {
     "D1": "Microwave radiation fed through a rectangular waveguide.",
@@ -436,13 +436,14 @@ def test_openapi_json_is_the_checked_in_document_with_this_servers_limits(
     check = jsonschema.Draft202012Validator(
         {"$ref": "#/components/schemas/SearchRequest", "components": doc["components"]}
     )
-    for fields, field in [
+    cases: list[tuple[dict[str, object], str]] = [
         ({"platform": "google"}, "platform"),  # known, not configured here
         ({"platform": "google|brave"}, "platform"),  # a chain none of whose members can run
         ({"platform": "docs", "weights": {"nope": 1}}, "weights"),
         ({"platform": "docs", "timeout_s": deadline + 0.5}, "timeout_s"),
-    ]:
-        body = {"query": "laser", **fields}
+    ]
+    for fields, field in cases:
+        body: dict[str, object] = {"query": "laser", **fields}
         assert not check.is_valid(body)
         refused = http.post("/start_search", json=body)
         assert refused.status_code == 400 and field in problems(refused), refused.text
@@ -519,7 +520,7 @@ async def in_process(
     from fanfuse.fronts.serve.app import create_app
     from fanfuse.platforms import Registry
     from fanfuse.settings import Settings
-    from tests.fakes import FakePlatform
+    from tests.support.fakes import FakePlatform
 
     printed: list[str] = []
     config = Settings.model_validate({"db_path": tmp_path / "serve.db", **settings})

@@ -26,7 +26,7 @@ from fanfuse.tools.devstack.serve import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import utcnow
 from tests.integration.test_serve import serve_env
-from tests.option_scenarios import web_platforms
+from tests.support.option_scenarios import web_platforms
 
 WEB = {"web_ok": "delay/0", "web_bad": "status/500", "web_gate": "gate/metrics"}
 PRICE = 0.005

@@ -19,7 +19,7 @@ from fanfuse.fronts.serve import watch
 from fanfuse.fronts.serve.app import create_app
 from fanfuse.platforms import Registry
 from fanfuse.settings import Settings
-from tests.fakes import FakePlatform
+from tests.support.fakes import FakePlatform
 
 POLL = 60.0
 

@@ -1,5 +1,5 @@
-"""The spend ledger on SQLite (tests/spend_checks.py; issue 29, item 1): a $1-a-day key and a
-$1-a-request platform answering in 1.5 s. Twenty start-cancel cycles and twenty searches ended
+"""The spend ledger on SQLite (tests/support/spend_checks.py; issue 29, item 1): a $1-a-day key
+and a $1-a-request platform answering in 1.5 s. Twenty start-cancel cycles and twenty searches ended
 by `timeout_s` pay for at most two calls, and every paid call is on a receipt and in the key's
 day; a worker killed mid-call (another process, SIGKILL) still counts its call, once."""
 
@@ -17,9 +17,9 @@ from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import PlatformState, TaskStatus
-from tests.budget_checks import spent
-from tests.fakes import HeldQueue
-from tests.spend_checks import (
+from tests.support.budget_checks import spent
+from tests.support.fakes import HeldQueue
+from tests.support.spend_checks import (
     KEY,
     PLATFORM,
     PRICE_USD,
@@ -32,7 +32,7 @@ from tests.spend_checks import (
     paid_registry,
     settled,
 )
-from tests.spend_checks import stub as stub
+from tests.support.spend_checks import stub as stub
 
 CUT_WITHIN_S = 10.0
 """A cut call's worker ends within this (at once, or at its next renewal, every 1/3 s), where

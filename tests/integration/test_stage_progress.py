@@ -9,7 +9,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.models import TaskStatus
-from tests.fakes import FakePlatform, hits
+from tests.support.fakes import FakePlatform, hits
 
 
 class RecordingStore(SqliteStore):
@@ -27,13 +27,14 @@ class RecordingStore(SqliteStore):
 class WithContent(FakePlatform):
     """Brings its own content, so the run plans searching then compressing."""
 
+    capabilities = FakePlatform.capabilities.model_copy(update={"content": True})
+
 
 async def test_searching_result_is_written_before_the_next_stage(settings: Settings) -> None:
     page = [
         h.model_copy(update={"content": "Short text. Nothing to compress."}) for h in hits("p", 3)
     ]
     platform = WithContent("docs", page)
-    platform.capabilities = platform.capabilities.model_copy(update={"content": True})
     store = RecordingStore(settings.db_path)
     runtime = EmbeddedRuntime(settings, registry=Registry.of([platform]), store=store)
     async with runtime as rt:

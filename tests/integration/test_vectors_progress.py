@@ -13,7 +13,7 @@ import pytest
 
 from fanfuse.platforms import Registry
 from fanfuse.platforms.base import PlatformContext, SearchParams
-from fanfuse.platforms.vectors import VectorsPlatform
+from fanfuse.platforms.vectors import VectorsPlatform, VectorsSettings
 from fanfuse.retrieval import embeddings, index_dir, read_meta
 from fanfuse.retrieval.corpus import Corpus, load_corpus
 from fanfuse.retrieval.dense import KIND, DenseIndex
@@ -62,7 +62,9 @@ def corpus(corpus_path: Path) -> Corpus:
     return load_corpus(corpus_path)
 
 
-def recording_context(platform: VectorsPlatform, reports: list[Report]) -> PlatformContext:
+def recording_context(
+    platform: VectorsPlatform, reports: list[Report]
+) -> PlatformContext[VectorsSettings]:
     def report(current: int, total: int, message: str) -> None:
         reports.append((current, total, message))
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
+from fanfuse.platforms.base import Platform
 from fanfuse.platforms.builtin import BuiltinPlatform
 from fanfuse.platforms.perplexity import PerplexityPlatform
 from fanfuse.runtimes.embedded import EmbeddedRuntime
@@ -17,7 +20,7 @@ from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.chain import MemberState
 from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.models import PlatformState, TaskStatus
-from tests.unit.platforms.harness import fixture
+from tests.support.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,7 +48,7 @@ async def test_unconfigured_builtin_falls_back_to_perplexity_visibly(
     """The design's builtin -> perplexity fallback is the deployment's default chain: builtin
     named alone carries it, and with no key of its own is passed over, saying why."""
     perplexity_on(server, monkeypatch)
-    platforms = [BuiltinPlatform(), PerplexityPlatform()]
+    platforms: list[Platform[Any]] = [BuiltinPlatform(), PerplexityPlatform()]
     assert platforms[0].availability() is not None  # not itself: through its chain
     async with EmbeddedRuntime(settings, registry=Registry.of(platforms), runner=runner) as rt:
         view = await rt.search({"query": "rust async runtime", "platform": "builtin"})

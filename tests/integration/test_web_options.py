@@ -26,8 +26,8 @@ from fanfuse.platforms.base import Platform
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.models import PlatformState, TaskStatus
-from tests.unit.platforms import cases
-from tests.unit.platforms.harness import fixture
+from tests.support.platforms import cases
+from tests.support.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -165,7 +165,7 @@ def qwen(items: list[Item]) -> bytes:
 @dataclass
 class World:
     id: str
-    make: Callable[..., Platform]
+    make: Callable[..., Platform[Any]]
     path: str
     body: Body
     items: list[Item]

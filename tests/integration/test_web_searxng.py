@@ -13,7 +13,7 @@ from fanfuse.platforms import Registry
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.models import PlatformState, TaskStatus
-from tests.unit.platforms.harness import fixture
+from tests.support.platforms.harness import fixture
 
 pytestmark = pytest.mark.timeout(60)
 

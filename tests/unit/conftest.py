@@ -11,7 +11,7 @@ import pytest
 from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.store.sqlite import SqliteStore
-from tests.aws_fixtures import open_dynamo
+from tests.support.aws_fixtures import open_dynamo
 
 STORES = ["sqlite", "dynamodb"]
 

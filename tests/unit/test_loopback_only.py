@@ -3,7 +3,7 @@
 pyproject's addopts run pytest-socket with `--allow-hosts=127.0.0.0/8,::1,localhost`: its
 guard replaces `socket.socket.connect`, compares the address's host (as given, never resolved)
 with the list, and refuses anything else by raising before the real connect is called, so a
-refused connect sends nothing. tests/loopback.py keeps that guard on through the fixtures'
+refused connect sends nothing. tests/support/loopback.py keeps that guard on through the fixtures'
 teardown and refuses to look up a name a DNS server would have to answer. Each test that
 tries an outside address or name first checks that the guard is in place, so a broken
 configuration fails here without sending anything either.
@@ -20,7 +20,7 @@ import httpx
 import pytest
 from pytest_socket import SocketConnectBlockedError
 
-from tests.loopback import UNGUARDED_CONNECT, UNGUARDED_LOOKUP, LookupBlockedError
+from tests.support.loopback import UNGUARDED_CONNECT, UNGUARDED_LOOKUP, LookupBlockedError
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:A test tried to use socket"),

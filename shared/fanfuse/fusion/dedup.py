@@ -24,7 +24,7 @@ either has no title, either snippet has fewer than 10 words, or one snippet has 
 the other's shingles (snippets cut by platforms keep at least 73% in the fixtures below).
 
 The threshold, measured on tests/fixtures/near_duplicates.json (12 pairs of one page under two
-URLs, 13 pairs of different pages on one domain that look alike; tests/unit/test_dedup.py
+URLs, 13 pairs of different pages on one domain that look alike; tests/unit/fusion/test_dedup.py
 checks these numbers): one page scores at least 0.857 (the arXiv version suffix: 6 of 7 title
 words), 1.0 for the 11 others; different pages at most 0.750 (two docs pages with the site's
 boilerplate snippet, two GitHub pages with the repository's: 3 of 4 title words). 0.8 sits

@@ -19,7 +19,7 @@ statuses, the links a started search's id leads to). From `ROUTES`:
   paths a function answers, each at its function's URL (http/deployment.py).
 
 What is written elsewhere for a reason is checked against the table by
-tests/unit/test_route_table.py: functions/main.py's entry points (functions-framework needs one
+tests/unit/http/test_route_table.py: functions/main.py's entry points (functions-framework needs one
 decorated function per target, named as the target), Terraform's function lists (infra/main.tf,
 infra/aws/lambda.tf) and the deployment rehearsal's (scripts/fanfuse_deploy/render.py) name
 `FUNCTION_TARGETS` and `PUBLIC_TARGETS`; and serve's, the functions' and the Lambda's answers

@@ -10,8 +10,8 @@ from werkzeug import Request, Response
 
 from fanfuse.net.runner import Runner
 from fanfuse.wire.errors import ProviderError
-from tests.unit.platforms.cases import CASES
-from tests.unit.platforms.harness import AdapterCase, Sleeps, run_search
+from tests.support.platforms.cases import CASES
+from tests.support.platforms.harness import AdapterCase, Sleeps, run_search
 
 pytestmark = pytest.mark.timeout(60)
 

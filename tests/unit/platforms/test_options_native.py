@@ -19,7 +19,7 @@ from fanfuse.platforms import load_engine
 from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform
 from fanfuse.wire.options import OptionName, SearchOptions
-from tests.unit.platforms import cases
+from tests.support.platforms import cases
 
 NOW = datetime(2025, 6, 15, 12, 30, tzinfo=UTC)
 BASE = "http://127.0.0.1:9"  # never contacted: only request builders run here
@@ -36,7 +36,7 @@ INC, E, T, C, S = (
 @dataclass
 class Case:
     id: str
-    make: Callable[..., Platform]
+    make: Callable[..., Platform[Any]]
     options: dict[str, Any]
     sent: dict[str, Any]
     native: set[OptionName]
@@ -44,7 +44,7 @@ class Case:
     query: str = "rust async"
 
 
-def glm(base: str, **over: Any) -> Platform:
+def glm(base: str, **over: Any) -> Platform[Any]:
     return cases._builtin(base, base_url="https://open.bigmodel.cn/api/paas/v4", **over)
 
 
@@ -211,12 +211,15 @@ def search_params(options: dict[str, Any], query: str = "rust async") -> SearchP
     return SearchParams(queries=[query], limit=10, options=SearchOptions(**options), now=NOW)
 
 
-def sent(platform: Platform, params: SearchParams) -> dict[str, Any]:
+def sent(platform: Platform[Any], params: SearchParams) -> dict[str, Any]:
     """What the request carries: its query parameters, or its JSON body."""
     assert isinstance(platform, HttpPlatform)
     settings = platform.settings_for(params, platform.load_settings())
     spec = platform.build_request(params.queries, params, None, settings)
-    return dict(spec.params) if spec.params else dict(spec.json)
+    if spec.params:
+        return dict(spec.params)
+    assert isinstance(spec.json, dict)
+    return dict(spec.json)
 
 
 def lookup(data: Any, path: str) -> Any:

@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.net.runner import Runner
+from fanfuse.net.runner import RequestSpec, Runner
 from fanfuse.platforms.base import SearchParams
 from fanfuse.wire.errors import Blocked, ProviderError
-from tests.unit.platforms import cases
-from tests.unit.platforms.harness import answer, fixture, run_search
+from tests.support.platforms import cases
+from tests.support.platforms.harness import answer, fixture, run_search
+
+
+def json_body(spec: RequestSpec) -> dict[str, Any]:
+    """The request's JSON object, indexed as the provider reads it."""
+    assert isinstance(spec.json, dict)
+    return spec.json
+
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -200,8 +208,8 @@ def test_builtin_reads_glm_web_search_sources() -> None:
     )
     settings = platform.load_settings()
     params = SearchParams(queries=["q"], limit=5)
-    spec = platform.build_request(["q"], params, None, settings)
-    assert spec.json["tools"][0]["type"] == "web_search" and "enable_search" not in spec.json
+    body = json_body(platform.build_request(["q"], params, None, settings))
+    assert body["tools"][0]["type"] == "web_search" and "enable_search" not in body
     page = platform.parse_response(answer(params, settings, fixture("builtin/glm.json")))
     assert [h.url for h in page.hits] == [
         "https://tokio.rs/",
@@ -217,9 +225,9 @@ def test_builtin_qwen_request_enables_search_and_keeps_the_answer() -> None:
     platform = BuiltinPlatform(overrides={"api_key": "k"})
     settings = platform.load_settings()
     params = SearchParams(queries=["q"], limit=5)
-    spec = platform.build_request(["q"], params, None, settings)
-    assert spec.json["enable_search"] is True
-    assert spec.json["search_options"]["enable_source"] is True
+    body = json_body(platform.build_request(["q"], params, None, settings))
+    assert body["enable_search"] is True
+    assert body["search_options"]["enable_source"] is True
     page = platform.parse_response(answer(params, settings, fixture("builtin/qwen.json")))
     assert page.hits[1].snippet == "The async book explains the underlying model"
     assert page.hits[0].metadata["answer"].startswith("Tokio is the most widely used")

@@ -21,7 +21,7 @@ from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import Hit, PlatformState, TaskStatus
-from tests.unit.platforms.harness import FIXTURES
+from tests.support.platforms.harness import FIXTURES
 
 pytestmark = pytest.mark.timeout(120)
 

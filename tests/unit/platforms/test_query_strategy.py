@@ -7,8 +7,8 @@ from werkzeug import Request, Response
 
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.strategy import shape_query, supplemental_queries
-from tests.unit.platforms import cases
-from tests.unit.platforms.harness import fixture, run_search
+from tests.support.platforms import cases
+from tests.support.platforms.harness import fixture, run_search
 
 
 def test_cjk_queries_lose_spaces_and_question_marks() -> None:
