@@ -17,16 +17,12 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from fanfuse.wire.cost import Price
+from fanfuse.wire.instances import ExtraPlatform
+
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("FANFUSE_CACHE_DIR") or Path.home() / ".cache" / "fanfuse")
-
-
-class ExtraPlatform(BaseModel):
-    """A named instance of a built-in engine with its own settings."""
-
-    engine: str
-    settings: dict[str, Any] = Field(default_factory=dict, repr=False)  # may hold its api_key
 
 
 class ChainSetting(BaseModel):
@@ -59,34 +55,6 @@ class ChainSetting(BaseModel):
     @classmethod
     def _names(cls, value: list[str]) -> list[str]:
         return [name.strip().lower() for name in value if name.strip()]
-
-
-class Price(BaseModel):
-    """A platform's price list in USD (platforms/pricing.py says how a call is charged): each
-    platform module declares its provider's public list price, and a deployment overrides any
-    field of it by platform name (`Settings.prices`, `FANFUSE_PRICES`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    per_request_usd: float = Field(
-        default=0.0, ge=0, description="each request to the provider: one page of results"
-    )
-    per_result_usd: float = Field(
-        default=0.0, ge=0, description="each result a request returns past `included_results`"
-    )
-    included_results: int = Field(
-        default=0, ge=0, description="results a request's base price includes"
-    )
-    per_content_usd: float = Field(
-        default=0.0,
-        ge=0,
-        description="each page content the provider fetches for a result, where it charges "
-        "for that (only when the search asks for content)",
-    )
-
-    @property
-    def free(self) -> bool:
-        return not (self.per_request_usd or self.per_result_usd or self.per_content_usd)
 
 
 class Settings(BaseSettings):

@@ -33,8 +33,9 @@ _BASE = {"settings", "support", "tracing", "wire"}
 API, above the runtimes; the version string is a leaf of its own (`support.version`). `tracing`:
 its spans are no-ops until configured."""
 LAYERS: dict[str, set[str]] = {
-    # the bottom: stdlib-only helpers, the settings, the wire formats
-    "settings": set(),
+    # the bottom: stdlib-only helpers, the wire formats, the settings (which speak wire's
+    # Price and ExtraPlatform)
+    "settings": {"wire"},
     "support": set(),
     "wire": {"support"},
     # spans, and what a queued task carries (tracing/): OpenTelemetry behind a no-op facade

@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from fanfuse.platforms.base import Platform
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import PlatformHealth, PlatformInfo
 
 # name -> "module:Class"; order is the order of `all`.

@@ -22,7 +22,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from fanfuse.net.policy import PROVIDER, UNDOCUMENTED, RateLimit
 from fanfuse.rules.limits import Budget
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
 from fanfuse.wire.options import OptionName, OptionUse, SearchOptions
 

@@ -19,6 +19,7 @@ import inspect
 import itertools
 import json
 import os
+import re
 import textwrap
 from collections.abc import Iterator
 from enum import Enum
@@ -76,8 +77,9 @@ def env_names(prefix: str, name: str, info: FieldInfo) -> list[str]:
 def type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
     text = text or str(annotation).replace("typing.", "")
-    for long, short in (("pathlib.", ""), ("pydantic.types.", ""), ("fanfuse.settings.", "")):
+    for long, short in (("pathlib.", ""), ("pydantic.types.", "")):
         text = text.replace(long, short)
+    text = re.sub(r"\bfanfuse(\.\w+)*\.(?=[A-Z])", "", text)  # a model by its class name
     return text.replace("NoneType", "None")
 
 
