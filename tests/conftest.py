@@ -8,7 +8,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from fanfuse.net.runner import Runner
-from fanfuse.settings import Settings
+from fanfuse.settings import Settings, get_settings
 from tests.aws_fixtures import aws_env as aws_env
 from tests.aws_fixtures import aws_settings as aws_settings
 from tests.aws_fixtures import moto_server as moto_server
@@ -22,6 +22,15 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     """Index caches go to FANFUSE_CACHE_DIR when CI sets it, else to one temp dir per session."""
     if not os.environ.get("FANFUSE_CACHE_DIR"):
         monkeypatch.setenv("FANFUSE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+@pytest.fixture(autouse=True)
+def _settings_read_afresh() -> Iterator[None]:
+    """`get_settings` keeps the process's tree (one per composition root): each test reads its
+    own environment, as each process does."""
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
 
 
 @pytest.fixture

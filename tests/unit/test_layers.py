@@ -28,18 +28,21 @@ Never a failure: a module holds one concept whatever its length (docs/DESIGN.md)
 cap produced splits and trimmed docstrings that did more harm than a long module."""
 MAX_ROOT_ENTRIES = 23
 
-_BASE = {"settings", "support", "tracing", "wire"}
+_BASE = {"settings", "net.policy", "support", "tracing", "wire"}
 """What any layer above the wire formats may use. Not the package root (`""`): it is the public
 API, above the runtimes; the version string is a leaf of its own (`support.version`). `tracing`:
 its spans are no-ops until configured."""
 LAYERS: dict[str, set[str]] = {
     # the bottom: stdlib-only helpers, the wire formats, the settings (which speak wire's
     # Price and ExtraPlatform)
-    "settings": {"wire"},
+    "settings": {"net.policy", "wire"},
+    # the network policy's defaults (net/policy.py, stdlib only), which the content section
+    # of the settings tree starts from
+    "net.policy": set(),
     "support": set(),
     "wire": {"support"},
     # spans, and what a queued task carries (tracing/): OpenTelemetry behind a no-op facade
-    "tracing": {"support", "wire"},
+    "tracing": {"settings", "support", "wire"},
     # pure rules
     "fusion": {"wire", "support"},
     "rules": {"fusion", "wire", "support"},
@@ -402,8 +405,9 @@ def test_the_cycle_finder_finds_a_cycle_through_three_modules() -> None:
 
 def test_package_inits_import_nothing() -> None:
     """No re-exports: importing `fanfuse.x.y` costs `y` and nothing else. Three inits hold
-    code of their own: the lazy public API, the platform registry, the retrieval index base."""
-    holding_code = {"fanfuse", "fanfuse.platforms", "fanfuse.retrieval"}
+    code of their own: the lazy public API, the platform registry, the retrieval index base, the
+    settings tree's root (which every `from fanfuse.settings import Settings` names)."""
+    holding_code = {"fanfuse", "fanfuse.platforms", "fanfuse.retrieval", "fanfuse.settings"}
     importing = {
         m
         for m, p in library().items()

@@ -39,8 +39,8 @@ from fanfuse.wire.models import (
 )
 
 if TYPE_CHECKING:
-    from fanfuse.content.settings import ContentSettings
     from fanfuse.net.runner import Runner
+    from fanfuse.settings.content import ContentSettings
     from fanfuse.stages.base import Reporter
 
 log = logging.getLogger(__name__)

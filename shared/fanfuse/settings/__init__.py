@@ -1,28 +1,41 @@
-"""Runtime settings: one place, read from `FANFUSE_*` environment variables (see README)."""
+"""The one settings tree: every setting of a deployment, read once per composition root.
+
+`Settings` is the root: its own fields (`FANFUSE_<FIELD>`), its sections (the content stages'
+`FANFUSE_CONTENT_*`, the LLM reranker's `FANFUSE_RERANK_LLM_*`) and, on demand, each platform's
+(`FANFUSE_<ENGINE>_*`, `Settings.platform`), all read from the same sources: values given in
+code, the environment, then the dotenv file `FANFUSE_ENV_FILE` names (sources.py). A composition
+root (a function's or a Lambda's entry point, `fanfuse serve`, `fanfuse mcp`, each command) takes
+`get_settings()`, built once and cached as FastAPI's settings guide does, and passes it down;
+nothing below the roots builds settings (tests/unit/test_settings_roots.py), and nothing outside
+this package reads the environment (tests/unit/test_layers.py). `fanfuse config` prints the tree
+with where each value came from. docs/configuration.md is generated from it.
+"""
 
 from __future__ import annotations
 
-import os
+from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from fanfuse.settings.content import ContentSettings
+from fanfuse.settings.rerank import LlmRerankSettings
+from fanfuse.settings.sources import SectionsSource, default_cache_dir, section_values, variable
 from fanfuse.wire.cost import Price
 from fanfuse.wire.instances import ExtraPlatform
 
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("FANFUSE_CACHE_DIR") or Path.home() / ".cache" / "fanfuse")
+M = TypeVar("M", bound=BaseModel)
 
 
 class ChainSetting(BaseModel):
@@ -62,6 +75,15 @@ class Settings(BaseSettings):
     """`populate_by_name`: a field with env aliases is still set by its name in code
     (`Settings(store_write_log=...)`), not silently ignored."""
 
+    env_file: Path | None = Field(
+        default=None,
+        description="a dotenv file of FANFUSE_* variables, read under the environment (a "
+        "variable set in both: the environment's); `fanfuse config` says which one set what",
+    )
+    content: ContentSettings = Field(default_factory=ContentSettings)
+    """The content stages' section (`FANFUSE_CONTENT_*`)."""
+    rerank_llm: LlmRerankSettings = Field(default_factory=LlmRerankSettings)
+    """The LLM reranker's section (`FANFUSE_RERANK_LLM_*`)."""
     # Where and how long tasks live.
     project: str = Field(
         default="demo-fanfuse",
@@ -326,6 +348,42 @@ class Settings(BaseSettings):
         "someone searched that query within the TTL)",
     )
 
+    _env_file: Path | None = PrivateAttr(default=None)
+
+    def __init__(self, **values: Any) -> None:
+        """`_env_file`: the dotenv file to read (default: none; `get_settings` passes
+        `FANFUSE_ENV_FILE`'s)."""
+        given = values.get("_env_file")
+        super().__init__(**values)
+        self._env_file = Path(given) if given else None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The sections after the code's values, before the root's own variables (a section
+        is never read from one JSON variable of its name)."""
+        env_file = getattr(dotenv_settings, "env_file", None)
+        sections = SectionsSource(settings_cls, Path(env_file) if env_file else None)
+        return init_settings, sections, env_settings, dotenv_settings, file_secret_settings
+
+    @property
+    def env_file_read(self) -> Path | None:
+        """The dotenv file this tree read, if any."""
+        return self._env_file
+
+    def platform(self, model: type[M], prefix: str, overrides: dict[str, Any] | None = None) -> M:
+        """A platform's settings (`model`, its variables `prefix<FIELD>`), read now from this
+        tree's sources; `overrides` (a named instance's) win over both. Raises pydantic's
+        ValidationError when they do not validate (the platform is then unavailable)."""
+        values = section_values(model, prefix, self._env_file)
+        return model.model_validate({**values, **(overrides or {})})
+
     @model_validator(mode="after")
     def _emulator_tokens_only_offline(self) -> Self:
         """Unsigned tokens prove nothing: a project that could hold real users' searches never
@@ -337,3 +395,13 @@ class Settings(BaseSettings):
                 "project (the Firebase emulators' offline projects)"
             )
         return self
+
+
+ENV_FILE_VARIABLE = "FANFUSE_ENV_FILE"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings tree, built on first use and kept: what every composition root
+    takes and passes down (tests clear it with `get_settings.cache_clear()`)."""
+    return Settings(_env_file=variable(ENV_FILE_VARIABLE))  # type: ignore[call-arg]
