@@ -194,10 +194,10 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from fanfuse.cli.render import pace_line, platforms_table
     from fanfuse.platforms import Registry
     from fanfuse.platforms.corpora import descriptions
-    from fanfuse.settings import Settings
+    from fanfuse.settings import get_settings
     from fanfuse.store.sqlite import SqliteStore
 
-    settings = Settings()
+    settings = get_settings()
     store = SqliteStore(settings.db_path)
     try:
         chains = {name: chain.fallbacks for name, chain in settings.chains.items()}
@@ -274,7 +274,7 @@ def dev(
     import time
 
     from fanfuse.platforms import Registry
-    from fanfuse.settings import Settings
+    from fanfuse.settings import get_settings
     from fanfuse.tools.devstack import stack as devstack
     from fanfuse.tools.devstack.aws import AwsStack
     from fanfuse.tools.devstack.stack import LocalStack
@@ -285,7 +285,7 @@ def dev(
         raise fail(problem, 2)
     names = split_platforms(platform)
     if names == ["all"]:
-        names = Registry.from_settings(Settings()).available()
+        names = Registry.from_settings(get_settings()).available()
     stack: LocalStack | AwsStack
     if cloud == "aws":
         stack = AwsStack(names, http_port=start_search_port)
@@ -409,10 +409,10 @@ def serve(
 
     names = None if warm is None else [n for n in split_platforms(warm) if n != "none"]
     if json_logs:
-        from fanfuse.settings import Settings
+        from fanfuse.settings import get_settings
         from fanfuse.support.logs import install_json_logging
 
-        install_json_logging(Settings().project)
+        install_json_logging(get_settings().project)
     try:
         run_server(host, port, public_url=public_url, warm=names, log_level=log_level)
     except FanfuseError as exc:

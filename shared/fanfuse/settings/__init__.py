@@ -1,7 +1,8 @@
 """The one settings tree: every setting of a deployment, read once per composition root.
 
 `Settings` is the root: its own fields (`FANFUSE_<FIELD>`), its sections (the content stages'
-`FANFUSE_CONTENT_*`, the LLM reranker's `FANFUSE_RERANK_LLM_*`) and, on demand, each platform's
+`FANFUSE_CONTENT_*`, the LLM reranker's `FANFUSE_RERANK_LLM_*`, the command's credentials
+for `--endpoint`) and, on demand, each platform's
 (`FANFUSE_<ENGINE>_*`, `Settings.platform`), all read from the same sources: values given in
 code, the environment, then the dotenv file `FANFUSE_ENV_FILE` names (sources.py). A composition
 root (a function's or a Lambda's entry point, `fanfuse serve`, `fanfuse mcp`, each command) takes
@@ -29,6 +30,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from fanfuse.settings.client import ClientSettings
 from fanfuse.settings.content import ContentSettings
 from fanfuse.settings.rerank import LlmRerankSettings
 from fanfuse.settings.sources import SectionsSource, default_cache_dir, section_values, variable
@@ -84,6 +86,8 @@ class Settings(BaseSettings):
     """The content stages' section (`FANFUSE_CONTENT_*`)."""
     rerank_llm: LlmRerankSettings = Field(default_factory=LlmRerankSettings)
     """The LLM reranker's section (`FANFUSE_RERANK_LLM_*`)."""
+    client: ClientSettings = Field(default_factory=ClientSettings)
+    """The command's credentials for --endpoint (`FANFUSE_API_KEY`, `FANFUSE_AUTH`, ...)."""
     # Where and how long tasks live.
     project: str = Field(
         default="demo-fanfuse",

@@ -18,7 +18,9 @@ same names.
 
 This package is the one place that reads the process environment (tests/unit/test_layers.py
 fails on a read anywhere else): `variables()` is the snapshot for what reads its own variables
-(OpenTelemetry's `OTEL_*`), `update()` the one write (the Lambda front's scratch folders).
+(OpenTelemetry's `OTEL_*`, and the secret-named variables whose values support/redact.py masks:
+`redact.watch`, set here on import), `update()` the one write (the Lambda front's scratch
+folders).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from pydantic_settings.sources import DotEnvSettingsSource, EnvSettingsSource
+
+from fanfuse.support import redact
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -68,6 +72,9 @@ def variable(name: str) -> str | None:
 def update(changes: Mapping[str, str]) -> None:
     """Set variables of the process environment, for the libraries that read their own."""
     os.environ.update(changes)
+
+
+redact.watch(variables)  # the values of secret-named variables are masked wherever they appear
 
 
 def default_cache_dir() -> Path:
