@@ -84,10 +84,10 @@ def default_cache_dir() -> Path:
 
 def env_names(prefix: str, name: str, info: FieldInfo) -> list[str]:
     """The variables that set a field: its alias choices, else the prefix and its name; a
-    section's, its prefix's (`FANFUSE_CONTENT_*`)."""
+    section's, its own fields' (`FANFUSE_CONTENT_TIMEOUT`, ...)."""
     kind = info.annotation
     if isinstance(kind, type) and issubclass(kind, Section):
-        return [f"{kind.env_prefix}*"]
+        return [n for f, i in kind.model_fields.items() for n in env_names(kind.env_prefix, f, i)]
     alias = info.validation_alias
     if isinstance(alias, AliasChoices):
         return [c for c in alias.choices if isinstance(c, str)]

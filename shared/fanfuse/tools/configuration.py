@@ -43,8 +43,7 @@ Every setting is an environment variable, or a line of the dotenv file `FANFUSE_
 functions, the Lambdas, `fanfuse serve`, the command) reads them once at its start: `fanfuse
 config` prints what it read and where each value came from. A platform is available exactly
 when its settings validate (`fanfuse platforms` says which variable is missing). Defaults are
-shown for a machine whose home folder is `~`. The command's own variables (`FANFUSE_API_KEY`,
-`FANFUSE_AUTH`, ...) are in `fanfuse search --help`.
+shown for a machine whose home folder is `~`.
 """
 
 
@@ -154,6 +153,7 @@ def sections() -> Iterator[tuple[str, str, str]]:
     from fanfuse.platforms.base import PlatformSettings
     from fanfuse.platforms.http import HttpSettings
     from fanfuse.settings import Settings
+    from fanfuse.settings.client import ClientSettings
     from fanfuse.settings.content import ContentSettings
     from fanfuse.settings.rerank import LlmRerankSettings
     from fanfuse.settings.sources import sections as section_fields
@@ -177,6 +177,12 @@ def sections() -> Iterator[tuple[str, str, str]]:
         "The LLM reranker (`Settings.rerank_llm`, `FANFUSE_RERANK_LLM_*`)",
         "An OpenAI-compatible endpoint that reranks `comprehensive` searches (docs/modes.md).",
         table(LlmRerankSettings, LlmRerankSettings.env_prefix),
+    )
+    yield (
+        "The command's credentials (`Settings.client`)",
+        "What `fanfuse search` and `fanfuse mcp --endpoint` send to the endpoint when their "
+        "options (`--api-key`, `--auth`, ...) say nothing.",
+        table(ClientSettings, ClientSettings.env_prefix),
     )
     shared = frozenset(HttpSettings.model_fields)
     yield (
