@@ -1,5 +1,5 @@
 """`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | keys | stats |
-bench`: a thin shell over the service."""
+bench | trace | config`: a thin shell over the service."""
 
 from __future__ import annotations
 
@@ -436,6 +436,7 @@ def openapi() -> None:
 
 def _register_groups() -> None:
     from fanfuse.cli.bench import bench_app
+    from fanfuse.cli.config import config_command
     from fanfuse.cli.index import index
     from fanfuse.cli.keys import keys_app
     from fanfuse.cli.stats import stats_command
@@ -446,6 +447,7 @@ def _register_groups() -> None:
     app.command("stats")(stats_command)
     app.command("index")(index)
     app.command("trace")(trace_command)
+    app.command("config")(config_command)
 
 
 _register_groups()

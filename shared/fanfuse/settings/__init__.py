@@ -408,4 +408,4 @@ ENV_FILE_VARIABLE = "FANFUSE_ENV_FILE"
 def get_settings() -> Settings:
     """The process's settings tree, built on first use and kept: what every composition root
     takes and passes down (tests clear it with `get_settings.cache_clear()`)."""
-    return Settings(_env_file=variable(ENV_FILE_VARIABLE))  # type: ignore[call-arg]
+    return Settings(_env_file=variable(ENV_FILE_VARIABLE))
