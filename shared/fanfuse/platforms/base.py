@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -198,6 +199,14 @@ class Platform(ABC, Generic[S]):
 
         root = self.root if self.root is not None else get_settings()
         return root.platform(self.settings_model, self.env_prefix, self.overrides)
+
+    @property
+    def cache_root(self) -> Path:
+        """Where this platform keeps what it caches on disk (a local corpus's indexes, a
+        published corpus's download): the settings tree's `cache_dir`."""
+        from fanfuse.settings import get_settings
+
+        return (self.root if self.root is not None else get_settings()).cache_dir
 
     def settings(self) -> S:
         """This instance's settings, read on first use and kept: an instance belongs to one

@@ -17,10 +17,12 @@ from typer.testing import CliRunner
 
 from fanfuse.cli.main import app
 from fanfuse.platforms import Registry
+from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.brave import BraveSettings
 from fanfuse.settings import Settings, get_settings
 from fanfuse.settings.effective import MASK, Effective, effective, masked
 from fanfuse.settings.sources import Origin
+from fanfuse.wire.instances import ExtraPlatform
 
 SECRET = "s3cr3t-value-that-must-not-show"
 
@@ -149,3 +151,21 @@ def test_fanfuse_config_refuses_an_unknown_platform() -> None:
     result = CliRunner().invoke(app, ["config", "--platform", "nope"])
     assert result.exit_code == 2
     assert "unknown platform 'nope'" in result.output
+
+
+async def test_the_indexes_go_under_the_trees_cache_dir(tmp_path: Path) -> None:
+    """`Settings.cache_dir`, however it is set (here: in code), is where a local corpus's index
+    is kept: the platforms read it from their tree, not FANFUSE_CACHE_DIR behind it."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.txt").write_text("fusion of ranked lists from many search platforms")
+    (folder / "b.txt").write_text("a recipe for bread")
+    mine = tmp_path / "mine"
+    extra = {"notes": ExtraPlatform(engine="docs", settings={"corpus": str(folder)})}
+    settings = Settings(cache_dir=mine, extra_platforms=extra)
+    platform = Registry.from_settings(settings).get("notes")
+    assert platform.cache_root == mine
+    params = SearchParams(queries=["ranked lists fusion"], limit=1)
+    hits = await platform.search(PlatformContext(settings=platform.settings()), params)
+    assert [h.title for h in hits[0]] == ["fusion of ranked lists from many search platforms"]
+    assert any((mine / "indexes").iterdir())
