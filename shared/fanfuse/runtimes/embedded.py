@@ -214,7 +214,8 @@ def search(request: RequestLike = None, /, **fields: Any) -> TaskView:
 
     Synchronous, for scripts and notebooks without an event loop; inside one (or for many
     searches, which then share loaded models and indexes), use `async with Runtime()`.
-    Runtime settings come from `FANFUSE_*` (see settings.py); `settings=` overrides them.
+    Runtime settings come from the settings tree (`get_settings()`, `FANFUSE_*`); `settings=`
+    overrides them.
     """
     settings = fields.pop("settings", None)
     try:
