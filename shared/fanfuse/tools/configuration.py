@@ -44,6 +44,14 @@ functions, the Lambdas, `fanfuse serve`, the command) reads them once at its sta
 config` prints what it read and where each value came from. A platform is available exactly
 when its settings validate (`fanfuse platforms` says which variable is missing). Defaults are
 shown for a machine whose home folder is `~`.
+
+What a process reads here, each value with its origin (`default`, `environment`, `file`, `code`)
+and secrets masked; `--json` for a script, `--platform NAME` for a platform's settings too:
+
+```bash
+fanfuse config --set
+fanfuse config --platform docs --json
+```
 """
 
 
