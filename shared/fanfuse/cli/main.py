@@ -64,6 +64,11 @@ def main(
     Start with `fanfuse index ~/notes` and `fanfuse search "words" -p notes`, or search the
     bundled corpus: `fanfuse search "microwave dielectric constant"`. Docs: README.md.
     """
+    from fanfuse.settings import get_settings
+
+    # Each invocation is a composition root: its commands share one settings tree, read now
+    # (a program that runs several, as tests do with CliRunner, gets each its own environment).
+    get_settings.cache_clear()
 
 
 @app.command()
