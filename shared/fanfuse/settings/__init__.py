@@ -38,6 +38,8 @@ from fanfuse.wire.cost import Price
 from fanfuse.wire.instances import ExtraPlatform
 
 M = TypeVar("M", bound=BaseModel)
+ENV_FILE_VARIABLE = "FANFUSE_ENV_FILE"
+"""Names the dotenv file the tree reads under the environment (the field `env_file` shows it)."""
 
 
 class ChainSetting(BaseModel):
@@ -355,9 +357,10 @@ class Settings(BaseSettings):
     _env_file: Path | None = PrivateAttr(default=None)
 
     def __init__(self, **values: Any) -> None:
-        """`_env_file`: the dotenv file to read (default: none; `get_settings` passes
-        `FANFUSE_ENV_FILE`'s)."""
-        given = values.get("_env_file")
+        """`_env_file`: the dotenv file to read (default: the one FANFUSE_ENV_FILE names, if
+        any; None: none), so that however the tree is built it reads the same sources."""
+        values.setdefault("_env_file", variable(ENV_FILE_VARIABLE))
+        given = values["_env_file"]
         super().__init__(**values)
         self._env_file = Path(given) if given else None
 
@@ -401,11 +404,8 @@ class Settings(BaseSettings):
         return self
 
 
-ENV_FILE_VARIABLE = "FANFUSE_ENV_FILE"
-
-
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     """The process's settings tree, built on first use and kept: what every composition root
     takes and passes down (tests clear it with `get_settings.cache_clear()`)."""
-    return Settings(_env_file=variable(ENV_FILE_VARIABLE))
+    return Settings()
