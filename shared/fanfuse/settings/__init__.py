@@ -100,9 +100,9 @@ class Settings(BaseSettings):
     """the region of the functions and their queues."""
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
-        description="root of the on-disk caches (the docs and vectors indexes; corpus.cache_dir "
-        "reads the same FANFUSE_CACHE_DIR): a deployment sets it under /tmp, the only writable "
-        "place on Lambda",
+        description="root of the on-disk caches (the docs and vectors indexes, published "
+        "corpora's downloads, `fanfuse index`'s corpora): a deployment sets it under /tmp, the "
+        "only writable place on Lambda",
     )
     db_path: Path = Field(default_factory=lambda: default_cache_dir() / "fanfuse.db")
     """the embedded runtime's SQLite store (searches, health, keys, quotas)."""
