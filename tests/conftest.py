@@ -10,7 +10,7 @@ from _pytest.nodeid import coerce_node_id
 from pytest_httpserver import HTTPServer
 
 from fanfuse.net.runner import Runner
-from fanfuse.settings import Settings
+from fanfuse.settings import Settings, get_settings
 from tests.support.aws_fixtures import aws_env as aws_env
 from tests.support.aws_fixtures import aws_settings as aws_settings
 from tests.support.aws_fixtures import moto_server as moto_server
@@ -108,6 +108,15 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
         base = tmp_path_factory.getbasetemp()
         shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
         monkeypatch.setenv("FANFUSE_CACHE_DIR", str(shared / "cache"))
+
+
+@pytest.fixture(autouse=True)
+def _settings_read_afresh() -> Iterator[None]:
+    """`get_settings` keeps the process's tree (one per composition root): each test reads its
+    own environment, as each process does."""
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
 
 
 @pytest.fixture

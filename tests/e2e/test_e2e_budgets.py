@@ -12,8 +12,9 @@ import pytest
 
 from fanfuse.platforms import Registry
 from fanfuse.service.service import SearchService
-from fanfuse.settings import Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.firestore import FirestoreStore
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import BudgetSpent
 from fanfuse.wire.models import Caller
 from tests.support.budget_checks import DAILY_USD, NOON, SEARCH_USD, SEARCHES, spent, together

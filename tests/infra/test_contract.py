@@ -20,10 +20,10 @@ import yaml
 from fanfuse_deploy import package, render
 from pydantic import ValidationError
 
-from fanfuse.content.settings import ContentSettings
 from fanfuse.platforms import BUILTIN, load_engine
 from fanfuse.rerank.llm import LlmRerankSettings
 from fanfuse.settings import Settings
+from fanfuse.settings.content import ContentSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 GCP_CASES = {"defaults": [], **{p.name: [p] for p in sorted(render.EXAMPLES.glob("gcp*.tfvars"))}}

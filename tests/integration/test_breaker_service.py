@@ -174,6 +174,7 @@ async def test_a_hostile_result_page_never_counts_against_the_provider(
     the provider answered, so the breaker stays closed however often a caller aims at it."""
     monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
     monkeypatch.delenv("FANFUSE_CONTENT_LLM_BASE_URL", raising=False)
+    settings.content = Settings().content  # the tree reads its sections when it is built
     hit = {"title": "t", "url": server.url_for("/hostile"), "content": "s"}
     server.expect_request("/search").respond_with_data(
         json.dumps({"results": [hit]}), content_type="application/json"

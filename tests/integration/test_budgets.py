@@ -28,8 +28,9 @@ from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.rules.limits import Budget
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import SearchService
-from fanfuse.settings import Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, LimitCut, PlatformState
 from tests.support.budget_checks import DAILY_USD, SEARCHES, spent, start_in_process

@@ -18,10 +18,12 @@ import pytest
 from fanfuse.net.runner import Runner
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
-from fanfuse.settings import ExtraPlatform, Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.chain import MemberRole, MemberState
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import InvalidRequest, OverBudget
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import (
     BreakerState,
     FailureKind,

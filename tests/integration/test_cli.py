@@ -29,6 +29,7 @@ from fanfuse.retrieval.bm25 import Bm25Index
 from fanfuse.retrieval.corpus import load_corpus
 from fanfuse.retrieval.dense import KIND as DENSE_KIND
 from fanfuse.retrieval.dense import DenseIndex
+from fanfuse.settings import get_settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.chain import MemberRole, MemberRun, MemberState
 from fanfuse.wire.errors import InvalidRequest, Unavailable, Unreachable, problems_of
@@ -672,6 +673,7 @@ def test_keys_go_to_firestore_with_the_flag_or_the_emulator_variable(
     with opened(False) as (store, where):
         assert isinstance(store, SqliteStore)
     monkeypatch.delenv("FIRESTORE_EMULATOR_HOST")
+    get_settings.cache_clear()  # the settings of a process started now
     with opened(None) as (store, where):
         assert isinstance(store, SqliteStore) and where.startswith("SQLite ")
 

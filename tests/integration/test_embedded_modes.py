@@ -38,9 +38,10 @@ def by_title_number(request: Request) -> Response:
 
 
 @pytest.fixture
-def llm(server: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> HTTPServer:
+def llm(server: HTTPServer, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> HTTPServer:
     monkeypatch.setenv("FANFUSE_RERANK_LLM_BASE_URL", server.url_for("/v1"))
     monkeypatch.setenv("FANFUSE_RERANK_LLM_MODEL", "ranker-double")
+    settings.rerank_llm = Settings().rerank_llm  # the tree reads its sections when it is built
     return server
 
 

@@ -74,6 +74,7 @@ async def test_hostile_charsets_cost_one_result_fast_and_never_the_breaker(
     """One search per page, each timed; the bound is 2 s, or 3x the same page served as plain
     UTF-8 in this run when the machine is so loaded that this baseline itself takes long."""
     monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
+    settings.content = Settings().content  # the tree reads its sections when it is built
     pages = hostile_pages()
     baseline = Page("/baseline", pages["punycode"].body, {"Content-Type": "text/html"})
     served = {name: pages[name] for name in CHARSETS} | {"baseline": baseline}

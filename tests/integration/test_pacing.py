@@ -17,9 +17,10 @@ from fanfuse.platforms import Registry
 from fanfuse.platforms.searxng import SearxngPlatform
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.pacing import Pacer, pace_limit, pace_subject
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import TaskStatus, utcnow
 
 pytestmark = pytest.mark.timeout(90)

@@ -27,11 +27,12 @@ from fanfuse.retrieval.buckets import BucketError, open_bucket
 from fanfuse.retrieval.corpus import load_corpus
 from fanfuse.retrieval.dense import DenseIndex
 from fanfuse.runtimes.embedded import EmbeddedRuntime
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
 from fanfuse.tools.devstack.moto_app import ThreadedMoto
 from fanfuse.tools.devstack.storage import StorageEmulator
 from fanfuse.tools.publishing import publish_index
 from fanfuse.wire.errors import ProviderError
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import Hit, PlatformState, TaskStatus
 
 pytestmark = pytest.mark.slow

@@ -121,6 +121,7 @@ async def test_include_content_over_two_web_platforms_and_docs(
     monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
     monkeypatch.setenv("FANFUSE_CONTENT_TOKEN_BUDGET", "300")
     monkeypatch.delenv("FANFUSE_CONTENT_LLM_BASE_URL", raising=False)
+    settings.content = Settings().content  # the tree reads its sections when it is built
     serve_web(server)
     registry = Registry.of(
         [

@@ -282,6 +282,7 @@ async def test_weixin_is_filtered_by_domain_after_its_links_are_resolved(
     """Sogou's result links are `/link?url=` redirects: filtered on them, `weixin.qq.com` would
     match nothing. The domains are checked on the article URLs the resolving stage finds."""
     monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
+    settings.content = Settings().content  # the tree reads its sections when it is built
     items = [Item("first article", ""), Item("second article", "")]
     server.expect_request("/weixin").respond_with_data(
         weixin(items), content_type="text/html; charset=utf-8"

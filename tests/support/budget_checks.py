@@ -75,8 +75,9 @@ def start_in_process(db: Path, threads: int, results: Queue[tuple[int, int]]) ->
     refused with 429) on the `results` queue."""
     from fanfuse.platforms import Registry
     from fanfuse.service.service import SearchService
-    from fanfuse.settings import Price, Settings
+    from fanfuse.settings import Settings
     from fanfuse.store.sqlite import SqliteStore
+    from fanfuse.wire.cost import Price
     from fanfuse.wire.models import Caller
     from tests.support.fakes import Clock, FakePlatform, HeldQueue
 

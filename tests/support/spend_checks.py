@@ -28,9 +28,10 @@ from fanfuse.platforms.searxng import SearxngPlatform
 from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import SearchService
-from fanfuse.settings import Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import BudgetSpent, StartTooSlow, TaskConflict
 from fanfuse.wire.models import Caller, PlatformState, TaskStatus, utcnow
 from tests.support.budget_checks import spent

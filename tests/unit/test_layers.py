@@ -28,17 +28,21 @@ Never a failure: a module holds one concept whatever its length (docs/DESIGN.md)
 cap produced splits and trimmed docstrings that did more harm than a long module."""
 MAX_ROOT_ENTRIES = 23
 
-_BASE = {"settings", "support", "tracing", "wire"}
+_BASE = {"settings", "net.policy", "support", "tracing", "wire"}
 """What any layer above the wire formats may use. Not the package root (`""`): it is the public
 API, above the runtimes; the version string is a leaf of its own (`support.version`). `tracing`:
 its spans are no-ops until configured."""
 LAYERS: dict[str, set[str]] = {
-    # the bottom: stdlib-only helpers, the settings, the wire formats
-    "settings": set(),
+    # the bottom: stdlib-only helpers, the wire formats, the settings (which speak wire's
+    # Price and ExtraPlatform)
+    "settings": {"net.policy", "support", "wire"},
+    # the network policy's defaults (net/policy.py, stdlib only), which the content section
+    # of the settings tree starts from
+    "net.policy": set(),
     "support": set(),
     "wire": {"support"},
     # spans, and what a queued task carries (tracing/): OpenTelemetry behind a no-op facade
-    "tracing": {"support", "wire"},
+    "tracing": {"settings", "support", "wire"},
     # pure rules
     "fusion": {"wire", "support"},
     "rules": {"fusion", "wire", "support"},
@@ -403,8 +407,9 @@ def test_the_cycle_finder_finds_a_cycle_through_three_modules() -> None:
 
 def test_package_inits_import_nothing() -> None:
     """No re-exports: importing `fanfuse.x.y` costs `y` and nothing else. Three inits hold
-    code of their own: the lazy public API, the platform registry, the retrieval index base."""
-    holding_code = {"fanfuse", "fanfuse.platforms", "fanfuse.retrieval"}
+    code of their own: the lazy public API, the platform registry, the retrieval index base, the
+    settings tree's root (which every `from fanfuse.settings import Settings` names)."""
+    holding_code = {"fanfuse", "fanfuse.platforms", "fanfuse.retrieval", "fanfuse.settings"}
     importing = {
         m
         for m, p in library().items()
@@ -462,6 +467,88 @@ def test_each_web_framework_stays_in_its_front() -> None:
     for flask_front in ("fronts.functions", "fronts.aws_lambda"):
         assert frameworks(flask_front, ("starlette", "uvicorn", "sse_starlette")) == set()
     assert frameworks("http", FRAMEWORKS) == set()
+
+
+ENVIRONMENT_READERS = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
+"""`os`'s doors to the process environment, however reached (`os.environ`, `from os import
+getenv`, `import os as o`)."""
+READS_THE_ENVIRONMENT = {"settings"}
+"""The settings package: the one place that reads (or writes) the environment; every other
+module is given the settings tree (docs/configuration.md)."""
+
+
+def environment_reads(source: str, filename: str = "<source>") -> list[str]:
+    """`line: what` for each way `source` reaches the process environment: a name `os` gives
+    for it, `os.<name>`, and a command-line option's `envvar=` (typer's and click's read it
+    behind the command's back)."""
+    tree = ast.parse(source, filename)
+    modules = {"os"} | {
+        alias.asname
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "os" and alias.asname
+    }
+    imported_names = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "os"
+        for alias in node.names
+        if alias.name in ENVIRONMENT_READERS
+    }
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ENVIRONMENT_READERS
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+        ):
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            found += [f"{node.lineno}: from os import {n}" for n in sorted(imported_names)]
+        elif isinstance(node, ast.Name) and node.id in imported_names:
+            found.append(f"{node.lineno}: {node.id}")
+        elif isinstance(node, ast.Call):
+            found += [f"{node.lineno}: envvar=" for k in node.keywords if k.arg == "envvar"]
+    return sorted(set(found), key=lambda entry: int(entry.partition(":")[0]))
+
+
+def test_only_the_settings_package_reads_the_environment() -> None:
+    """A module that read a variable itself would ignore the tree its root was given (a test's
+    settings, the dotenv file, a front's overrides), and `fanfuse config` could not show it.
+    The development tools (`fanfuse.tools`: benchmarks, local stacks) set up the environment
+    of the processes they start, which is theirs to write."""
+    readers = {}
+    for module, path in library().items():
+        if any(in_layer(module, layer) for layer in (*READS_THE_ENVIRONMENT, "tools")):
+            continue
+        found = environment_reads(path.read_text(), str(path))
+        if found:
+            readers[module] = found
+    assert readers == {}
+
+
+def test_the_environment_check_catches_every_way_in() -> None:
+    """A read planted in a library module is caught, however it is spelled; a mapping that
+    merely happens to be called `environ` (a WSGI request's, a parameter) is not a read."""
+    rerank = library()["fanfuse.fusion.rerank"]
+    planted = rerank.read_text() + "\nimport os\nTOKEN = os.environ.get('FANFUSE_X')\n"
+    assert environment_reads(planted)[-1].endswith(": os.environ")
+    assert environment_reads("import os\nos.getenv('X')") == ["2: os.getenv"]
+    assert environment_reads("import os as o\no.environ['X']") == ["2: o.environ"]
+    assert environment_reads("from os import environ\nenviron.get('X')") == [
+        "1: from os import environ",
+        "2: environ",
+    ]
+    assert environment_reads("from os import getenv as g\ng('X')") == [
+        "1: from os import g",
+        "2: g",
+    ]
+    option = "typer.Option('--key', envvar='FANFUSE_API_KEY')"
+    assert environment_reads(f"import typer\nKEY = {option}") == ["2: envvar="]
+    assert environment_reads("def f(request):\n    return request.environ.get('X')") == []
+    assert environment_reads("def f(environ):\n    return environ.get('X')") == []
 
 
 def long_modules() -> dict[str, int]:

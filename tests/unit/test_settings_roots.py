@@ -19,6 +19,8 @@ from fanfuse.settings import Settings
 LIBRARY = Path(__file__).resolve().parents[2] / "shared" / "fanfuse"
 
 ROOTS: dict[str, str] = {
+    "fanfuse.settings": "the tree itself: `get_settings`, the cached accessor the roots take, "
+    "and the sections and platforms' settings the root reads",
     "fanfuse.runtimes": "the composition roots: embedded and cloud (GCP, AWS) build the "
     "service and every settings object it runs on",
     "fanfuse.fronts.serve.server": "`fanfuse serve`'s entry point: its settings, then the "

@@ -20,7 +20,7 @@ from fanfuse.platforms.corpora import (
     index_local,
     name_for,
 )
-from fanfuse.settings import Settings
+from fanfuse.settings import Settings, get_settings
 from fanfuse.wire.errors import CorpusError
 
 QUERY_HINT = '"your words"'
@@ -65,7 +65,7 @@ def index(
     notes (only changed files are read and encoded). No PATH: the bundled Vaswani corpus; the
     corpus FANFUSE_DOCS_CORPUS or FANFUSE_VECTORS_CORPUS names: its indexes, ahead of searches.
     """
-    settings = Settings()
+    settings = get_settings()
     if publish is not None:
         _publish(path, publish, dense, name)
     elif forget_name is not None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,8 @@ import typer
 
 from fanfuse.auth import keys
 from fanfuse.cli.render import console, fail, out
-from fanfuse.settings import Settings
+from fanfuse.settings import get_settings
+from fanfuse.settings.client import AuthName
 from fanfuse.store.base import TaskStore
 from fanfuse.wire.cost import usd
 from fanfuse.wire.errors import FanfuseError
@@ -64,9 +64,9 @@ ApiKeyOption = Annotated[
     str | None,
     typer.Option(
         "--api-key",
-        envvar="FANFUSE_API_KEY",
         show_default=False,
-        help="API key sent as X-Api-Key to --endpoint (`fanfuse keys create`, `fanfuse dev`)",
+        help="API key sent as X-Api-Key to --endpoint (`fanfuse keys create`, `fanfuse dev`) "
+        "[default: FANFUSE_API_KEY]",
     ),
 ]
 """`--api-key` of the commands that call an endpoint (`search`, `mcp`)."""
@@ -74,25 +74,22 @@ ID_TOKEN_ENV = "FANFUSE_ID_TOKEN"
 """A Firebase ID token for --endpoint: read from the environment only (a command line is seen by
 every user of the machine in `ps`)."""
 
-AuthName = Literal["api-key", "google-id-token", "firebase", "sigv4"]
-"""`fanfuse.auth.outbound.AuthMode`'s values, spelled here: `--help` need not import httpx."""
 AuthOption = Annotated[
     AuthName | None,
     typer.Option(
         "--auth",
-        envvar="FANFUSE_AUTH",
         show_default=False,
         help="how to authenticate to --endpoint; by default what is given decides: a "
         "Firebase token: firebase; an execute-api host: sigv4; --audience or "
         "--google-credentials: google-id-token; --api-key: api-key. An API key given is "
-        "sent with any mode",
+        "sent with any mode [default: FANFUSE_AUTH]",
     ),
 ]
 AudienceOption = Annotated[
     str | None,
     typer.Option(
-        envvar="FANFUSE_AUDIENCE",
-        help="google-id-token: the token's audience (default: the called service's URL)",
+        help="google-id-token: the token's audience (default: FANFUSE_AUDIENCE, else the "
+        "called service's URL)",
     ),
 ]
 GoogleCredentialsOption = Annotated[
@@ -105,9 +102,8 @@ GoogleCredentialsOption = Annotated[
 IdTokenFileOption = Annotated[
     Path | None,
     typer.Option(
-        envvar="FANFUSE_ID_TOKEN_FILE",
-        help=f"firebase: a file holding the Firebase ID token, read on every call (or the token "
-        f"itself in {ID_TOKEN_ENV})",
+        help=f"firebase: a file holding the Firebase ID token, read on every call (default: "
+        f"FANFUSE_ID_TOKEN_FILE; or the token itself in {ID_TOKEN_ENV})",
     ),
 ]
 AwsRegionOption = Annotated[
@@ -124,20 +120,23 @@ def client_auth(
     id_token_file: Path | None,
     aws_region: str | None,
 ) -> ClientAuth:
-    """The credential settings of a command that calls --endpoint, from its options and the
-    environment: built here, at the root, and passed down."""
+    """The credential settings of a command that calls --endpoint, from its options and, for
+    any left out, the settings tree's `client` section (`FANFUSE_API_KEY`, ...): built here, at
+    the root, and passed down."""
     from pydantic import SecretStr
 
     from fanfuse.auth.outbound import AuthMode, ClientAuth
 
-    token = os.environ.get(ID_TOKEN_ENV, "").strip()
+    client = get_settings().client
+    auth = auth or client.auth
+    token = client.id_token.get_secret_value().strip() if client.id_token else ""
     return ClientAuth(
         mode=AuthMode(auth) if auth else None,
-        api_key=SecretStr(api_key) if api_key else None,
-        audience=audience,
+        api_key=SecretStr(api_key) if api_key else client.api_key,
+        audience=audience or client.audience,
         google_credentials=google_credentials,
         id_token=SecretStr(token) if token else None,
-        id_token_file=id_token_file,
+        id_token_file=id_token_file or client.id_token_file,
         aws_region=aws_region,
     )
 
@@ -178,9 +177,9 @@ def which_store(firestore: bool | None, dynamodb: bool, cloud: str, emulator: bo
 @contextmanager
 def opened(firestore: bool | None, dynamodb: bool = False) -> Iterator[tuple[TaskStore, str]]:
     """The store (and where it is, to say so), closed on exit."""
-    settings = Settings()
+    settings = get_settings()
     store: TaskStore
-    emulator = bool(os.environ.get("FIRESTORE_EMULATOR_HOST"))
+    emulator = bool(settings.firestore_emulator_host)
     kind = which_store(firestore, dynamodb, settings.cloud, emulator)
     if kind == "dynamodb":
         from fanfuse.runtimes.aws import dynamo_store

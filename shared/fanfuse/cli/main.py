@@ -1,5 +1,5 @@
 """`fanfuse search | platforms | index | eval | dev | serve | mcp | openapi | keys | stats |
-bench`: a thin shell over the service."""
+bench | trace | config`: a thin shell over the service."""
 
 from __future__ import annotations
 
@@ -64,6 +64,11 @@ def main(
     Start with `fanfuse index ~/notes` and `fanfuse search "words" -p notes`, or search the
     bundled corpus: `fanfuse search "microwave dielectric constant"`. Docs: README.md.
     """
+    from fanfuse.settings import get_settings
+
+    # Each invocation is a composition root: its commands share one settings tree, read now
+    # (a program that runs several, as tests do with CliRunner, gets each its own environment).
+    get_settings.cache_clear()
 
 
 @app.command()
@@ -194,10 +199,10 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from fanfuse.cli.render import pace_line, platforms_table
     from fanfuse.platforms import Registry
     from fanfuse.platforms.corpora import descriptions
-    from fanfuse.settings import Settings
+    from fanfuse.settings import get_settings
     from fanfuse.store.sqlite import SqliteStore
 
-    settings = Settings()
+    settings = get_settings()
     store = SqliteStore(settings.db_path)
     try:
         chains = {name: chain.fallbacks for name, chain in settings.chains.items()}
@@ -282,7 +287,7 @@ def dev(
     import time
 
     from fanfuse.platforms import Registry
-    from fanfuse.settings import Settings
+    from fanfuse.settings import get_settings
     from fanfuse.tools.devstack import stack as devstack
     from fanfuse.tools.devstack.aws import AwsStack
     from fanfuse.tools.devstack.stack import LocalStack
@@ -293,7 +298,7 @@ def dev(
         raise fail(problem, 2)
     names = split_platforms(platform)
     if names == ["all"]:
-        names = Registry.from_settings(Settings()).available()
+        names = Registry.from_settings(get_settings()).available()
     stack: LocalStack | AwsStack
     if cloud == "aws":
         stack = AwsStack(names, http_port=start_search_port)
@@ -417,10 +422,10 @@ def serve(
 
     names = None if warm is None else [n for n in split_platforms(warm) if n != "none"]
     if json_logs:
-        from fanfuse.settings import Settings
+        from fanfuse.settings import get_settings
         from fanfuse.support.logs import install_json_logging
 
-        install_json_logging(Settings().project)
+        install_json_logging(get_settings().project)
     try:
         run_server(host, port, public_url=public_url, warm=names, log_level=log_level)
     except FanfuseError as exc:
@@ -444,6 +449,7 @@ def openapi() -> None:
 
 def _register_groups() -> None:
     from fanfuse.cli.bench import bench_app
+    from fanfuse.cli.config import config_command
     from fanfuse.cli.index import index
     from fanfuse.cli.keys import keys_app
     from fanfuse.cli.stats import stats_command
@@ -454,6 +460,7 @@ def _register_groups() -> None:
     app.command("stats")(stats_command)
     app.command("index")(index)
     app.command("trace")(trace_command)
+    app.command("config")(config_command)
 
 
 _register_groups()

@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from fanfuse.content.settings import ContentSettings
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.runner import Runner
+from fanfuse.settings.content import ContentSettings
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import CallRecord, Hit
 

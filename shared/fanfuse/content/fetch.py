@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fanfuse.content.settings import ContentSettings
 from fanfuse.net import charsets, guard
 from fanfuse.net.runner import Response, Runner
+from fanfuse.settings.content import ContentSettings
 from fanfuse.wire.errors import NotExtracted
 from fanfuse.wire.models import CallRecord
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from fanfuse.content.settings import ContentSettings
 from fanfuse.fusion.urls import clean_url
 from fanfuse.net import guard
 from fanfuse.net.policy import RESOLVE_MAX_BYTES
 from fanfuse.net.runner import Runner
+from fanfuse.settings.content import ContentSettings
 from fanfuse.wire.models import CallRecord
 
 TargetReader = Callable[[str, bytes], str | None]

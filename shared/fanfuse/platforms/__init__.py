@@ -12,7 +12,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from fanfuse.platforms.base import Platform
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import PlatformHealth, PlatformInfo
 
 # name -> "module:Class"; order is the order of `all`.
@@ -36,12 +37,16 @@ BUILTIN: dict[str, str] = {
 
 
 def load_engine(
-    engine: str, name: str | None = None, overrides: dict[str, Any] | None = None
+    engine: str,
+    name: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    root: Settings | None = None,
 ) -> Platform[Any]:
-    """A platform of built-in `engine`, named `name` (default: the engine's), importing only it."""
+    """A platform of built-in `engine`, named `name` (default: the engine's), importing only it,
+    its settings read through `root` (None: the process's settings tree)."""
     module, _, attr = BUILTIN[engine].partition(":")
     cls: type[Platform[Any]] = getattr(importlib.import_module(module), attr)
-    return cls(name=name, overrides=overrides)
+    return cls(name=name, overrides=overrides, root=root)
 
 
 class Registry:
@@ -62,10 +67,13 @@ class Registry:
         deployed: list[str] | None = None,
         *,
         instances: Iterable[Platform[Any]] = (),
+        root: Settings | None = None,
     ) -> None:
         """`engines` (name -> engine, default: every built-in under its own name), `extra`
         named instances, `deployed` (None: availability decided by each platform's settings),
-        and ready-made `instances` (tests, embedders)."""
+        ready-made `instances` (tests, embedders), and the settings tree the platforms' settings
+        are read through (`root`; None: the process's)."""
+        self._root = root
         self._engines: dict[str, str] = (
             {name: name for name in BUILTIN} if engines is None else dict(engines)
         )
@@ -84,7 +92,7 @@ class Registry:
         from fanfuse.platforms.corpora import local_platforms
 
         extra = {**local_platforms(settings.cache_dir), **settings.extra_platforms}
-        return cls(extra=extra, deployed=settings.deployed_platforms)
+        return cls(extra=extra, deployed=settings.deployed_platforms, root=settings)
 
     @classmethod
     def of(cls, platforms: Iterable[Platform[Any]]) -> Registry:
@@ -98,7 +106,7 @@ class Registry:
         if name not in self._loaded:
             extra = self._extra.get(name)
             settings = extra.settings if extra is not None else None
-            self._loaded[name] = load_engine(self._engines[name], name, settings)
+            self._loaded[name] = load_engine(self._engines[name], name, settings, self._root)
         return self._loaded[name]
 
     def unavailable_reason(self, name: str) -> str | None:

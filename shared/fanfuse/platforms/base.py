@@ -15,14 +15,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fanfuse.net.policy import PROVIDER, UNDOCUMENTED, RateLimit
 from fanfuse.rules.limits import Budget
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.models import CacheNote, CallRecord, Hit, QueryFailure, utcnow
 from fanfuse.wire.options import OptionName, OptionUse, SearchOptions
 
@@ -30,16 +30,18 @@ if TYPE_CHECKING:
     from fanfuse.net.guard import AddressPolicy, Resolver
     from fanfuse.net.holds import CallHold
     from fanfuse.net.runner import Runner
+    from fanfuse.settings import Settings
 
 
-class PlatformSettings(BaseSettings):
-    """Base of every platform's settings, read from `FANFUSE_<ENGINE>_<FIELD>`.
+class PlatformSettings(BaseModel):
+    """Base of every platform's settings, read from `FANFUSE_<ENGINE>_<FIELD>` by the settings
+    tree (`Settings.platform`): a plain model, not a settings root of its own.
 
     The env prefix is not declared per class: `Platform.load_settings` derives it from the
     engine's name, so an adapter's settings class holds only its fields.
     """
 
-    model_config = SettingsConfigDict(extra="ignore", env_file=None)
+    model_config = ConfigDict(extra="ignore")
 
     timeout: float = PROVIDER.timeout
     """Seconds per provider call, body included."""
@@ -168,10 +170,18 @@ class Platform(ABC, Generic[S]):
     """Seconds a search usually takes, until this deployment has measured it (health.py): a
     web search API answers in about a second; LLM-backed and scraping platforms override it."""
 
-    def __init__(self, name: str | None = None, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str | None = None,
+        overrides: dict[str, Any] | None = None,
+        root: Settings | None = None,
+    ) -> None:
+        """`root`: the settings tree this platform's settings are read through (its
+        registry's); None: the process's (`get_settings`)."""
         if name is not None:
             self.name = name
         self.overrides = dict(overrides or {})
+        self.root = root
         self._settings: S | None = None
 
     @property
@@ -183,9 +193,20 @@ class Platform(ABC, Generic[S]):
         return f"FANFUSE_{engine.upper()}_"
 
     def load_settings(self) -> S:
-        """Read this platform's settings from the environment now: the one place a platform's
-        settings are made (`settings` keeps what it reads)."""
-        return self.settings_model(_env_prefix=self.env_prefix, **self.overrides)
+        """Read this platform's settings through the settings tree now: the one place a
+        platform's settings are made (`settings` keeps what it reads)."""
+        from fanfuse.settings import get_settings
+
+        root = self.root if self.root is not None else get_settings()
+        return root.platform(self.settings_model, self.env_prefix, self.overrides)
+
+    @property
+    def cache_root(self) -> Path:
+        """Where this platform keeps what it caches on disk (a local corpus's indexes, a
+        published corpus's download): the settings tree's `cache_dir`."""
+        from fanfuse.settings import get_settings
+
+        return (self.root if self.root is not None else get_settings()).cache_dir
 
     def settings(self) -> S:
         """This instance's settings, read on first use and kept: an instance belongs to one

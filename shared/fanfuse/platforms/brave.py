@@ -35,7 +35,7 @@ from fanfuse.platforms.parsing import (
     secret,
     strip_html,
 )
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import FailureKind, Hit
 from fanfuse.wire.options import OptionName, SearchOptions, TimeRange

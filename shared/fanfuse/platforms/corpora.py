@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from fanfuse.settings import ExtraPlatform
 from fanfuse.wire.errors import CorpusError
+from fanfuse.wire.instances import ExtraPlatform
 
 if TYPE_CHECKING:
     from fanfuse.retrieval.corpus import Corpus, CorpusDoc

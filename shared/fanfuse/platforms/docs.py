@@ -139,12 +139,15 @@ def open_corpus(platform: str, path: Path | None) -> Corpus:
         raise ProviderError(platform, str(exc)) from exc
 
 
-def open_published(platform: str, settings: CorpusSettings) -> CorpusVersion:
-    """The published corpus's current version; a missing, unreachable or tampered corpus is a
-    clear provider error naming the object (this platform's run fails, no other)."""
+def open_published(
+    platform: str, settings: CorpusSettings, cache_root: Path | None = None
+) -> CorpusVersion:
+    """The published corpus's current version, downloaded under `cache_root`; a missing,
+    unreachable or tampered corpus is a clear provider error naming the object (this
+    platform's run fails, no other)."""
     assert settings.corpus_url is not None
     try:
-        return subscription(settings.corpus_url, settings.corpus_refresh_s).current()
+        return subscription(settings.corpus_url, settings.corpus_refresh_s, cache_root).current()
     except CorpusError as exc:
         raise ProviderError(platform, str(exc)) from exc
 
@@ -158,10 +161,11 @@ def search_published(
     settings: CorpusSettings,
     params: SearchParams,
     index: Callable[[CorpusVersion], Searcher],
+    cache_root: Path | None = None,
 ) -> list[list[Hit]]:
     """Search the published corpus's current version with its `index` (BM25 or dense); each
     hit names the corpus URL and the version that answered it."""
-    version = open_published(platform, settings)
+    version = open_published(platform, settings, cache_root)
     try:
         ranked = index(version).search(params.queries, params.limit)
     except CorpusError as exc:
@@ -196,7 +200,9 @@ class DocsPlatform(Platform[DocsSettings]):
         if settings.corpus_url:
             # a fresh process downloads and checks the version, then loads its index: once
             with COLD_STARTS.loading(f"bm25:{settings.corpus_url}", record):
-                return search_published(self.name, settings, params, CorpusVersion.bm25)
+                return search_published(
+                    self.name, settings, params, CorpusVersion.bm25, self.cache_root
+                )
         path = settings.corpus
         try:
             # a fresh process imports bm25s, parses the corpus and loads its index: once
@@ -204,7 +210,7 @@ class DocsPlatform(Platform[DocsSettings]):
                 from fanfuse.retrieval.bm25 import Bm25Index
 
                 corpus = open_corpus(self.name, path)
-                index = Bm25Index.load_or_build(corpus)
+                index = Bm25Index.load_or_build(corpus, self.cache_root)
         except CorpusError as exc:
             raise ProviderError(self.name, str(exc)) from exc
         return to_hits(corpus, index.search(params.queries, params.limit), params)

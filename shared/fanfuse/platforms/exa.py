@@ -33,7 +33,7 @@ from fanfuse.platforms.parsing import (
     require,
     secret,
 )
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName
 

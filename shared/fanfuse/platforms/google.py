@@ -26,7 +26,7 @@ from fanfuse.platforms.base import Platform, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, error_detail, load_json, require, secret
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import FailureKind, Hit
 from fanfuse.wire.options import OptionName, SafeSearch, SearchOptions, TimeRange

@@ -24,7 +24,7 @@ from fanfuse.platforms.base import SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import domains, since
 from fanfuse.platforms.parsing import as_str, bearer, json_items, load_json, require
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName
 

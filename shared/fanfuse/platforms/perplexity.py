@@ -31,7 +31,7 @@ from fanfuse.platforms.base import Capabilities, SearchParams
 from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import chosen
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName, SearchOptions

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from fanfuse.platforms.base import Platform
 from fanfuse.rules import limits
 from fanfuse.rules.limits import Budget
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.models import Hit
 
 

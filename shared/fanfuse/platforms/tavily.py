@@ -36,7 +36,7 @@ from fanfuse.platforms.parsing import (
     parse_date,
     require,
 )
-from fanfuse.settings import Price
+from fanfuse.wire.cost import Price
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import OptionName, SearchOptions
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from pathlib import Path
 
 from fanfuse.platforms.base import (
     Capabilities,
@@ -88,7 +89,9 @@ class VectorsPlatform(Platform[VectorsSettings]):
                 from fanfuse.retrieval.embeddings import load_model
 
                 load_model()  # the first query's encoding would load it: a cold start
-                return search_published(self.name, settings, params, CorpusVersion.dense)
+                return search_published(
+                    self.name, settings, params, CorpusVersion.dense, self.cache_root
+                )
         path = settings.corpus
         key = f"dense:{path}"
         with COLD_STARTS.loading(key, record):  # imports, the corpus, its index, the model
@@ -97,12 +100,14 @@ class VectorsPlatform(Platform[VectorsSettings]):
 
             corpus = open_corpus(self.name, path)
             bundled = corpus.source == default_corpus_path().resolve()
-            if bundled and DenseIndex.ready(corpus) is None:
+            if bundled and DenseIndex.ready(corpus, self.cache_root) is None:
                 # Its embeddings ship with the package; when they do not fit this model or
                 # corpus, a first search must not wait minutes for them: BM25 answers meanwhile.
                 COLD_STARTS.forget(key)
-                return _bm25_meanwhile(corpus, params, record)
-            index = DenseIndex.load_or_build(corpus, show_progress=False, on_progress=on_progress)
+                return _bm25_meanwhile(corpus, params, record, self.cache_root)
+            index = DenseIndex.load_or_build(
+                corpus, self.cache_root, show_progress=False, on_progress=on_progress
+            )
             load_model()  # the first query's encoding would load it: a cold start, not latency
         return to_hits(corpus, index.search(params.queries, params.limit), params)
 
@@ -110,14 +115,16 @@ class VectorsPlatform(Platform[VectorsSettings]):
 FALLBACK_PROVIDER = "docs (BM25 while the vectors index is built in the background)"
 
 
-def _bm25_meanwhile(corpus: Corpus, params: SearchParams, record: RunRecord) -> list[list[Hit]]:
+def _bm25_meanwhile(
+    corpus: Corpus, params: SearchParams, record: RunRecord, cache_root: Path
+) -> list[list[Hit]]:
     """BM25's answer, marked as such: the run's `provider` says what answered and why, each hit's
     metadata says `retrieval: bm25`, and the answer is not cached as `vectors`' own."""
     from fanfuse.retrieval.bm25 import Bm25Index
 
     record.provider = FALLBACK_PROVIDER
     record.provisional = True
-    ranked = Bm25Index.load_or_build(corpus).search(params.queries, params.limit)
+    ranked = Bm25Index.load_or_build(corpus, cache_root).search(params.queries, params.limit)
     lists = to_hits(corpus, ranked, params)
     for hits in lists:
         for hit in hits:

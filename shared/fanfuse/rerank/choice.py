@@ -10,7 +10,7 @@ from fanfuse.fusion.rerank import FusedOrder, PoolReranker, Reranker, RerankOrde
 from fanfuse.net.runner import Runner, default_runner
 from fanfuse.rerank.llm import LlmReranker
 from fanfuse.rerank.offline import DEFAULT_OFFLINE
-from fanfuse.rerank.settings import LlmRerankSettings
+from fanfuse.settings.rerank import LlmRerankSettings
 from fanfuse.wire.models import RerankNote, Result
 
 NO_RERANKER = (

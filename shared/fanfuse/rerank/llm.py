@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from fanfuse.fusion.rerank import RerankOrder
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.runner import RequestSpec, Runner
-from fanfuse.rerank.settings import LlmRerankSettings as LlmRerankSettings  # its old home
+from fanfuse.settings.rerank import LlmRerankSettings as LlmRerankSettings  # its old home
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import RerankNote, Result
 

@@ -20,7 +20,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict
 
 from fanfuse.retrieval.notes import note_files, note_title, note_url
-from fanfuse.settings import default_cache_dir
+from fanfuse.settings.sources import default_cache_dir
 from fanfuse.wire.errors import CorpusError
 
 # Bump when parsing changes what a source yields, so cached indexes of the old parse are ignored.

@@ -408,16 +408,20 @@ def _folder_name(url: str) -> str:
     return f"{slugify(url)[:80]}-{sha256(url.encode())[:8]}"
 
 
-_subscriptions: dict[tuple[str, float], Subscription] = {}
+_subscriptions: dict[tuple[str, float, Path | None], Subscription] = {}
 _subscriptions_lock = threading.Lock()
 
 
-def subscription(url: str, refresh_s: float = REFRESH_S) -> Subscription:
-    """The process's subscription to `url` (one per corpus URL and refresh period)."""
+def subscription(
+    url: str, refresh_s: float = REFRESH_S, cache_root: Path | None = None
+) -> Subscription:
+    """The process's subscription to `url` (one per corpus URL, refresh period and cache
+    folder: `cache_root`, the settings tree's `cache_dir`; None: FANFUSE_CACHE_DIR's)."""
+    key = (url, refresh_s, cache_root)
     with _subscriptions_lock:
-        found = _subscriptions.get((url, refresh_s))
+        found = _subscriptions.get(key)
         if found is None:
-            found = _subscriptions[(url, refresh_s)] = Subscription(url, refresh_s)
+            found = _subscriptions[key] = Subscription(url, refresh_s, cache_root)
         return found
 
 

@@ -32,14 +32,14 @@ _settings_lock = threading.Lock()  # not _service_lock: building the service rea
 
 
 def settings() -> Settings:
-    """This process's `FANFUSE_*` settings, read once: a task target checks its delivery with
-    them before it builds the service."""
+    """This process's settings tree (`get_settings`, read once): a task target checks its
+    delivery with them before it builds the service."""
     global _settings
     with _settings_lock:
         if _settings is None:
-            from fanfuse.settings import Settings
+            from fanfuse.settings import get_settings
 
-            _settings = Settings()
+            _settings = get_settings()
         return _settings
 
 
@@ -47,9 +47,7 @@ def build_service() -> SearchService:
     """The service on Firestore and Cloud Tasks, or on DynamoDB and SQS when FANFUSE_CLOUD is
     `aws` (the Lambda handlers, `fanfuse.fronts.aws_lambda`), configured from `FANFUSE_*`
     settings."""
-    from fanfuse.content.settings import ContentSettings
     from fanfuse.platforms import Registry
-    from fanfuse.rerank.settings import LlmRerankSettings
     from fanfuse.service.service import SearchService
 
     config = settings()
@@ -68,8 +66,8 @@ def build_service() -> SearchService:
         queue,
         registry,
         config,
-        content=ContentSettings(),
-        rerank=LlmRerankSettings(),
+        content=config.content,
+        rerank=config.rerank_llm,
         finalize_at_fan_in=True,  # one queue hop less (SearchService, lifecycle)
     )
 

@@ -16,15 +16,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from fanfuse.content.settings import ContentSettings
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
 from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
-from fanfuse.rerank.settings import LlmRerankSettings
 from fanfuse.service.polling import until_terminal
 from fanfuse.service.service import SearchService
-from fanfuse.settings import Settings
+from fanfuse.settings import Settings, get_settings
+from fanfuse.settings.content import ContentSettings
+from fanfuse.settings.rerank import LlmRerankSettings
 from fanfuse.store.base import TaskStore
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tracing import setup as tracing
@@ -43,12 +43,13 @@ class EmbeddedRuntime:
         content: ContentSettings | None = None,
         rerank: LlmRerankSettings | None = None,
     ) -> None:
-        """A composition root: every settings object its service uses is read here, once, from
-        `FANFUSE_*` unless given (platforms' settings: once per platform of `registry`)."""
-        self.settings = settings or Settings()
+        """A composition root: its service runs on `settings` (default: the process's settings
+        tree, `get_settings`) and its sections unless `content` or `rerank` are given
+        (platforms' settings: read through the tree once per platform of `registry`)."""
+        self.settings = settings or get_settings()
         tracing.configure()  # on when OTEL_* says so (fanfuse/tracing/setup.py)
-        self.content = content or ContentSettings()
-        self.rerank = rerank or LlmRerankSettings()
+        self.content = content or self.settings.content
+        self.rerank = rerank or self.settings.rerank_llm
         self.resident = resident
         self.registry = registry or Registry.from_settings(self.settings)
         self._store = store
@@ -213,7 +214,8 @@ def search(request: RequestLike = None, /, **fields: Any) -> TaskView:
 
     Synchronous, for scripts and notebooks without an event loop; inside one (or for many
     searches, which then share loaded models and indexes), use `async with Runtime()`.
-    Runtime settings come from `FANFUSE_*` (see settings.py); `settings=` overrides them.
+    Runtime settings come from the settings tree (`get_settings()`, `FANFUSE_*`); `settings=`
+    overrides them.
     """
     settings = fields.pop("settings", None)
     try:

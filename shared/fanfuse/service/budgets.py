@@ -27,10 +27,10 @@ from fanfuse.platforms.pricing import (
     readable_settings,
 )
 from fanfuse.rules import budget, limits
-from fanfuse.settings import Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.base import QuotaStore
 from fanfuse.tracing import spans
-from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, usd
+from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, Price, usd
 from fanfuse.wire.errors import BudgetSpent, OverBudget
 from fanfuse.wire.models import Caller, QuotaBucket, SearchRequest, Task
 from fanfuse.wire.modes import MODES

@@ -22,9 +22,10 @@ from fanfuse.platforms.pricing import cost_budget, estimate
 from fanfuse.rules import budget, lifecycle, limits, spend
 from fanfuse.rules.limits import Budget
 from fanfuse.service.ledger import RunHold
-from fanfuse.settings import Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.base import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
+from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import Cancelled, ProviderError
 from fanfuse.wire.models import (
     CacheEntry,
@@ -38,8 +39,8 @@ from fanfuse.wire.models import (
 )
 
 if TYPE_CHECKING:
-    from fanfuse.content.settings import ContentSettings
     from fanfuse.net.runner import Runner
+    from fanfuse.settings.content import ContentSettings
     from fanfuse.stages.base import Reporter
 
 log = logging.getLogger(__name__)

@@ -52,10 +52,10 @@ from fanfuse.wire.models import (
 )
 
 if TYPE_CHECKING:
-    from fanfuse.content.settings import ContentSettings
     from fanfuse.fusion.rerank import RerankOrder
     from fanfuse.net.runner import Runner
-    from fanfuse.rerank.settings import LlmRerankSettings
+    from fanfuse.settings.content import ContentSettings
+    from fanfuse.settings.rerank import LlmRerankSettings
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class SearchService:
         self._finalize_at_fan_in = finalize_at_fan_in
         self.clock = clock
         if content is None:
-            from fanfuse.content.settings import ContentSettings
+            from fanfuse.settings.content import ContentSettings
 
             content = ContentSettings.model_construct()  # the defaults, not the environment
         self._rerank_settings = rerank
@@ -448,7 +448,7 @@ class SearchService:
         if not lifecycle.finalization_due(task, runs, self.clock(), force=force):
             return None
         from fanfuse.rerank.choice import reranker_for
-        from fanfuse.rerank.settings import LlmRerankSettings
+        from fanfuse.settings.rerank import LlmRerankSettings
 
         llm = self._rerank_settings or LlmRerankSettings.model_construct()  # no endpoint
         reranker = reranker_for(llm, self._executor.made_runner)

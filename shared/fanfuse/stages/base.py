@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fanfuse.content.settings import ContentSettings
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
 from fanfuse.rules import progress
 from fanfuse.rules.limits import Budget
+from fanfuse.settings.content import ContentSettings
 from fanfuse.stages.cache import QueryCache
 from fanfuse.store.base import TaskDocuments
 from fanfuse.support.redact import redact

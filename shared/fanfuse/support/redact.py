@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +64,21 @@ _remembered: set[str] = set()
 _lock = threading.Lock()
 
 
+def _no_environment() -> Mapping[str, str]:
+    return {}
+
+
+_environment: Callable[[], Mapping[str, str]] = _no_environment
+"""Reads the process environment: the settings package sets it when it is imported (`watch`),
+since it is the one place that reads the environment, and this layer sits below it."""
+
+
+def watch(environment: Callable[[], Mapping[str, str]]) -> None:
+    """Take the values of secret-named variables from `environment()`, read at each `known`."""
+    global _environment
+    _environment = environment
+
+
 def is_secret_name(name: str) -> bool:
     return SECRET_NAME.search(name) is not None
 
@@ -80,7 +94,7 @@ def remember(*values: str) -> None:
 def known() -> frozenset[str]:
     """The secret values of this process: remembered ones, and those of secret-named
     environment variables (read each time, so a key set after start counts too)."""
-    from_env = {v for k, v in os.environ.items() if is_secret_name(k)}
+    from_env = {v for k, v in _environment().items() if is_secret_name(k)}
     return frozenset({v for v in from_env if len(v) >= MIN_SECRET_LEN} | _remembered)
 
 

@@ -6,9 +6,10 @@ The page reads the pydantic models, never a list kept by hand: a field added to 
 the page at the next generation, with its description (`Field(description=...)`, else the
 docstring under the field). The sections are the root `Settings`, the content stages', the LLM
 reranker's, what every platform shares, and each platform's own fields. A model with nested
-models (the one settings tree to come) is walked the same way: a nested section's variables are
-named with the model's `env_nested_delimiter` (`FANFUSE_CONTENT__TIMEOUT`), or, without one,
-the section is one JSON variable.
+models is walked the same way: a nested section's variables are named with the model's
+`env_nested_delimiter` (`X_INNER__TIMEOUT`), or, without one, the section is one JSON variable;
+the root's sections (settings/sources.py) have a section of the page each, under their own
+prefix.
 """
 
 from __future__ import annotations
@@ -19,26 +20,38 @@ import inspect
 import itertools
 import json
 import os
+import re
 import textwrap
 from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, SecretStr
+from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 from pydantic_settings import BaseSettings
+
+from fanfuse.settings.sources import env_names
 
 HEADER = """# Configuration: every setting
 
 Generated from the settings models by `python -m fanfuse.tools.configuration >
 docs/configuration.md` (a test fails when this page and the models differ): do not edit by hand.
-Every setting is an environment variable; a list, a map or a nested section is JSON. Each
-composition root (the functions, the Lambdas, `fanfuse serve`, the command) reads them once at
-its start. A platform is available exactly when its settings validate (`fanfuse platforms` says
-which variable is missing). Defaults are shown for a machine whose home folder is `~`. The
-command's own variables (`FANFUSE_API_KEY`, `FANFUSE_AUTH`, ...) are in `fanfuse search --help`.
+Every setting is an environment variable, or a line of the dotenv file `FANFUSE_ENV_FILE` names
+(the environment wins); a list, a map or a nested section is JSON. Each composition root (the
+functions, the Lambdas, `fanfuse serve`, the command) reads them once at its start: `fanfuse
+config` prints what it read and where each value came from. A platform is available exactly
+when its settings validate (`fanfuse platforms` says which variable is missing). Defaults are
+shown for a machine whose home folder is `~`.
+
+What a process reads here, each value with its origin (`default`, `environment`, `file`, `code`)
+and secrets masked; `--json` for a script, `--platform NAME` for a platform's settings too:
+
+```bash
+fanfuse config --set
+fanfuse config --platform docs --json
+```
 """
 
 
@@ -63,21 +76,12 @@ def field_docs(model: type[BaseModel]) -> dict[str, str]:
     return docs
 
 
-def env_names(prefix: str, name: str, info: FieldInfo) -> list[str]:
-    """The variables that set a field: its alias choices, else the prefix and its name."""
-    alias = info.validation_alias
-    if isinstance(alias, AliasChoices):
-        return [c for c in alias.choices if isinstance(c, str)]
-    if isinstance(alias, str):
-        return [alias]
-    return [f"{prefix}{name}".upper()]
-
-
 def type_name(annotation: Any) -> str:
     text = getattr(annotation, "__name__", None) if isinstance(annotation, type) else None
     text = text or str(annotation).replace("typing.", "")
-    for long, short in (("pathlib.", ""), ("pydantic.types.", ""), ("fanfuse.settings.", "")):
+    for long, short in (("pathlib.", ""), ("pydantic.types.", "")):
         text = text.replace(long, short)
+    text = re.sub(r"\bfanfuse(\.\w+)*\.(?=[A-Z])", "", text)  # a model by its class name
     return text.replace("NoneType", "None")
 
 
@@ -153,31 +157,40 @@ def table(model: type[BaseModel], prefix: str, skip: frozenset[str] = frozenset(
 
 def sections() -> Iterator[tuple[str, str, str]]:
     """(title, introduction, table) per section of the page."""
-    from fanfuse.content.settings import ContentSettings
     from fanfuse.platforms import BUILTIN, load_engine
     from fanfuse.platforms.base import PlatformSettings
     from fanfuse.platforms.http import HttpSettings
-    from fanfuse.rerank.settings import LlmRerankSettings
     from fanfuse.settings import Settings
-
-    def prefix_of(model: type[BaseSettings]) -> str:
-        return str(model.model_config.get("env_prefix", ""))
+    from fanfuse.settings.client import ClientSettings
+    from fanfuse.settings.content import ContentSettings
+    from fanfuse.settings.rerank import LlmRerankSettings
+    from fanfuse.settings.sources import sections as section_fields
 
     yield (
         "The deployment (`Settings`)",
         "Where tasks live and for how long, the cloud's ports, who may call, quotas, caps and "
         "prices.",
-        table(Settings, prefix_of(Settings)),
+        table(
+            Settings,
+            str(Settings.model_config.get("env_prefix", "")),
+            frozenset(name for name, _ in section_fields(Settings)),
+        ),
     )
     yield (
-        "Page content (`FANFUSE_CONTENT_*`)",
+        "Page content (`Settings.content`, `FANFUSE_CONTENT_*`)",
         "Fetching, extracting and compressing result pages (`include_content`).",
-        table(ContentSettings, prefix_of(ContentSettings)),
+        table(ContentSettings, ContentSettings.env_prefix),
     )
     yield (
-        "The LLM reranker (`FANFUSE_RERANK_LLM_*`)",
+        "The LLM reranker (`Settings.rerank_llm`, `FANFUSE_RERANK_LLM_*`)",
         "An OpenAI-compatible endpoint that reranks `comprehensive` searches (docs/modes.md).",
-        table(LlmRerankSettings, prefix_of(LlmRerankSettings)),
+        table(LlmRerankSettings, LlmRerankSettings.env_prefix),
+    )
+    yield (
+        "The command's credentials (`Settings.client`)",
+        "What `fanfuse search` and `fanfuse mcp --endpoint` send to the endpoint when their "
+        "options (`--api-key`, `--auth`, ...) say nothing.",
+        table(ClientSettings, ClientSettings.env_prefix),
     )
     shared = frozenset(HttpSettings.model_fields)
     yield (

@@ -25,7 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from fanfuse.settings import ExtraPlatform
+from fanfuse.wire.instances import ExtraPlatform
 
 RESULTS_PER_PAGE = 10
 GATE_TIMEOUT = 60.0

@@ -34,7 +34,6 @@ instance may be frozen as soon as it answers, calls `flush()` before it does.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Mapping
@@ -111,14 +110,18 @@ def configure(environ: Mapping[str, str] | None = None) -> bool:
     """Turn tracing on if the environment asks for it (see the module); idempotent. Returns
     whether it is on. A setting that cannot be honoured (an exporter not installed, the
     `tracing` extra missing) is logged and leaves tracing off: telemetry never stops a search.
-    `environ` decides whether and which exporters; the exporters themselves read their own
-    variables from the process's environment, as OpenTelemetry's do.
+    `environ` (default: the process's, through the settings package, the one place that reads
+    it) decides whether and which exporters; the exporters themselves read their own variables
+    from the process's environment, as OpenTelemetry's do.
 
     A program that embeds fanfuse and has set up OpenTelemetry itself (a tracer provider of its
     own, set globally before this runs) gets fanfuse's spans in its traces, whatever the
     variables say: its provider is used as it is."""
     global _provider
-    environ = os.environ if environ is None else environ
+    if environ is None:
+        from fanfuse.settings.sources import variables
+
+        environ = variables()
     with _lock:
         if spans.enabled():
             return True

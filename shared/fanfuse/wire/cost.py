@@ -9,13 +9,41 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 def usd(amount: float) -> str:
     """Dollars as the price lists write them, for a message or a receipt: up to four decimals
     (prices go to a tenth of a cent), no trailing zeros (`$0.035`, `$1`, `$0`)."""
     return f"${amount:.4f}".rstrip("0").rstrip(".") if amount else "$0"
+
+
+class Price(BaseModel):
+    """A platform's price list in USD (platforms/pricing.py says how a call is charged): each
+    platform module declares its provider's public list price, and a deployment overrides any
+    field of it by platform name (`Settings.prices`, `FANFUSE_PRICES`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    per_request_usd: float = Field(
+        default=0.0, ge=0, description="each request to the provider: one page of results"
+    )
+    per_result_usd: float = Field(
+        default=0.0, ge=0, description="each result a request returns past `included_results`"
+    )
+    included_results: int = Field(
+        default=0, ge=0, description="results a request's base price includes"
+    )
+    per_content_usd: float = Field(
+        default=0.0,
+        ge=0,
+        description="each page content the provider fetches for a result, where it charges "
+        "for that (only when the search asks for content)",
+    )
+
+    @property
+    def free(self) -> bool:
+        return not (self.per_request_usd or self.per_result_usd or self.per_content_usd)
 
 
 class MemberCost(BaseModel):

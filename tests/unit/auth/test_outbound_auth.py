@@ -44,9 +44,9 @@ from fanfuse.auth.outbound import (
     infer_mode,
     signed_headers,
 )
-from fanfuse.cli.keys import AuthName
 from fanfuse.cli.main import app
 from fanfuse.http.client import HttpSearchClient
+from fanfuse.settings.client import AuthName
 from fanfuse.wire.errors import FanfuseError
 from tests.support.platforms.harness import loopback_server
 

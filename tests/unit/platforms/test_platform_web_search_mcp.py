@@ -130,6 +130,7 @@ async def test_the_embedded_runtime_guards_with_its_content_settings(
     page tool gets the 127.0.0.1 page alone, and the platform succeeds. The results' URLs are
     addresses, so the system resolver the runtime uses looks nothing up."""
     monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
+    settings = settings.model_copy(update={"content": Settings().content})  # read with the tree
     log = tmp_path / "asked"
     platform = WebSearchMcpPlatform(overrides={"command": command(log)})
     async with EmbeddedRuntime(settings, registry=Registry.of([platform])) as rt:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
+from fanfuse.wire.instances import ExtraPlatform
 
 
 def test_named_instance_takes_its_own_settings(tmp_path: Path) -> None:

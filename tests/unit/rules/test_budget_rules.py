@@ -10,8 +10,7 @@ import pytest
 from fanfuse.platforms import load_engine
 from fanfuse.platforms.pricing import cost_budget, dearest_call, estimate, price_of, results_charge
 from fanfuse.rules import budget
-from fanfuse.settings import Price
-from fanfuse.wire.cost import Cost, CostBudget, PlatformCost
+from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, Price
 from fanfuse.wire.models import Hit, QuotaBucket
 
 NOON = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)

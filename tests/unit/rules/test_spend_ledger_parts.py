@@ -29,10 +29,10 @@ from fanfuse.service.execute import abortable
 from fanfuse.service.heartbeat import Heartbeat
 from fanfuse.service.ledger import InFlight, settle_late
 from fanfuse.service.service import SearchService
-from fanfuse.settings import Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.stubs import StubSearxServer
-from fanfuse.wire.cost import Cost, PlatformCost
+from fanfuse.wire.cost import Cost, PlatformCost, Price
 from fanfuse.wire.errors import Cancelled, ProviderError
 from fanfuse.wire.models import (
     Caller,

@@ -10,10 +10,11 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
 from fanfuse.content.fetch import fetch_page
-from fanfuse.content.settings import ContentSettings
 from fanfuse.net import guard
 from fanfuse.net.runner import Runner
 from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.settings import Settings
+from fanfuse.settings.content import ContentSettings
 from fanfuse.stages import base
 from fanfuse.stages.base import StageRun
 from fanfuse.stages.compressing import compress
@@ -45,7 +46,7 @@ def stage_run(platform: Any, runner: Runner) -> tuple[StageRun, Reporter]:
     reporter = Reporter()
     ctx = PlatformContext(settings=platform.load_settings(), runner=runner)
     params = SearchParams(queries=["q"], limit=10, include_content=True)
-    run = StageRun(platform, ctx, params, reporter, ContentSettings())
+    run = StageRun(platform, ctx, params, reporter, Settings().content)
     return run, reporter
 
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from fanfuse.settings import Settings
+from fanfuse.settings import Settings, sources
 from fanfuse.tools import configuration
 
 PAGE = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
@@ -24,7 +24,7 @@ def test_the_page_is_what_the_models_say() -> None:
 def test_every_root_setting_is_on_the_page_with_its_variable() -> None:
     text = PAGE.read_text(encoding="utf-8")
     for name, info in Settings.model_fields.items():
-        for variable in configuration.env_names("FANFUSE_", name, info):
+        for variable in sources.env_names("FANFUSE_", name, info):
             assert f"`{variable}`" in text
 
 

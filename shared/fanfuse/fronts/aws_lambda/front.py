@@ -62,6 +62,7 @@ from fanfuse.http.deliveries import TASK_NAME_HEADER
 from fanfuse.http.routes import PUBLIC_TARGETS
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue
 from fanfuse.runtimes import cloud
+from fanfuse.settings import sources
 from fanfuse.tracing import setup
 from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import utcnow
@@ -103,11 +104,12 @@ def scratch_env(environ: Mapping[str, str], tmp: str, home_writable: bool) -> di
 
 def use_scratch() -> dict[str, str]:
     """Apply `scratch_env` to this process (its temporary directory: /tmp on Lambda); what
-    was set."""
-    home = os.environ.get("HOME", "")
+    was set (through the settings package, the one place that touches the environment)."""
+    environ = sources.variables()
+    home = environ.get("HOME", "")
     writable = bool(home) and os.path.isdir(home) and os.access(home, os.W_OK)
-    changes = scratch_env(os.environ, tempfile.gettempdir(), writable)
-    os.environ.update(changes)
+    changes = scratch_env(environ, tempfile.gettempdir(), writable)
+    sources.update(changes)
     return changes
 
 

@@ -32,7 +32,7 @@ from fanfuse.fronts.mcp import access, tasks
 from fanfuse.fronts.mcp.tools import Tools, tool_error, tool_list
 from fanfuse.http.backend import EmbeddedBackend, SearchBackend, open_backend
 from fanfuse.http.streams import StreamCap
-from fanfuse.settings import Settings
+from fanfuse.settings import get_settings
 from fanfuse.support.version import __version__
 from fanfuse.wire.errors import FanfuseError
 
@@ -119,7 +119,7 @@ def build_server(
 
 async def serve(options: McpOptions, announce: TextIO = sys.stdout) -> None:
     """Run until stdin closes (stdio) or the process is stopped (HTTP)."""
-    settings = Settings()
+    settings = get_settings()
     max_wait = options.max_wait or (120.0 if options.endpoint else settings.deadline_seconds)
     gated = options.http and access.authenticates(
         options.host, options.require_auth or settings.mcp_require_auth

@@ -28,7 +28,7 @@ import uvicorn
 from fanfuse.fronts.serve.app import create_app, warm_names
 from fanfuse.http.routes import PUBLIC_TARGETS
 from fanfuse.platforms import Registry
-from fanfuse.settings import Settings
+from fanfuse.settings import Settings, get_settings
 
 SHUTDOWN_TIMEOUT = 5
 """Seconds open connections (an event stream, a waiting `/search`) get at shutdown."""
@@ -106,7 +106,7 @@ def run_server(
     `public_url`: the base of the links handed out, when clients reach this server under
     another address than the bound one (a proxy, a 0.0.0.0 bind).
     """
-    settings = settings or Settings()
+    settings = settings or get_settings()
     registry = Registry.from_settings(settings)
     names = warm_names(registry, warm)  # a bad name fails here, before anything is bound
     sock = bind(host, port)

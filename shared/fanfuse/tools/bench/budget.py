@@ -36,10 +36,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from fanfuse.settings import ExtraPlatform, Price, Settings
+from fanfuse.settings import Settings
 from fanfuse.tools.bench.common import DEFAULT_RUNS, Samples, check_completed
 from fanfuse.tools.bench.quota import ADMIT_ALL, DiscardQueue
 from fanfuse.tools.stubs import RESULTS_PER_PAGE, StubSearxServer
+from fanfuse.wire.cost import Price
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import Caller
 
 POLL = 0.002

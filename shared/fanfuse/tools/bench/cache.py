@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
 from fanfuse.tools.bench.common import (
     CACHE_POLL,
     DEFAULT_DELAYS,
@@ -35,6 +35,7 @@ from fanfuse.tools.bench.common import (
     check_completed,
 )
 from fanfuse.tools.stubs import StubSearxServer, stub_platforms
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import CacheState
 
 CACHE_TTL_SECONDS = 3600.0

@@ -29,9 +29,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from fanfuse.rules.health import percentile
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
 from fanfuse.tools.bench.common import CACHE_POLL, bench_payload, check_completed
 from fanfuse.tools.stubs import StubSearxServer
+from fanfuse.wire.instances import ExtraPlatform
 
 SEARCHES = 40
 EVERY = 10

@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
 from fanfuse.tools.bench.common import (
     DEFAULT_DELAYS,
     DEFAULT_POLL,
@@ -60,6 +60,7 @@ from fanfuse.tools.stubs import (
     extra_platforms_env,
     stub_platforms,
 )
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import TaskView
 
 QUIET_LOAD = 1.5

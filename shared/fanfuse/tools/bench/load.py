@@ -49,9 +49,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
 from fanfuse.tools.bench.common import DEFAULT_DELAYS, bench_payload
 from fanfuse.tools.stubs import StubSearxServer, extra_platforms_env, stub_platforms
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import TaskStatus
 
 DEFAULT_SEARCHES = 200

@@ -49,9 +49,10 @@ from pydantic import BaseModel
 from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import quota
 from fanfuse.service import admission
-from fanfuse.settings import ExtraPlatform, Settings
+from fanfuse.settings import Settings
 from fanfuse.store.base import TaskStore
 from fanfuse.tools.bench.common import Samples
+from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import Caller, utcnow
 
 if TYPE_CHECKING:

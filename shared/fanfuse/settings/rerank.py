@@ -1,24 +1,26 @@
 """The LLM reranker's settings (env: `FANFUSE_RERANK_LLM_<FIELD>`), apart from the reranker.
 
-Kept out of `llm.py`, which imports the network runner (httpx): a composition root reads these
-settings when it builds its service, and a cold start that never reranks must not load the
-runner to do so.
+A section of the settings tree (`Settings.rerank_llm`), kept out of `rerank/llm.py`, which
+imports the network runner (httpx): a composition root reads these settings when it builds its
+service, and a cold start that never reranks must not load the runner to do so.
 """
 
 from __future__ import annotations
 
-from pydantic import SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import ClassVar
+
+from pydantic import ConfigDict, SecretStr
 
 from fanfuse.net.policy import LLM, CallPolicy
+from fanfuse.settings.sources import Section
 
 
-class LlmRerankSettings(BaseSettings):
-    """`FANFUSE_RERANK_LLM_*`: the endpoint is what turns the LLM reranker on."""
+class LlmRerankSettings(Section):
+    """`Settings.rerank_llm` (`FANFUSE_RERANK_LLM_*`): the endpoint is what turns the LLM
+    reranker on."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="FANFUSE_RERANK_LLM_", extra="ignore", env_file=None
-    )
+    model_config = ConfigDict(extra="ignore")
+    env_prefix: ClassVar[str] = "FANFUSE_RERANK_LLM_"
 
     base_url: str | None = None
     """An OpenAI-compatible API root (`.../v1`); unset: the offline reranker is used."""

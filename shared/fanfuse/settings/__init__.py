@@ -1,32 +1,45 @@
-"""Runtime settings: one place, read from `FANFUSE_*` environment variables (see README)."""
+"""The one settings tree: every setting of a deployment, read once per composition root.
+
+`Settings` is the root: its own fields (`FANFUSE_<FIELD>`), its sections (the content stages'
+`FANFUSE_CONTENT_*`, the LLM reranker's `FANFUSE_RERANK_LLM_*`, the command's credentials
+for `--endpoint`) and, on demand, each platform's
+(`FANFUSE_<ENGINE>_*`, `Settings.platform`), all read from the same sources: values given in
+code, the environment, then the dotenv file `FANFUSE_ENV_FILE` names (sources.py). A composition
+root (a function's or a Lambda's entry point, `fanfuse serve`, `fanfuse mcp`, each command) takes
+`get_settings()`, built once and cached as FastAPI's settings guide does, and passes it down;
+nothing below the roots builds settings (tests/unit/test_settings_roots.py), and nothing outside
+this package reads the environment (tests/unit/test_layers.py). `fanfuse config` prints the tree
+with where each value came from. docs/configuration.md is generated from it.
+"""
 
 from __future__ import annotations
 
-import os
+from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import (
     AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from fanfuse.settings.client import ClientSettings
+from fanfuse.settings.content import ContentSettings
+from fanfuse.settings.rerank import LlmRerankSettings
+from fanfuse.settings.sources import SectionsSource, default_cache_dir, section_values, variable
+from fanfuse.wire.cost import Price
+from fanfuse.wire.instances import ExtraPlatform
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("FANFUSE_CACHE_DIR") or Path.home() / ".cache" / "fanfuse")
-
-
-class ExtraPlatform(BaseModel):
-    """A named instance of a built-in engine with its own settings."""
-
-    engine: str
-    settings: dict[str, Any] = Field(default_factory=dict, repr=False)  # may hold its api_key
+M = TypeVar("M", bound=BaseModel)
+ENV_FILE_VARIABLE = "FANFUSE_ENV_FILE"
+"""Names the dotenv file the tree reads under the environment (the field `env_file` shows it)."""
 
 
 class ChainSetting(BaseModel):
@@ -61,39 +74,22 @@ class ChainSetting(BaseModel):
         return [name.strip().lower() for name in value if name.strip()]
 
 
-class Price(BaseModel):
-    """A platform's price list in USD (platforms/pricing.py says how a call is charged): each
-    platform module declares its provider's public list price, and a deployment overrides any
-    field of it by platform name (`Settings.prices`, `FANFUSE_PRICES`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    per_request_usd: float = Field(
-        default=0.0, ge=0, description="each request to the provider: one page of results"
-    )
-    per_result_usd: float = Field(
-        default=0.0, ge=0, description="each result a request returns past `included_results`"
-    )
-    included_results: int = Field(
-        default=0, ge=0, description="results a request's base price includes"
-    )
-    per_content_usd: float = Field(
-        default=0.0,
-        ge=0,
-        description="each page content the provider fetches for a result, where it charges "
-        "for that (only when the search asks for content)",
-    )
-
-    @property
-    def free(self) -> bool:
-        return not (self.per_request_usd or self.per_result_usd or self.per_content_usd)
-
-
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FANFUSE_", extra="ignore", populate_by_name=True)
     """`populate_by_name`: a field with env aliases is still set by its name in code
     (`Settings(store_write_log=...)`), not silently ignored."""
 
+    env_file: Path | None = Field(
+        default=None,
+        description="a dotenv file of FANFUSE_* variables, read under the environment (a "
+        "variable set in both: the environment's); `fanfuse config` says which one set what",
+    )
+    content: ContentSettings = Field(default_factory=ContentSettings)
+    """The content stages' section (`FANFUSE_CONTENT_*`)."""
+    rerank_llm: LlmRerankSettings = Field(default_factory=LlmRerankSettings)
+    """The LLM reranker's section (`FANFUSE_RERANK_LLM_*`)."""
+    client: ClientSettings = Field(default_factory=ClientSettings)
+    """The command's credentials for --endpoint (`FANFUSE_API_KEY`, `FANFUSE_AUTH`, ...)."""
     # Where and how long tasks live.
     project: str = Field(
         default="demo-fanfuse",
@@ -104,9 +100,9 @@ class Settings(BaseSettings):
     """the region of the functions and their queues."""
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
-        description="root of the on-disk caches (the docs and vectors indexes; corpus.cache_dir "
-        "reads the same FANFUSE_CACHE_DIR): a deployment sets it under /tmp, the only writable "
-        "place on Lambda",
+        description="root of the on-disk caches (the docs and vectors indexes, published "
+        "corpora's downloads, `fanfuse index`'s corpora): a deployment sets it under /tmp, the "
+        "only writable place on Lambda",
     )
     db_path: Path = Field(default_factory=lambda: default_cache_dir() / "fanfuse.db")
     """the embedded runtime's SQLite store (searches, health, keys, quotas)."""
@@ -358,6 +354,43 @@ class Settings(BaseSettings):
         "someone searched that query within the TTL)",
     )
 
+    _env_file: Path | None = PrivateAttr(default=None)
+
+    def __init__(self, **values: Any) -> None:
+        """`_env_file`: the dotenv file to read (default: the one FANFUSE_ENV_FILE names, if
+        any; None: none), so that however the tree is built it reads the same sources."""
+        values.setdefault("_env_file", variable(ENV_FILE_VARIABLE))
+        given = values["_env_file"]
+        super().__init__(**values)
+        self._env_file = Path(given) if given else None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The sections after the code's values, before the root's own variables (a section
+        is never read from one JSON variable of its name)."""
+        env_file = getattr(dotenv_settings, "env_file", None)
+        sections = SectionsSource(settings_cls, Path(env_file) if env_file else None)
+        return init_settings, sections, env_settings, dotenv_settings, file_secret_settings
+
+    @property
+    def env_file_read(self) -> Path | None:
+        """The dotenv file this tree read, if any."""
+        return self._env_file
+
+    def platform(self, model: type[M], prefix: str, overrides: dict[str, Any] | None = None) -> M:
+        """A platform's settings (`model`, its variables `prefix<FIELD>`), read now from this
+        tree's sources; `overrides` (a named instance's) win over both. Raises pydantic's
+        ValidationError when they do not validate (the platform is then unavailable)."""
+        values = section_values(model, prefix, self._env_file)
+        return model.model_validate({**values, **(overrides or {})})
+
     @model_validator(mode="after")
     def _emulator_tokens_only_offline(self) -> Self:
         """Unsigned tokens prove nothing: a project that could hold real users' searches never
@@ -369,3 +402,10 @@ class Settings(BaseSettings):
                 "project (the Firebase emulators' offline projects)"
             )
         return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings tree, built on first use and kept: what every composition root
+    takes and passes down (tests clear it with `get_settings.cache_clear()`)."""
+    return Settings()

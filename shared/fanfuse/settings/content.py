@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import ClassVar
+
+from pydantic import ConfigDict, SecretStr
 
 from fanfuse.net.policy import (
     BROWSER_USER_AGENT,
@@ -13,10 +14,14 @@ from fanfuse.net.policy import (
     CallPolicy,
     FetchPolicy,
 )
+from fanfuse.settings.sources import Section
 
 
-class ContentSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="FANFUSE_CONTENT_", extra="ignore", env_file=None)
+class ContentSettings(Section):
+    """`Settings.content`: how result pages are fetched, extracted and compressed."""
+
+    model_config = ConfigDict(extra="ignore")
+    env_prefix: ClassVar[str] = "FANFUSE_CONTENT_"
 
     allow_private: bool = False
     """Fetch private, link-local and reserved addresses too (never by default: SSRF)."""
