@@ -60,7 +60,7 @@ locals {
     # Browser apps on these origins may call the API directly (examples/web-app); none: no CORS.
     FANFUSE_CORS_ORIGINS = jsonencode(var.cors_origins)
   }
-  # Who reads every owner's GET {search_status}/stats (fanfuse.http.stats); others their own.
+  # Who reads every owner's GET {search_status}/stats (fanfuse.http.stats_route); others their own.
   operators_env = { FANFUSE_OPERATORS = jsonencode(var.operators) }
   # What start_search holds each caller to (fanfuse.rules.quota).
   quota_env = {
@@ -96,7 +96,7 @@ resource "google_cloudfunctions2_function" "aggregate" {
     max_instance_count               = var.max_instances["aggregate"]
     max_instance_request_concurrency = 10
     environment_variables = merge(local.common_env, {
-      # Whose OIDC token a delivery must carry (fanfuse.auth.tasks): without it, all are refused.
+      # Whose OIDC token a delivery must carry (fanfuse.auth.task_deliveries): without it, all are refused.
       FANFUSE_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
     })
   }

@@ -3,7 +3,7 @@
 # aggregate queue. All run the same service on DynamoDB and SQS (FANFUSE_CLOUD=aws).
 #
 # The task secret: every message is signed with it (queue/sqs.py) and every handler checks it
-# (auth/tasks.py), on top of IAM (only these roles may send to the queues). Secrets Manager draws
+# (auth/task_deliveries.py), on top of IAM (only these roles may send to the queues). Secrets Manager draws
 # it once (GetRandomPassword) and keeps it, encrypted with the deployment's key; a later plan
 # draws another value and ignore_changes discards it, so the functions keep theirs. Rotate it
 # with `terraform apply -replace=aws_secretsmanager_secret_version.tasks` (docs/deploy.md).
@@ -56,7 +56,7 @@ locals {
     FANFUSE_ID_TOKEN_PRINCIPALS        = jsonencode(var.id_token_principals)
     FANFUSE_FIREBASE_SIGN_IN_PROVIDERS = jsonencode(var.firebase_sign_in_providers)
     FANFUSE_FIREBASE_ALLOW_ANONYMOUS   = tostring(var.firebase_allow_anonymous)
-    # Who reads every owner's GET /search_status/stats (fanfuse.http.stats); others their own.
+    # Who reads every owner's GET /search_status/stats (fanfuse.http.stats_route); others their own.
     FANFUSE_OPERATORS = jsonencode(var.operators)
     # Browser apps on these origins call the API directly (the gateway answers their preflight:
     # api.tf); the function answers with the same origins behind any other front.

@@ -445,7 +445,7 @@ def stand_in_env(
     """A created function's environment, as Lambda gives it, plus only what aims it at moto
     (fanfuse's clients by FANFUSE_AWS_ENDPOINT_URL, boto3's S3 client of the published corpora
     by AWS_ENDPOINT_URL_S3) and what the Lambda runtime itself sets."""
-    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV
+    from fanfuse.tools.devstack.aws_stack import AWS_DUMMY_ENV
 
     return {
         **config.get("Environment", {}).get("Variables", {}),
@@ -498,7 +498,7 @@ def publish_corpora(
 ) -> dict[str, str]:
     """Each corpus the deployment names, published as docs/deploy.md says (corpus.PUBLISH),
     into the bucket the apply created, from the operator's machine: corpus URL -> version."""
-    from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV
+    from fanfuse.tools.devstack.aws_stack import AWS_DUMMY_ENV
 
     if not corpus_urls:
         say("no corpus platforms (corpus_platforms): nothing to publish")
@@ -525,7 +525,7 @@ def refused_plan(workspace: tf.Workspace, values: Mapping[str, str], module: Any
 
 def rehearse(work: Path, var_files: list[Path], hooks: Any) -> Figures:
     """The whole AWS rehearsal; `hooks` is rehearsal.py's (build, key, search, clean_env)."""
-    from fanfuse.tools.devstack.aws import MotoProcess
+    from fanfuse.tools.devstack.aws_stack import MotoProcess
     from fanfuse.tools.devstack.processes import free_port
 
     if len(var_files) != 1:

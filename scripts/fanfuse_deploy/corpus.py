@@ -152,7 +152,7 @@ started = time.perf_counter()
 import {module}
 imported = time.perf_counter()
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.runtimes import cloud
 platform = Registry.from_settings(cloud.settings()).get({name!r})
 params = SearchParams(queries=[{query!r}], limit=5)

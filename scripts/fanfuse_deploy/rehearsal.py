@@ -236,12 +236,12 @@ def build_artifact(
 
 
 def rehearse_gcp(work: Path, var_files: list[Path]) -> None:
-    from fanfuse.tools.devstack.cloud_tasks import CloudTasksEmulator
-    from fanfuse.tools.devstack.firestore import FirestoreEmulator
-    from fanfuse.tools.devstack.functions import FunctionProcess
+    from fanfuse.tools.devstack.firestore_emulator import FirestoreEmulator
+    from fanfuse.tools.devstack.functions_host import FunctionProcess
     from fanfuse.tools.devstack.processes import free_port
     from fanfuse.tools.devstack.stack import queue_id
     from fanfuse.tools.devstack.storage import StorageEmulator
+    from fanfuse.tools.devstack.tasks_emulator import CloudTasksEmulator
 
     var_files = [*var_files, corpus.var_file(work, var_files)]  # the published corpus
     version, python, platforms, archive = build_artifact("gcp", work, var_files)

@@ -27,7 +27,7 @@ from fanfuse.net.guard import address_problem
 from fanfuse.net.policy import FetchPolicy
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import ApiKey, utcnow
 

@@ -26,7 +26,7 @@ from collections.abc import Awaitable
 
 import httpx
 
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 
 NAMES = 16_000
 

@@ -26,7 +26,7 @@ from typing import Any
 PROBE = """
 import asyncio, json, sys, time
 started = time.perf_counter()
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.platforms.vectors import VectorsPlatform
 imported = time.perf_counter()
 platform = VectorsPlatform()

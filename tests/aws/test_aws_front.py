@@ -28,7 +28,7 @@ from fanfuse.auth import keys
 from fanfuse.fronts.aws_lambda import front
 from fanfuse.net.aws_clients import sqs_client
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.queue.sqs import DUE_ATTRIBUTE, SIGNATURE_ATTRIBUTE, SqsQueue, ensure_queues
 from fanfuse.runtimes import cloud
 from fanfuse.service.catalog import Catalog

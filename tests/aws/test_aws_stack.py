@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from fanfuse.auth import keys
-from fanfuse.queue.base import queue_id
+from fanfuse.queue.port import queue_id
 from fanfuse.tools.devstack.processes import tcp_open, wait_until
 from tests.integration.test_devstack import (
     _banner,
@@ -64,7 +64,7 @@ def test_fanfuse_dev_cloud_aws_serves_a_search_and_stops_cleanly(tmp_path: Path)
 STACK_SCRIPT = """
 import json, sys, time
 from pathlib import Path
-from fanfuse.tools.devstack.aws import AwsStack
+from fanfuse.tools.devstack.aws_stack import AwsStack
 stack = AwsStack(["docs"], log_dir=Path(sys.argv[1]))
 with stack:
     ports = [stack.moto.port, stack.handlers.port]

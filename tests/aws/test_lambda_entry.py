@@ -55,7 +55,7 @@ import aws_lambda
 from fanfuse.runtimes import cloud
 from fanfuse.fronts.aws_lambda.local import sqs_record
 from fanfuse.net.aws_clients import sqs_client
-from fanfuse.queue.base import AggregateMessage
+from fanfuse.queue.port import AggregateMessage
 from fanfuse.queue.sqs import SqsQueue, queue_arn
 
 settings = cloud.settings()

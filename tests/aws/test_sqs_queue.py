@@ -11,9 +11,9 @@ import pytest
 from pydantic import SecretStr
 from types_boto3_sqs.type_defs import MessageTypeDef
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER, verify_delivery
 from fanfuse.net.aws_clients import sqs_client
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, queue_id
+from fanfuse.queue.port import AggregateMessage, PlatformMessage, queue_id
 from fanfuse.queue.sqs import (
     DUE_ATTRIBUTE,
     MAX_DELAY_SECONDS,

@@ -10,8 +10,8 @@ import pytest
 
 from fanfuse.auth import keys
 from fanfuse.runtimes import cloud as cloud_module
-from fanfuse.tools.devstack.aws import AwsStack, LambdaHost
-from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.aws_stack import AwsStack, LambdaHost
+from fanfuse.tools.devstack.functions_host import FunctionProcess
 from fanfuse.tools.devstack.processes import free_port
 from fanfuse.tools.devstack.stack import LocalStack
 from fanfuse.tools.otlp import OtlpReceiver

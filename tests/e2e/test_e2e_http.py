@@ -15,9 +15,9 @@ import pytest
 
 from fanfuse.auth import keys
 from fanfuse.auth.callers import USERINFO_HEADER as USERINFO
-from fanfuse.auth.tasks import SIGNATURE_HEADER
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER
 from fanfuse.store.write_log import WriteLog
-from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.functions_host import FunctionProcess
 from fanfuse.wire.models import utcnow
 from tests.support.e2e.cloud import TERMINAL, Cloud, http_client
 from tests.support.signing import task_signature

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.auth.tasks import SIGNATURE_HEADER
-from fanfuse.tools.devstack.functions import DEFAULT_FUNCTIONS_SOURCE
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER
+from fanfuse.tools.devstack.functions_host import DEFAULT_FUNCTIONS_SOURCE
 from tests.support.e2e.cloud import Cloud, make_task
 
 PROBE = """
@@ -78,7 +78,11 @@ def test_a_platform_worker_imports_only_its_platform(e2e: Cloud) -> None:
     assert worker["status"] == 200 and worker["body"]["outcome"] == "succeeded", worker
     # the package's, no adapter: the contract, the prices, the local corpora's manifests (read
     # by every registry; a cloud worker finds none, and imports no retrieval module for that)
-    shared = ["fanfuse.platforms.base", "fanfuse.platforms.corpora", "fanfuse.platforms.pricing"]
+    shared = [
+        "fanfuse.platforms.contract",
+        "fanfuse.platforms.corpora",
+        "fanfuse.platforms.pricing",
+    ]
     assert worker["platforms"] == sorted([*shared, "fanfuse.platforms.docs"])
     assert not worker["torch"]  # the vectors model stays out of a docs worker
     assert not worker["tasks_client"]  # not the last platform: nothing to enqueue

@@ -58,7 +58,7 @@ from schemathesis.errors import FailureGroup, InvalidSchema
 
 from fanfuse.auth import keys
 from fanfuse.http.openapi import document
-from fanfuse.queue.base import AGGREGATE_QUEUE
+from fanfuse.queue.port import AGGREGATE_QUEUE
 from fanfuse.wire.models import ErrorBody, utcnow
 from tests.support.e2e import schemathesis_cli
 from tests.support.e2e.cloud import Cloud

@@ -27,7 +27,7 @@ import pytest
 
 from fanfuse.auth import keys
 from fanfuse.store.sqlite import SqliteStore
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.wire.models import utcnow
 from tests.support.e2e import schemathesis_cli
 

@@ -45,10 +45,10 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from fanfuse.auth import keys
-from fanfuse.auth.tasks import SIGNATURE_HEADER
-from fanfuse.queue.base import queue_id
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER
+from fanfuse.queue.port import queue_id
 from fanfuse.store.firestore import KEYS_SUFFIX
-from fanfuse.tools.devstack.functions import (
+from fanfuse.tools.devstack.functions_host import (
     DEFAULT_FUNCTIONS_SOURCE,
     FUNCTION_TARGETS,
     FunctionProcess,

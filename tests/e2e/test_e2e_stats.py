@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from fanfuse.auth import keys
-from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.functions_host import FunctionProcess
 from fanfuse.wire.models import utcnow
 from tests.support.e2e.cloud import TERMINAL, Cloud, Runtime, http_client
 

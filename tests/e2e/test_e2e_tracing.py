@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fanfuse.queue.base import PlatformMessage
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.queue.sqs import SqsQueue
 from fanfuse.tools.otlp import (
     OtlpReceiver,

@@ -36,7 +36,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.functions_host import FunctionProcess
 from fanfuse.tools.devstack.processes import LOOPBACK, free_port
 from fanfuse.tools.devstack.stack import browser_app_env, browser_app_url
 from tests.support.browser import Browser, BrowserFactory

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from fanfuse.tools.devstack.firestore import FirestoreEmulator
+from fanfuse.tools.devstack.firestore_emulator import FirestoreEmulator
 from fanfuse.tools.devstack.processes import http_request
 
 RULES = Path(__file__).resolve().parents[2] / "infra" / "firestore.rules"

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from fanfuse_deploy import limits, package, rehearsal, render
 
-from fanfuse.tools.devstack.aws import AWS_DUMMY_ENV
+from fanfuse.tools.devstack.aws_stack import AWS_DUMMY_ENV
 from fanfuse.tools.otlp import OtlpReceiver
 from tests.infra.test_tracing_infra import aws_on, gcp_on
 

@@ -17,14 +17,14 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from fanfuse.cli.render import render_results
-from fanfuse.fronts.mcp.render import digest, markdown
+from fanfuse.cli.search_view import render_results
+from fanfuse.fronts.mcp.digest import digest, markdown
 from fanfuse.http import api
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.platforms.searxng import SearxngPlatform
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.rules.limits import Budget
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import SearchService

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from fanfuse.net.runner import Runner
-from fanfuse.queue.base import PlatformMessage
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.tools.stubs import StubSearxServer

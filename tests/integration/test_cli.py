@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 from fanfuse.auth import keys
 from fanfuse.cli.keys import opened
 from fanfuse.cli.main import app
-from fanfuse.fronts.render import platform_notes
+from fanfuse.fronts.plain_text import platform_notes
 from fanfuse.http.client import HttpSearchClient
 from fanfuse.platforms import Registry
 from fanfuse.retrieval import index_dir

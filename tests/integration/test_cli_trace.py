@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fanfuse.cli.main import app
-from fanfuse.fronts.mcp.render import digest
+from fanfuse.fronts.mcp.digest import digest
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.tools.stubs import StubSearxServer, stub_platforms

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from fanfuse.cli.main import app
 from fanfuse.http.client import HttpSearchClient
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import TaskView
 from tests.integration.test_page import serve_env

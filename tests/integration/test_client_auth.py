@@ -39,7 +39,7 @@ from fanfuse.cli.main import app
 from fanfuse.fronts.mcp.access import LOCAL_CALLER
 from fanfuse.http.backend import open_backend
 from fanfuse.http.client import HttpSearchClient
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.wire.errors import ApiError
 from fanfuse.wire.models import TaskView
 from tests.support.platforms.harness import loopback_server

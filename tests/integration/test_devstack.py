@@ -27,13 +27,12 @@ from google.cloud import tasks_v2
 
 from fanfuse.auth import keys
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.settings import Settings
 from fanfuse.store.firestore import FirestoreStore
-from fanfuse.tools.devstack.cloud_tasks import CloudTasksEmulator, queue_path, tasks_client
-from fanfuse.tools.devstack.firestore import FirestoreEmulator
-from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.firestore_emulator import FirestoreEmulator
+from fanfuse.tools.devstack.functions_host import FunctionProcess
 from fanfuse.tools.devstack.processes import (
     DEFAULT_LOCATION,
     DEFAULT_PROJECT,
@@ -49,6 +48,7 @@ from fanfuse.tools.devstack.stack import (
     browser_app_problem,
     queue_id,
 )
+from fanfuse.tools.devstack.tasks_emulator import CloudTasksEmulator, queue_path, tasks_client
 from tests.infra.test_firestore_rules import token
 
 FIXTURE_FUNCTIONS = Path(__file__).resolve().parents[1] / "fixtures" / "stack_functions.py"

@@ -10,7 +10,7 @@ import pytest
 from fanfuse.fronts.serve.app import create_app
 from fanfuse.http.backend import EmbeddedBackend, open_backend
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import DEADLINE_GRACE
 from fanfuse.settings import Settings

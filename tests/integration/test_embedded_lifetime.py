@@ -23,7 +23,7 @@ import pytest
 
 from fanfuse.auth import keys
 from fanfuse.tools.devstack.processes import ManagedProcess, wait_until
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import utcnow
 from tests.support.option_scenarios import web_platforms

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage
+from fanfuse.queue.port import AggregateMessage
 from fanfuse.rules import lifecycle
 from fanfuse.rules.mutations import Mutator, Writes
 from fanfuse.service.service import SearchService

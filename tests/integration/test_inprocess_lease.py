@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.wire.errors import LeaseHeld
 
 

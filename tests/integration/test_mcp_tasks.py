@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from tests.integration.test_mcp_auth import new_key
 from tests.support.mcp_harness import child_env, embedded_env, http_server

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from fanfuse.fronts.mcp.render import digest, markdown, timeline_markdown
+from fanfuse.fronts.mcp.digest import digest, markdown, timeline_markdown
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import SearchRequest, TaskStatus, TaskView
 from fanfuse.wire.timeline import RunTimeline, Timeline

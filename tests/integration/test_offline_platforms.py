@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.platforms.docs import DocsPlatform, DocsSettings
 from fanfuse.platforms.vectors import VectorsPlatform
 from fanfuse.retrieval.bm25 import Bm25Index

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fanfuse.http import stats
+from fanfuse.http import stats_route
 from fanfuse.platforms import Registry
 from fanfuse.platforms.searxng import SearxngPlatform
 from fanfuse.runtimes.embedded import EmbeddedRuntime
@@ -109,10 +109,10 @@ async def test_two_runtimes_on_one_database_keep_the_providers_pace_and_say_so(
         views = await asyncio.gather(one.search(body), two.search(body))
         assert all(v.status is TaskStatus.COMPLETED for v in views)
         calls = [c for v in views for r in v.platform_runs for c in r.calls]
-        figures = stats.collect(
+        figures = stats_route.collect(
             one.service.store,
             one.service.store,
-            stats.StatsQuery(timedelta(hours=1), None),
+            stats_route.StatsQuery(timedelta(hours=1), None),
             utcnow(),
         )
     arrivals = sorted(stub.arrivals["delay/0"])

@@ -31,7 +31,7 @@ from fanfuse.auth import keys
 from fanfuse.fronts.serve import page
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.devstack.processes import free_port
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import utcnow
 from tests.support.browser import DESKTOP, PHONE, Browser, BrowserFactory

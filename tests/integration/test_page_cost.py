@@ -12,7 +12,7 @@ import httpx
 import pytest
 from selenium.webdriver.common.by import By
 
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.cost import usd
 from tests.integration.test_page import finished, open_page, search, serve_env, shots_dir

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 from selenium.webdriver.common.by import By
 
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from tests.integration.test_page import finished, open_page, run_state, search, shots_dir
 from tests.integration.test_page import server as server

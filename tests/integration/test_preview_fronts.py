@@ -44,7 +44,7 @@ from fanfuse.http.client import HttpSearchClient
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.tools.bench.common import bench_payload
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer, extra_platforms_env, stub_platforms
 from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import TaskView

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.platforms.docs import DocsPlatform
 from fanfuse.platforms.vectors import VectorsPlatform
 from fanfuse.retrieval import published

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import Capabilities
+from fanfuse.platforms.contract import Capabilities
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import ProviderError

@@ -7,7 +7,7 @@ from datetime import datetime
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.queue.port import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore

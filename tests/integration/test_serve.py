@@ -32,7 +32,7 @@ from fanfuse.cli.main import app
 from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
 from fanfuse.store.sqlite import SqliteStore
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import ApiKey, utcnow
 from tests.support.option_scenarios import web_platforms

@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fanfuse.auth import keys
 from fanfuse.store.sqlite import SqliteStore
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import utcnow
 from tests.integration.test_serve import serve_env

@@ -24,7 +24,7 @@ from fanfuse.auth import keys
 from fanfuse.http.openapi import document
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tools.bench.streams import run_streams
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import utcnow
 from tests.integration.test_serve import serve_env

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings

@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from fanfuse.auth import keys
-from fanfuse.queue.base import PlatformMessage
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
-from fanfuse.tools.devstack.serve import ServeProcess
+from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.otlp import OtlpReceiver, ReceivedSpan, descendants, roots, tree
 from fanfuse.tools.stubs import StubSearxServer, stub_platforms
 from fanfuse.tracing import delivery, setup, spans

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.platforms.vectors import FALLBACK_PROVIDER, VectorsPlatform
 from fanfuse.retrieval import bundle, dense
 from fanfuse.retrieval import corpus as corpus_module

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.platforms.vectors import VectorsPlatform, VectorsSettings
 from fanfuse.retrieval import embeddings, index_dir, read_meta
 from fanfuse.retrieval.corpus import Corpus, load_corpus

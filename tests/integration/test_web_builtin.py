@@ -10,8 +10,8 @@ from werkzeug import Response
 
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import Platform
 from fanfuse.platforms.builtin import BuiltinPlatform
+from fanfuse.platforms.contract import Platform
 from fanfuse.platforms.perplexity import PerplexityPlatform
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.catalog import Catalog

@@ -18,8 +18,8 @@ from werkzeug import Response
 
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import Capabilities
 from fanfuse.platforms.brave import BravePlatform
+from fanfuse.platforms.contract import Capabilities
 from fanfuse.platforms.docs import DocsPlatform
 from fanfuse.platforms.searxng import SearxngPlatform
 from fanfuse.runtimes.embedded import EmbeddedRuntime

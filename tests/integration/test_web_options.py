@@ -22,7 +22,7 @@ from werkzeug import Request, Response
 
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import Platform
+from fanfuse.platforms.contract import Platform
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.models import PlatformState, TaskStatus

@@ -11,7 +11,7 @@ from multiprocessing.queues import Queue
 from pathlib import Path
 
 from fanfuse.rules import budget
-from fanfuse.store.base import QuotaStore
+from fanfuse.store.ports import QuotaStore
 from fanfuse.wire.errors import BudgetSpent
 from fanfuse.wire.models import QuotaBucket
 

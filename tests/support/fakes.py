@@ -8,14 +8,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from fanfuse.platforms.base import (
+from fanfuse.platforms.contract import (
     Capabilities,
     Platform,
     PlatformContext,
     PlatformSettings,
     SearchParams,
 )
-from fanfuse.queue.base import PlatformMessage, TaskQueue
+from fanfuse.queue.port import PlatformMessage, TaskQueue
 from fanfuse.wire.models import (
     FusionMethod,
     Hit,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from fanfuse.rules import breaker
-from fanfuse.store.base import HealthStore
+from fanfuse.store.ports import HealthStore
 from fanfuse.wire.models import BreakerState, FailureKind, PlatformHealth, utcnow
 
 CLAIMANTS = 8

@@ -34,7 +34,7 @@ from werkzeug import Response
 GIB = 1 << 30
 CHUNK = bytes(1 << 20)
 PUNYCODE_PAGE_BYTES = 400_000
-REPO = Path(__file__).resolve().parents[6]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @functools.cache

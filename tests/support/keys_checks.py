@@ -16,7 +16,7 @@ from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator
 from fanfuse.cli.main import app
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.wire.errors import Forbidden
 
 

@@ -73,9 +73,10 @@ PLACED: dict[str, str] = {
     "test_settings_roots.py": "",  # settings.py at the package root, read by every root
     "test_tests_layout.py": "",  # this layout
     # named after a platform-side concept that shares a word with another layer
-    "test_http_contract.py": "platforms",  # platforms/http.py's adapters, not the http layer
+    "test_http_contract.py": "platforms",  # platforms/http_api.py's adapters, not the http layer
     "test_options_native.py": "platforms",  # what each adapter applies natively
     "test_page_failures.py": "stages",  # StageRun.each_hit: a page's failure stays with its hit
+    "test_stats_query.py": "http",  # http/stats_route.py's query, not the `fanfuse stats` command
     "test_trace_headers.py": "fronts",  # every front's trace-header parsing, not `fanfuse trace`
 }
 """Unit tests whose folder the rule would not find: file name -> folder under tests/unit/."""

@@ -18,7 +18,7 @@ from typing import Any
 from mcp import StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-SHARED = Path(__file__).resolve().parents[6] / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from fanfuse.rules.quota import Limit
 from fanfuse.service import admission
-from fanfuse.store.base import QuotaStore, TaskDocuments
+from fanfuse.store.ports import QuotaStore, TaskDocuments
 from tests.support.fakes import pending_task
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

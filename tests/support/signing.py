@@ -153,8 +153,8 @@ def task_signature(
     lifetime: float = 1800,
 ) -> str:
     """`X-Fanfuse-Signature` for `body` delivered to `target`, valid from `not_before` (None:
-    now) for `lifetime` seconds, as the queues sign it (`fanfuse.auth.tasks.sign`)."""
-    from fanfuse.auth.tasks import sign
+    now) for `lifetime` seconds, as the queues sign it (`fanfuse.auth.task_deliveries.sign`)."""
+    from fanfuse.auth.task_deliveries import sign
 
     start = int(time.time() if not_before is None else not_before)
     return sign(target, body, secret, not_before=start, expires=start + int(lifetime))

@@ -25,11 +25,11 @@ import pytest
 
 from fanfuse.platforms import Registry
 from fanfuse.platforms.searxng import SearxngPlatform
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import BudgetSpent, StartTooSlow, TaskConflict
@@ -296,7 +296,7 @@ def open_store(spec: StoreSpec) -> TaskStore:
 
 def work_in_child(spec: StoreSpec, base_url: str, task_id: str) -> None:
     """A worker process: runs the search's platform, until it is killed."""
-    from fanfuse.queue.base import PlatformMessage
+    from fanfuse.queue.port import PlatformMessage
     from tests.support.fakes import HeldQueue
 
     store = open_store(spec)

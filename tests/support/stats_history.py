@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from fanfuse.rules.stats import Recorded
+from fanfuse.rules.stats_figures import Recorded
 from fanfuse.wire.models import (
     CacheNote,
     CacheState,

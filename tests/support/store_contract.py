@@ -17,12 +17,12 @@ import pytest
 from pydantic import ValidationError
 
 from fanfuse.auth import keys
-from fanfuse.rules import lifecycle, spend, stats
+from fanfuse.rules import lifecycle, spend, stats_figures
 from fanfuse.rules.budget import adjust, day_key
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.rules.quota import Limit
 from fanfuse.stages.cache import QueryCache, cache_scope
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.store.write_log import WriteLog
 from fanfuse.wire.errors import DocumentTooLarge, LeaseHeld, TaskConflict, TaskNotFound
 from fanfuse.wire.models import (
@@ -446,7 +446,7 @@ class StoreContract:
         assert [r.task.task_id for r in recorded] == ["s5", "s4", "s3", "s2", "s1"]
         assert not more
         assert all([run.name for run in r.runs] == stats_history.PLATFORMS for r in recorded)
-        figures = stats.compute(
+        figures = stats_figures.compute(
             recorded, store.get_health(), now=now, window=timedelta(hours=24), scope="all"
         )
         stats_history.check_figures(figures.model_dump(mode="json"))

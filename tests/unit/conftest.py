@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.store.sqlite import SqliteStore
 from tests.support.aws_fixtures import open_dynamo
 

@@ -3,7 +3,8 @@
 `LAYERS` is the one place the layers are written down (besides docs/DESIGN.md, which explains
 them): each folder of `shared/fanfuse` (and `settings.py`) with the folders it may import. A
 module belongs to the longest key that names it (`fanfuse.fronts.mcp.tools` is `fronts.mcp`'s,
-`fanfuse.fronts.render` is `fronts.render`'s), and may import its own folder and the folders its
+`fanfuse.fronts.plain_text` is `fronts.plain_text`'s), and may import its own folder and the
+folders its
 row lists, nothing else. Imports are read from the source with `ast`, at any depth of the file
 (inside functions and `if TYPE_CHECKING:` too), relative ones resolved against the module's
 package, and dynamic ones too (`importlib.import_module` or `__import__` of a literal; a loader
@@ -72,7 +73,8 @@ LAYERS: dict[str, set[str]] = {
     # http -> queue: a task delivery's body is the queue's message (`http.deliveries` parses it);
     # no new reach, since `service` already imports `queue`
     # http -> store, rules: `GET /stats` reads the store's StatsStore role and computes the
-    # figures by rules/stats.py (http.stats), which `fanfuse stats` shares; no new reach either
+    # figures by rules/stats_figures.py (http.stats_route), which `fanfuse stats` shares; no new
+    # reach either
     # http -> runtimes: the client side reaches either runtime through one port
     # (`http.backend`, the one the CLI and the MCP front share): the embedded one in this
     # process, or a stack through the API's client
@@ -80,14 +82,14 @@ LAYERS: dict[str, set[str]] = {
     # the fronts never import each other, but for their shared text (`render`) and the Flask
     # targets the Lambda serves behind apig_wsgi (`functions`)
     "fronts": set(),
-    "fronts.render": {*_BASE},
+    "fronts.plain_text": {*_BASE},
     "fronts.functions": {"runtimes", "http", "auth", *_BASE},
     "fronts.aws_lambda": {"fronts.functions", "runtimes", "http", "auth", "queue", "net", *_BASE},
     "fronts.serve": {"runtimes", "http", "auth", "platforms", "store", "rules", *_BASE},
-    "fronts.mcp": {"fronts.render", "runtimes", "http", "service", "auth", "rules", *_BASE},
+    "fronts.mcp": {"fronts.plain_text", "runtimes", "http", "service", "auth", "rules", *_BASE},
     # the command, and the tools only it starts (benchmarks, evaluation, local stacks, stubs)
     "cli": {
-        *("fronts.render", "fronts.serve", "fronts.mcp", "tools", "runtimes", "http"),
+        *("fronts.plain_text", "fronts.serve", "fronts.mcp", "tools", "runtimes", "http"),
         *("platforms", "store", "auth", "rules", *_BASE),
     },
     # tools -> content: docs/configuration.md is generated from every settings model
@@ -347,11 +349,11 @@ def test_no_module_the_package_root_reaches_imports_it() -> None:
 
 def test_the_table_reads_exact_module_names() -> None:
     """`fanfuse.cli_render` is not in `cli`, `fanfuse.services` not in `service`."""
-    assert layer_of("fanfuse.cli.render") == "cli"
+    assert layer_of("fanfuse.cli.search_view") == "cli"
     assert layer_of("fanfuse.cli_render") is None
     assert layer_of("fanfuse.services.x") is None
     assert layer_of("fanfuse.fronts.mcp.tools") == "fronts.mcp"
-    assert layer_of("fanfuse.fronts.render") == "fronts.render"
+    assert layer_of("fanfuse.fronts.plain_text") == "fronts.plain_text"
 
 
 def test_no_module_imports_a_module_that_imports_it_back() -> None:
@@ -359,14 +361,14 @@ def test_no_module_imports_a_module_that_imports_it_back() -> None:
 
 
 def test_relative_and_dynamic_imports_are_read() -> None:
-    """`from ..store import sqlite` in fusion/rerank.py is caught as `import fanfuse.store.sqlite`
-    would be, and so are imports by name."""
-    rerank = library()["fanfuse.fusion.rerank"]
+    """`from ..store import sqlite` in fusion/rerank_contract.py is caught as
+    `import fanfuse.store.sqlite` would be, and so are imports by name."""
+    rerank = library()["fanfuse.fusion.rerank_contract"]
     planted = rerank.read_text() + "\nfrom ..store import sqlite\n"
     names = imports_of(planted, package_of(rerank))
     assert "fanfuse.store.sqlite" in names
-    targets = library_targets("fanfuse.fusion.rerank", names)
-    assert against_the_table("fanfuse.fusion.rerank", targets) == ["fanfuse.store.sqlite"]
+    targets = library_targets("fanfuse.fusion.rerank_contract", names)
+    assert against_the_table("fanfuse.fusion.rerank_contract", targets) == ["fanfuse.store.sqlite"]
 
     assert imports_of("from . import fusers", "fanfuse.fusion") == {"fanfuse.fusion.fusers"}
     assert imports_of("from .. import store", "fanfuse.fusion") == {"fanfuse.store"}
@@ -435,7 +437,7 @@ def test_only_the_command_imports_the_mcp_and_serve_fronts() -> None:
 
 def test_fusion_and_the_rules_are_pure() -> None:
     pure = [m for m in library() if in_layer(m, "fusion") or in_layer(m, "rules")]
-    assert "fanfuse.rules.lifecycle" in pure and "fanfuse.fusion.rerank" in pure
+    assert "fanfuse.rules.lifecycle" in pure and "fanfuse.fusion.rerank_contract" in pure
     for module in [*pure, "fanfuse.wire.modes"]:
         found = imported(library()[module])
         assert not {n for n in found if n.startswith(("httpx", "fanfuse.net", "asyncio"))}, module
@@ -532,7 +534,7 @@ def test_only_the_settings_package_reads_the_environment() -> None:
 def test_the_environment_check_catches_every_way_in() -> None:
     """A read planted in a library module is caught, however it is spelled; a mapping that
     merely happens to be called `environ` (a WSGI request's, a parameter) is not a read."""
-    rerank = library()["fanfuse.fusion.rerank"]
+    rerank = library()["fanfuse.fusion.rerank_contract"]
     planted = rerank.read_text() + "\nimport os\nTOKEN = os.environ.get('FANFUSE_X')\n"
     assert environment_reads(planted)[-1].endswith(": os.environ")
     assert environment_reads("import os\nos.getenv('X')") == ["2: os.getenv"]

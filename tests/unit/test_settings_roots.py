@@ -25,11 +25,11 @@ ROOTS: dict[str, str] = {
     "service and every settings object it runs on",
     "fanfuse.fronts.serve.server": "`fanfuse serve`'s entry point: its settings, then the "
     "embedded runtime over them",
-    "fanfuse.fronts.mcp.serve": "`fanfuse mcp`'s entry point: its settings, then its runtime",
+    "fanfuse.fronts.mcp.transports": "`fanfuse mcp`'s entry point: its settings, then its runtime",
     "fanfuse.cli": "the command: each subcommand is an entry point and reads its settings once",
     "fanfuse.tools": "benchmarks, evaluation and local stacks: each builds its own runtime on "
     "settings of its own",
-    "fanfuse.platforms.base": "`Platform.load_settings` itself, and `Platform.settings`, which "
+    "fanfuse.platforms.contract": "`Platform.load_settings` itself, and `Platform.settings`, which "
     "reads it once per instance (an instance belongs to one runtime's registry)",
 }
 

@@ -64,7 +64,7 @@ from fanfuse.auth import keys, tokens
 from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.auth.tokens import Headers
 from fanfuse.settings import Settings
-from fanfuse.store.base import KeyStore
+from fanfuse.store.ports import KeyStore
 from fanfuse.wire.errors import Forbidden, TaskExpired, TaskNotFound, Unauthorized
 from fanfuse.wire.models import ApiKey, Caller, TaskView
 

@@ -15,7 +15,7 @@ publishes (`auth.certs` fetches and caches them):
   service account of every project included, can mint a token naming any audience, so the
   audience says who the token is for, never who may call.
 - Cloud Tasks' OIDC tokens: Google-signed, `aud` the task target's URL, `email` the tasks
-  service account (`task_claims`, used by `auth.tasks`).
+  service account (`task_claims`, used by `auth.task_deliveries`).
 
 Locally, the Firebase emulators (the Auth emulator, the Firestore emulator's `mockUserToken`) hand
 apps *unsigned* Firebase ID tokens (`alg: none`); `settings.firebase_emulator_tokens`, which

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fanfuse.cli.render import fail
+from fanfuse.cli.search_view import fail
 
 
 def read_request(source: str) -> dict[str, Any]:

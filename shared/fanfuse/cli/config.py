@@ -16,7 +16,7 @@ import typer
 from pydantic import BaseModel, ValidationError
 from rich.table import Column
 
-from fanfuse.cli.render import compact_table, fail, out
+from fanfuse.cli.search_view import compact_table, fail, out
 
 
 def _shown(value: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from fanfuse.cli.render import fail, out, phases
+from fanfuse.cli.search_view import fail, out, phases
 from fanfuse.platforms.corpora import (
     DENSE_SUFFIX,
     IndexReport,

@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import typer
 
 from fanfuse.auth import keys
-from fanfuse.cli.render import console, fail, out
+from fanfuse.cli.search_view import console, fail, out
 from fanfuse.settings import get_settings
 from fanfuse.settings.client import AuthName
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.wire.cost import usd
 from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import ApiKey, utcnow

@@ -23,7 +23,7 @@ from fanfuse.cli.keys import (
     client_auth,
     explained,
 )
-from fanfuse.cli.render import ProgressView, console, fail, out, progress_bars, render_results
+from fanfuse.cli.search_view import ProgressView, console, fail, out, progress_bars, render_results
 from fanfuse.support.redact import install_log_redaction
 from fanfuse.wire.errors import FanfuseError
 from fanfuse.wire.models import TaskView
@@ -196,7 +196,7 @@ def platforms(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
     Each one's health in the embedded store: breaker state, reason, retry time, measured warm
     latency and cold start; the pace each provider is held to across workers."""
-    from fanfuse.cli.render import pace_line, platforms_table
+    from fanfuse.cli.search_view import pace_line, platforms_table
     from fanfuse.platforms import Registry
     from fanfuse.platforms.corpora import descriptions
     from fanfuse.settings import get_settings
@@ -229,7 +229,7 @@ def evaluate(
     """Score docs, vectors and every fuser (ir-measures).
 
     nDCG@10, AP@100, RR@10 and R@100 against relevance judgements, Vaswani's by default."""
-    from fanfuse.cli.render import phases
+    from fanfuse.cli.search_view import phases
     from fanfuse.tools.evaluation.evaluate import render_report, run_evaluation
 
     try:
@@ -289,7 +289,7 @@ def dev(
     from fanfuse.platforms import Registry
     from fanfuse.settings import get_settings
     from fanfuse.tools.devstack import stack as devstack
-    from fanfuse.tools.devstack.aws import AwsStack
+    from fanfuse.tools.devstack.aws_stack import AwsStack
     from fanfuse.tools.devstack.stack import LocalStack
     from fanfuse.wire.request import split_platforms
 
@@ -366,7 +366,7 @@ def mcp(
     """Serve the search as MCP tools for agents.
 
     Over stdio by default, or streamable HTTP."""
-    from fanfuse.fronts.mcp.serve import ExposedRemote, McpOptions, log_to_stderr, serve
+    from fanfuse.fronts.mcp.transports import ExposedRemote, McpOptions, log_to_stderr, serve
 
     log_to_stderr()
     credentials = client_auth(

@@ -2,7 +2,7 @@
 
 Whoever runs it holds the store's credentials (the SQLite file, the project's Firestore, the
 table), so it reads as an operator does: every owner's searches, or one owner's with --owner.
-The figures and their definitions are `GET /stats`'s (http/stats.py, rules/stats.py).
+The figures and their definitions are `GET /stats`'s (http/stats_route.py, rules/stats_figures.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from rich.table import Column
 from rich.text import Text
 
 from fanfuse.cli.keys import DynamoOption, StoreOption, opened
-from fanfuse.cli.render import compact_table, console, fail, notes, out
-from fanfuse.http import stats
+from fanfuse.cli.search_view import compact_table, console, fail, notes, out
+from fanfuse.http import stats_route
 from fanfuse.wire.errors import InvalidRequest
 from fanfuse.wire.health import BreakerState
 from fanfuse.wire.models import utcnow
-from fanfuse.wire.stats import PlatformStats, Stats
+from fanfuse.wire.stats_report import PlatformStats, Stats
 
 
 def _seconds(value: float | None) -> str:
@@ -91,11 +91,11 @@ def stats_command(
     Per platform: latency p50/p95, outcomes and failures by kind, cache hit rate, results
     and unique results, spend, breaker state; over the store's recent searches."""
     try:
-        query = stats.StatsQuery(stats.parse_window(window, "--window"), owner)
+        query = stats_route.StatsQuery(stats_route.parse_window(window, "--window"), owner)
     except InvalidRequest as exc:
         raise fail(str(exc)) from None
     with opened(firestore, dynamodb) as (store, where):
-        figures = stats.collect(store, store, query, utcnow())
+        figures = stats_route.collect(store, store, query, utcnow())
     if as_json:
         out.print_json(figures.model_dump_json())
         return

@@ -30,7 +30,7 @@ from fanfuse.cli.keys import (
     explained,
     opened,
 )
-from fanfuse.cli.render import console, fail, out
+from fanfuse.cli.search_view import console, fail, out
 from fanfuse.rules import timeline
 from fanfuse.wire.errors import ApiError, FanfuseError
 from fanfuse.wire.models import Task, TaskView

@@ -16,7 +16,8 @@ Status codes. The three public targets answer 400 (every problem listed, by fiel
 `run_platform` and `aggregate` are Cloud Tasks targets, and Cloud Tasks retries *any* answer
 outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried");
 `fanfuse.http.deliveries` decides done, drop or retry, and `task_target` answers accordingly.
-Before anything else a delivery must prove it comes from the queue (`fanfuse.auth.tasks`: the
+Before anything else a delivery must prove it comes from the queue (`fanfuse.auth.task_deliveries`:
+the
 tasks service account's OIDC token, or locally an HMAC of the body); one that does not is
 answered 401/403 and touches nothing. A verified delivery that can never succeed (a malformed
 body, an unknown task, a platform its search does not have) is acknowledged with 200 and
@@ -54,7 +55,7 @@ from pydantic import BaseModel, TypeAdapter
 from werkzeug.exceptions import HTTPException
 
 from fanfuse.auth.callers import LAMBDA_REQUEST_CONTEXT, visible_status
-from fanfuse.http import cors, deliveries, routes, stats
+from fanfuse.http import cors, deliveries, routes, stats_route
 from fanfuse.http.api import (
     CancelRequest,
     check_length,
@@ -336,12 +337,12 @@ def openapi_document() -> dict[str, Any]:
 
 
 def stats_response(request: flask.Request) -> flask.Response:
-    """GET `{search_status URL}/stats` -> the figures `http.stats` lets this caller read (an
+    """GET `{search_status URL}/stats` -> the figures `http.stats_route` lets this caller read (an
     operator's, Settings.operators, every owner's; anyone else's their own). `stats` is never
     a task id: the service makes uuid4 hex ids."""
-    query = stats.query_for(caller(request), request.args, settings().operators)
+    query = stats_route.query_for(caller(request), request.args, settings().operators)
     store = service().store
-    return json_response(stats.collect(store, store, query, utcnow()))
+    return json_response(stats_route.collect(store, store, query, utcnow()))
 
 
 @public_target

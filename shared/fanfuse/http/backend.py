@@ -114,7 +114,7 @@ class Remembered:
     endpoint, the last REMEMBERED: the API gives a search's `status_url` and `cancel_url` only
     when it starts it, so a restarted `fanfuse mcp --endpoint` reads them here to keep serving
     the MCP tasks (fronts/mcp/tasks.py) its previous process started. Only the local user's
-    server fronts a remote stack (fronts/mcp/serve.py refuses an authenticating one), and the
+    server fronts a remote stack (fronts/mcp/transports.py refuses an authenticating one), and the
     stack checks its own key on every call. One short connection per call: rare, small writes."""
 
     def __init__(self, path: Path, endpoint: str) -> None:

@@ -24,9 +24,10 @@ The three verdicts:
 |         |                                                    | own backoff; a refused       |
 |         |                                                    | message ends dead-lettered   |
 
-Order: size, then where the delivery comes from (`auth.tasks.verify_delivery`: the queue's HMAC
+Order: size, then where the delivery comes from (`auth.task_deliveries.verify_delivery`: the
+queue's HMAC
 signature or OIDC token), before the body is parsed; a delivery that fails that check is never
-acknowledged, since only a verified one is known to be the queue's (see `auth.tasks`). A
+acknowledged, since only a verified one is known to be the queue's (see `auth.task_deliveries`). A
 delivery is the queue's own when it names its task (`X-CloudTasks-TaskName`, which Cloud Tasks
 sends and the Lambda front sets to the SQS message id): only then is a permanent failure a
 `drop`; a signed direct call gets the plain 4xx. Errors are told apart by type (their status,
@@ -42,9 +43,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from fanfuse.auth.tasks import verify_delivery
+from fanfuse.auth.task_deliveries import verify_delivery
 from fanfuse.http.api import check_length, check_task_id, decode_json, error_answer, parse
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
 from fanfuse.support import logs
 from fanfuse.support.retry_after import parse_retry_after

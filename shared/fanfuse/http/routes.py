@@ -41,9 +41,9 @@ from pydantic import BaseModel
 
 from fanfuse.http.api import CancelRequest
 from fanfuse.http.deliveries import MESSAGES
-from fanfuse.http.stats import MAX_PARAMETER_CHARS
+from fanfuse.http.stats_route import MAX_PARAMETER_CHARS
 from fanfuse.wire.models import Accepted, PlatformInfo, SearchRequest, TaskView
-from fanfuse.wire.stats import WINDOW_PATTERN, Stats
+from fanfuse.wire.stats_report import WINDOW_PATTERN, Stats
 
 Front = Literal["serve", "functions"]
 READ = ("GET", "HEAD")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fanfuse.platforms.base import Platform
+from fanfuse.platforms.contract import Platform
 from fanfuse.settings import Settings
 from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import PlatformHealth, PlatformInfo

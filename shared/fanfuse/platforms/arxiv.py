@@ -21,8 +21,8 @@ from pydantic import Field, field_validator
 
 from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import Platform, SearchParams
-from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.contract import Platform, SearchParams
+from fanfuse.platforms.http_api import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import now_utc, since
 from fanfuse.platforms.parsing import parse_date
 from fanfuse.wire.errors import ProviderError

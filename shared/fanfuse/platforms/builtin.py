@@ -32,8 +32,8 @@ from typing import Any, Literal
 from pydantic import SecretStr
 
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import PlatformContext, SearchParams
-from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.contract import PlatformContext, SearchParams
+from fanfuse.platforms.http_api import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.parsing import as_str, bearer, load_json, parse_date, require
 from fanfuse.wire.errors import ProviderError
 from fanfuse.wire.models import Hit

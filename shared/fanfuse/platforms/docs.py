@@ -20,7 +20,7 @@ from typing import Protocol, Self
 
 from pydantic import Field, model_validator
 
-from fanfuse.platforms.base import (
+from fanfuse.platforms.contract import (
     Capabilities,
     Platform,
     PlatformContext,

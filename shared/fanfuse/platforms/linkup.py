@@ -20,8 +20,8 @@ from typing import Any
 from pydantic import SecretStr
 
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import SearchParams
-from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.contract import SearchParams
+from fanfuse.platforms.http_api import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.platforms.native import domains, since
 from fanfuse.platforms.parsing import as_str, bearer, json_items, load_json, require
 from fanfuse.wire.cost import Price

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.contract import SearchParams
 from fanfuse.wire.models import as_utc
 from fanfuse.wire.options import OptionName, SearchOptions
 

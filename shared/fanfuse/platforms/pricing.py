@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fanfuse.platforms.base import Platform
+from fanfuse.platforms.contract import Platform
 from fanfuse.rules import limits
 from fanfuse.rules.limits import Budget
 from fanfuse.wire.cost import Price

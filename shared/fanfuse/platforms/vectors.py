@@ -19,7 +19,7 @@ import logging
 import threading
 from pathlib import Path
 
-from fanfuse.platforms.base import (
+from fanfuse.platforms.contract import (
     Capabilities,
     Platform,
     PlatformContext,

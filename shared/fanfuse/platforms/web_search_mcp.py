@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
+from fanfuse.platforms.contract import Platform, PlatformContext, PlatformSettings, SearchParams
 from fanfuse.wire.errors import ProviderError, Refused
 from fanfuse.wire.models import CallRecord, Hit
 

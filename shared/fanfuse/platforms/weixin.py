@@ -31,8 +31,8 @@ from pydantic import Field, field_validator
 
 from fanfuse.net.policy import RateLimit, concurrency_for
 from fanfuse.net.runner import RequestSpec
-from fanfuse.platforms.base import Capabilities, SearchParams
-from fanfuse.platforms.http import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
+from fanfuse.platforms.contract import Capabilities, SearchParams
+from fanfuse.platforms.http_api import HttpPlatform, HttpSettings, Page, PageToken, ProviderResponse
 from fanfuse.wire.errors import Blocked, ProviderError
 from fanfuse.wire.models import Hit
 from fanfuse.wire.options import TimeRange

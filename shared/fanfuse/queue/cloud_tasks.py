@@ -9,7 +9,8 @@
   Because creation is idempotent under a name, transient errors are retried here too.
 - Bodies are JSON with an explicit `Content-Type: application/json` (Cloud Tasks and the emulator
   would otherwise send a form-encoded content type).
-- Each task proves to its target where it comes from (`fanfuse.auth.tasks`): in production an
+- Each task proves to its target where it comes from (`fanfuse.auth.task_deliveries`): in
+production an
   OIDC token of the tasks service account for the target URL; where an HMAC secret is set (the
   local stack: the emulator ignores tokens but forwards headers), a signature of the target, the
   body and its validity window (from the schedule time) in `X-Fanfuse-Signature`.
@@ -28,8 +29,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER, hmac_secret, signature_for
-from fanfuse.queue.base import (
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER, hmac_secret, signature_for
+from fanfuse.queue.port import (
     AGGREGATE_QUEUE,
     AggregateMessage,
     PlatformMessage,

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue, task_name
+from fanfuse.queue.port import AggregateMessage, PlatformMessage, TaskQueue, task_name
 from fanfuse.tracing import delivery
 from fanfuse.wire.errors import LeaseHeld
 from fanfuse.wire.models import utcnow

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fanfuse.fusion.rerank import FusedOrder, PoolReranker, Reranker, RerankOrder
+from fanfuse.fusion.rerank_contract import FusedOrder, PoolReranker, Reranker, RerankOrder
 from fanfuse.net.runner import Runner, default_runner
 from fanfuse.rerank.llm import LlmReranker
 from fanfuse.rerank.offline import DEFAULT_OFFLINE

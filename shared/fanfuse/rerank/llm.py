@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from fanfuse.fusion.rerank import RerankOrder
+from fanfuse.fusion.rerank_contract import RerankOrder
 from fanfuse.net.chat import chat_answer, chat_request
 from fanfuse.net.runner import RequestSpec, Runner
 from fanfuse.settings.rerank import LlmRerankSettings as LlmRerankSettings  # its old home

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fanfuse.fusion import fusers
-from fanfuse.fusion.rerank import FusedOrder, Reranked, Reranker, reordered
+from fanfuse.fusion.rerank_contract import FusedOrder, Reranked, Reranker, reordered
 from fanfuse.wire.models import Result
 
 Combine = Literal["rrf", "vote", "replace", "linear"]

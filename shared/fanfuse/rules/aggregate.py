@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from fanfuse.fusion import fuse as fusion
-from fanfuse.fusion.rerank import RerankOrder, apply_order
+from fanfuse.fusion.rerank_contract import RerankOrder, apply_order
 from fanfuse.rules import progress, provenance, spend
 from fanfuse.wire.models import (
     PlatformError,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from fanfuse.fusion import fuse as fusion
-from fanfuse.fusion.rerank import RerankOrder
+from fanfuse.fusion.rerank_contract import RerankOrder
 from fanfuse.rules import aggregate, progress, spend
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.wire.errors import LeaseHeld, TaskConflict, TaskExpired, UnknownPlatform

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from fanfuse.fusion.rerank import RerankOrder
+from fanfuse.fusion.rerank_contract import RerankOrder
 from fanfuse.rules import lifecycle
 from fanfuse.rules.mutations import Mutator, Snapshot, Writes
 from fanfuse.wire.models import PlatformRun, Task

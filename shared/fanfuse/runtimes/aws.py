@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from fanfuse.settings import Settings
 
 if TYPE_CHECKING:
-    from fanfuse.queue.base import TaskQueue
-    from fanfuse.store.base import TaskStore
+    from fanfuse.queue.port import TaskQueue
     from fanfuse.store.dynamodb import DynamoStore
+    from fanfuse.store.ports import TaskStore
 
 
 def dynamo_store(settings: Settings) -> DynamoStore:

@@ -18,14 +18,14 @@ from typing import Any
 
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.service.polling import until_terminal
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings, get_settings
 from fanfuse.settings.content import ContentSettings
 from fanfuse.settings.rerank import LlmRerankSettings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.tracing import setup as tracing
 from fanfuse.wire.models import Accepted, SearchRequest, TaskView, utcnow

@@ -33,7 +33,7 @@ from datetime import datetime
 
 from fanfuse.rules import quota
 from fanfuse.settings import Settings
-from fanfuse.store.base import QuotaStore
+from fanfuse.store.ports import QuotaStore
 from fanfuse.support import logs
 from fanfuse.wire.errors import RateLimited
 from fanfuse.wire.models import Caller

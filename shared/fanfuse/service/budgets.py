@@ -28,7 +28,7 @@ from fanfuse.platforms.pricing import (
 )
 from fanfuse.rules import budget, limits
 from fanfuse.settings import Settings
-from fanfuse.store.base import QuotaStore
+from fanfuse.store.ports import QuotaStore
 from fanfuse.tracing import spans
 from fanfuse.wire.cost import Cost, CostBudget, PlatformCost, Price, usd
 from fanfuse.wire.errors import BudgetSpent, OverBudget

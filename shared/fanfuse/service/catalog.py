@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from fanfuse.platforms import Registry
 from fanfuse.rules import health
 from fanfuse.settings import Settings
-from fanfuse.store.base import HealthStore
+from fanfuse.store.ports import HealthStore
 from fanfuse.tracing import spans
 from fanfuse.wire.errors import InvalidRequest, problems_of
 from fanfuse.wire.models import PlatformInfo, Problem, SearchRequest

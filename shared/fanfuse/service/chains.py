@@ -27,7 +27,7 @@ from datetime import datetime
 
 from fanfuse.platforms import Registry
 from fanfuse.platforms.pricing import ChainEstimate
-from fanfuse.queue.base import PlatformMessage, TaskQueue
+from fanfuse.queue.port import PlatformMessage, TaskQueue
 from fanfuse.rules import budget, chain, handover, health, lifecycle, limits, progress
 from fanfuse.rules.lifecycle import Outcome
 from fanfuse.rules.limits import Budget
@@ -38,7 +38,7 @@ from fanfuse.service.circuit import Circuit
 from fanfuse.service.execute import Executor
 from fanfuse.service.turn import Finished, Handover, Step, Turn
 from fanfuse.settings import Settings
-from fanfuse.store.base import HealthStore, TaskDocuments
+from fanfuse.store.ports import HealthStore, TaskDocuments
 from fanfuse.wire.models import PlatformRun, Task, utcnow
 
 __all__ = ["Chains", "Finished", "Handover", "Step", "finishing", "message_for"]

@@ -18,7 +18,7 @@ from fanfuse.rules.health import COLD_START, due, observed, warm_seconds
 from fanfuse.rules.lifecycle import Outcome
 from fanfuse.rules.mutations import HealthChange
 from fanfuse.service import events
-from fanfuse.store.base import HealthStore
+from fanfuse.store.ports import HealthStore
 from fanfuse.wire.models import (
     BreakerState,
     CacheState,

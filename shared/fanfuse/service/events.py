@@ -10,7 +10,8 @@ fields of the line (`EVENT_FIELD`: support/logs.py writes them into the JSON). T
 - `fanfuse serve` turns them into Prometheus metrics (`GET /metrics`, fronts/serve/metrics.py)
   with a logging handler that keeps the lines of its own service (`SOURCE_FIELD`).
 
-The figures are classified by rules/stats.py, as `GET /stats` classifies the stored documents,
+The figures are classified by rules/stats_figures.py, as `GET /stats` classifies the stored
+documents,
 so the metrics and the stats agree on what a failure, a latency sample or a cache hit is.
 """
 
@@ -21,7 +22,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from fanfuse.rules import stats
+from fanfuse.rules import stats_figures
 from fanfuse.support.logs import EVENT_FIELD
 from fanfuse.wire.models import PlatformHealth, PlatformRun, Task
 
@@ -43,14 +44,14 @@ def run_fields(run: PlatformRun) -> dict[str, Any]:
         "platform": run.name,
         "outcome": run.state.value,
         "calls": len(run.calls),
-        "cost_usd": stats.run_spend(run),
+        "cost_usd": stats_figures.run_spend(run),
         "cache_hits": run.cache.hits if run.cache is not None else 0,
         "cache_misses": run.cache.misses if run.cache is not None else 0,
     }
-    kind = stats.failure_kind(run)
+    kind = stats_figures.failure_kind(run)
     if kind is not None:
         fields["kind"] = kind.value
-    latency = stats.latency_sample(run)
+    latency = stats_figures.latency_sample(run)
     if latency is not None:
         fields["latency_s"] = latency
     return fields

@@ -17,13 +17,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import Pace, Platform, PlatformContext, RunRecord, SearchParams
+from fanfuse.platforms.contract import Pace, Platform, PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.pricing import cost_budget, estimate
 from fanfuse.rules import budget, lifecycle, limits, spend
 from fanfuse.rules.limits import Budget
 from fanfuse.service.ledger import RunHold
 from fanfuse.settings import Settings
-from fanfuse.store.base import CacheStore, TaskDocuments
+from fanfuse.store.ports import CacheStore, TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.cost import Price
 from fanfuse.wire.errors import Cancelled, ProviderError
@@ -41,7 +41,7 @@ from fanfuse.wire.models import (
 if TYPE_CHECKING:
     from fanfuse.net.runner import Runner
     from fanfuse.settings.content import ContentSettings
-    from fanfuse.stages.base import Reporter
+    from fanfuse.stages.stage_run import Reporter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -145,8 +145,8 @@ class Executor:
             # imported here, so a status or start request never loads them at cold start.
             from fanfuse.content.compress import within_chars
             from fanfuse.stages import pipeline
-            from fanfuse.stages.base import Reporter, StageRun
             from fanfuse.stages.cache import QueryCache, cache_scope
+            from fanfuse.stages.stage_run import Reporter, StageRun
 
             price = self._prices(name)
             share = 1.0 if member is None else member.money_share

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 
 from fanfuse.rules.lifecycle import progress_accepted
-from fanfuse.store.base import TaskDocuments
+from fanfuse.store.ports import TaskDocuments
 
 log = logging.getLogger(__name__)
 

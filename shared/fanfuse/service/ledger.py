@@ -24,7 +24,7 @@ from datetime import datetime
 from fanfuse.rules import spend
 from fanfuse.rules.mutations import Snapshot, Writes
 from fanfuse.service.budgets import Budgets
-from fanfuse.store.base import TaskDocuments
+from fanfuse.store.ports import TaskDocuments
 from fanfuse.wire.errors import Cancelled
 from fanfuse.wire.models import CallRecord, HeldCall, Task
 

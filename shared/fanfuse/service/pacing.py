@@ -26,11 +26,11 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from fanfuse.platforms.base import Pace, Platform
+from fanfuse.platforms.contract import Pace, Platform
 from fanfuse.platforms.pricing import readable_settings
 from fanfuse.rules import quota
 from fanfuse.service import admission
-from fanfuse.store.base import QuotaStore
+from fanfuse.store.ports import QuotaStore
 
 log = logging.getLogger(__name__)
 

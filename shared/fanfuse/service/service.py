@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 from fanfuse.fusion import fusers
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.queue.port import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import aggregate, fan_in, handover, lifecycle, progress, spend, timeline
 from fanfuse.rules.breaker import Gate, Verdict
 from fanfuse.rules.mutations import Snapshot, Writes
@@ -28,7 +28,7 @@ from fanfuse.service.execute import Executor
 from fanfuse.service.heartbeat import Heartbeat
 from fanfuse.service.pacing import Pacer
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.support import logs
 from fanfuse.tracing import delivery, spans
 from fanfuse.wire.errors import (
@@ -52,7 +52,7 @@ from fanfuse.wire.models import (
 )
 
 if TYPE_CHECKING:
-    from fanfuse.fusion.rerank import RerankOrder
+    from fanfuse.fusion.rerank_contract import RerankOrder
     from fanfuse.net.runner import Runner
     from fanfuse.settings.content import ContentSettings
     from fanfuse.settings.rerank import LlmRerankSettings
@@ -117,7 +117,7 @@ class SearchService:
 
     def _carrier(self, run: PlatformRun) -> str | None:
         """Whose queue carries a chain's first turn when its first member cannot run here
-        (validation let it in because a later member can): that member's (queue/base.py)."""
+        (validation let it in because a later member can): that member's (queue/port.py)."""
         if not run.chain or self.registry.unavailable_reason(run.name) is None:
             return None
         return next((m for m in run.chain[1:] if self.registry.unavailable_reason(m) is None), None)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from fanfuse.platforms.base import RunRecord
+from fanfuse.platforms.contract import RunRecord
 from fanfuse.rules import breaker, chain
 from fanfuse.rules.lifecycle import Outcome
 from fanfuse.rules.limits import Budget

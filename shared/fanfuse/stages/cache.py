@@ -31,8 +31,8 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel, SecretStr
 
-from fanfuse.platforms.base import PlatformSettings, SearchParams
-from fanfuse.store.base import CacheStore
+from fanfuse.platforms.contract import PlatformSettings, SearchParams
+from fanfuse.store.ports import CacheStore
 from fanfuse.wire.errors import DocumentTooLarge
 from fanfuse.wire.models import CacheEntry, Hit
 from fanfuse.wire.options import CacheMode, SearchOptions

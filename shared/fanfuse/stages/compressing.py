@@ -7,7 +7,7 @@ calls are limited by the runner anyway.
 from __future__ import annotations
 
 from fanfuse.content.compress import compress_text, estimate_tokens
-from fanfuse.stages.base import StageRun
+from fanfuse.stages.stage_run import StageRun
 from fanfuse.wire.models import Hit, Stage
 
 

@@ -10,7 +10,7 @@ one hostile page never fails its platform run, so never counts against its break
 from __future__ import annotations
 
 from fanfuse.content.fetch import fetch_page
-from fanfuse.stages.base import StageRun
+from fanfuse.stages.stage_run import StageRun
 from fanfuse.wire.errors import NotExtracted, ProviderError, Refused
 from fanfuse.wire.models import Hit, Stage
 

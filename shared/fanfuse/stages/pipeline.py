@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fanfuse.platforms.base import Platform, SearchParams
+from fanfuse.platforms.contract import Platform, SearchParams
 from fanfuse.stages import compressing, fetching, resolving, searching
-from fanfuse.stages.base import StageFn, StageRun
+from fanfuse.stages.stage_run import StageFn, StageRun
 from fanfuse.tracing import spans
 from fanfuse.wire.errors import Cancelled
 from fanfuse.wire.models import Hit, Stage

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from fanfuse.content.resolve import resolve_url
 from fanfuse.rules import filters
-from fanfuse.stages.base import StageRun
 from fanfuse.stages.searching import ranked
+from fanfuse.stages.stage_run import StageRun
 from fanfuse.wire.errors import ProviderError, Refused
 from fanfuse.wire.models import Hit, Stage
 

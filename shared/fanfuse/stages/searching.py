@@ -13,11 +13,11 @@ import asyncio
 import dataclasses
 import time
 
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.contract import SearchParams
 from fanfuse.rules import filters, progress
 from fanfuse.rules.breaker import run_kind
 from fanfuse.rules.timeline import FIRST_RESULT
-from fanfuse.stages.base import StageRun
+from fanfuse.stages.stage_run import StageRun
 from fanfuse.wire.errors import ProviderError, unwrap_group_error
 from fanfuse.wire.models import CacheNote, CacheState, FailureKind, Hit, QueryFailure, Stage
 from fanfuse.wire.options import CacheMode

@@ -30,10 +30,10 @@ from fanfuse.rules.mutations import (
     applied,
     health_swap,
 )
-from fanfuse.rules.stats import Recorded
+from fanfuse.rules.stats_figures import Recorded
 from fanfuse.store import dynamodb_codec as codec
-from fanfuse.store.base import TaskStore
 from fanfuse.store.dynamodb_codec import ensure_table as ensure_table
+from fanfuse.store.ports import TaskStore
 from fanfuse.store.surfacing import surfacing, until_won
 from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op

@@ -45,10 +45,9 @@ from fanfuse.rules.mutations import (
     applied,
     health_swap,
 )
-from fanfuse.rules.stats import Recorded
+from fanfuse.rules.stats_figures import Recorded
 from fanfuse.settings import Settings
 from fanfuse.store import firestore_codec
-from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore_calls import (
     TRANSACTION_ATTEMPTS,
     Bounds,
@@ -57,6 +56,7 @@ from fanfuse.store.firestore_calls import (
     surfaced,
 )
 from fanfuse.store.firestore_codec import decode, document_size, encode, model_data, patch_data
+from fanfuse.store.ports import TaskStore
 from fanfuse.store.swap import swap_once
 from fanfuse.store.write_log import WriteLog, patch_op
 from fanfuse.tracing import spans

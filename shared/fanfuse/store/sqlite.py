@@ -18,8 +18,8 @@ from typing import Any
 
 from fanfuse.rules.lifecycle import progress_accepted
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Writes, applied
-from fanfuse.rules.stats import Recorded
-from fanfuse.store.base import TaskStore
+from fanfuse.rules.stats_figures import Recorded
+from fanfuse.store.ports import TaskStore
 from fanfuse.tracing import spans
 from fanfuse.wire.errors import TaskNotFound
 from fanfuse.wire.models import (

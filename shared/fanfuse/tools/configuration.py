@@ -158,8 +158,8 @@ def table(model: type[BaseModel], prefix: str, skip: frozenset[str] = frozenset(
 def sections() -> Iterator[tuple[str, str, str]]:
     """(title, introduction, table) per section of the page."""
     from fanfuse.platforms import BUILTIN, load_engine
-    from fanfuse.platforms.base import PlatformSettings
-    from fanfuse.platforms.http import HttpSettings
+    from fanfuse.platforms.contract import PlatformSettings
+    from fanfuse.platforms.http_api import HttpSettings
     from fanfuse.settings import Settings
     from fanfuse.settings.client import ClientSettings
     from fanfuse.settings.content import ContentSettings

@@ -14,7 +14,8 @@ waited in its queue becomes a `queued` span (from the enqueue to now) under the 
 enqueued it; the service's `run_platform` or `aggregate` span is its sibling. `delivered` tells
 the service what came with the delivery it is handling.
 
-The carrier is not signed (the body is, `auth.tasks`): whoever could replay a signed body could
+The carrier is not signed (the body is, `auth.task_deliveries`): whoever could replay a signed body
+could
 only put a delivery into another trace, and a delivery with no carrier (a direct call) falls back
 to the trace its task document keeps (`Task.trace`).
 """

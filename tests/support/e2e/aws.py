@@ -23,13 +23,13 @@ import httpx
 from fanfuse.fronts import functions
 from fanfuse.fronts.aws_lambda import front
 from fanfuse.net.aws_clients import dynamodb_client
-from fanfuse.queue.base import AGGREGATE_QUEUE, queue_id
+from fanfuse.queue.port import AGGREGATE_QUEUE, queue_id
 from fanfuse.queue.sqs import SIGNATURE_ATTRIBUTE, SqsQueue
 from fanfuse.runtimes import cloud
 from fanfuse.settings import Settings
 from fanfuse.store import dynamodb_codec as codec
 from fanfuse.store.dynamodb import DynamoStore
-from fanfuse.tools.devstack.aws import AwsAddresses, AwsStack, LambdaHost
+from fanfuse.tools.devstack.aws_stack import AwsAddresses, AwsStack, LambdaHost
 from fanfuse.wire.models import PlatformRun, Task
 from tests.support.e2e.cloud import Runtime
 
@@ -89,7 +89,7 @@ class AwsCloud(Runtime):
             signature = self.signature(target, content.encode())
             attributes[SIGNATURE_ATTRIBUTE] = {"stringValue": signature, "dataType": "String"}
         message = json.loads(content)
-        # a fallback member's task comes from that member's queue (queue/base.py)
+        # a fallback member's task comes from that member's queue (queue/port.py)
         name = (
             AGGREGATE_QUEUE
             if target == "aggregate"

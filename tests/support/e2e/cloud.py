@@ -35,12 +35,12 @@ from unittest import mock
 import httpx
 from google.cloud import firestore
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER
 from fanfuse.http.client import KEEPALIVE_EXPIRY
-from fanfuse.store.base import TaskStore
 from fanfuse.store.firestore import FirestoreStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.store.write_log import WriteLog
-from fanfuse.tools.devstack.functions import FunctionProcess
+from fanfuse.tools.devstack.functions_host import FunctionProcess
 from fanfuse.tools.devstack.stack import LocalStack, StackAddresses
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import TERMINAL_TASK

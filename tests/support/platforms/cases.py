@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fanfuse.platforms.base import Platform
+from fanfuse.platforms.contract import Platform
 from tests.support.platforms.harness import AdapterCase, fixture
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 
 from fanfuse.net.runner import Runner
-from fanfuse.platforms.base import Platform, PlatformContext, RunRecord, SearchParams
-from fanfuse.platforms.http import H as S
-from fanfuse.platforms.http import PageToken, ProviderResponse
+from fanfuse.platforms.contract import Platform, PlatformContext, RunRecord, SearchParams
+from fanfuse.platforms.http_api import H as S
+from fanfuse.platforms.http_api import PageToken, ProviderResponse
 from fanfuse.wire.models import Hit
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "providers"

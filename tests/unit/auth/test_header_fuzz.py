@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from fanfuse.auth import keys, tokens
 from fanfuse.auth.callers import Authenticator, gateway_caller
 from fanfuse.auth.certs import CertCache
-from fanfuse.auth.tasks import SIGNATURE_HEADER, sign, signature_problem
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER, sign, signature_problem
 from fanfuse.fronts.serve.watch import parse_last_event_id
 from fanfuse.http import api
 from fanfuse.settings import Settings

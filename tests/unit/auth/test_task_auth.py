@@ -20,9 +20,9 @@ from pytest_httpserver import HTTPServer
 from werkzeug.datastructures import Headers
 
 from fanfuse.auth import certs
-from fanfuse.auth.tasks import SIGNATURE_HEADER, signature_for, verify_delivery
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER, signature_for, verify_delivery
 from fanfuse.fronts import functions
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.runtimes import cloud
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fanfuse.fronts.mcp.render import CONTENT_CHARS, digest, markdown
-from fanfuse.fusion.rerank import RerankOrder
+from fanfuse.fronts.mcp.digest import CONTENT_CHARS, digest, markdown
+from fanfuse.fusion.rerank_contract import RerankOrder
 from fanfuse.rules import aggregate
 from fanfuse.wire.models import (
     PlatformRun,

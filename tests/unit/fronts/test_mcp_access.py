@@ -26,7 +26,7 @@ from fanfuse.fronts.mcp.access import (
     served_names,
     transport_security,
 )
-from fanfuse.fronts.mcp.serve import build_server, http_app
+from fanfuse.fronts.mcp.transports import build_server, http_app
 from fanfuse.http.backend import EmbeddedBackend
 from fanfuse.platforms import Registry
 from fanfuse.runtimes.embedded import EmbeddedRuntime

@@ -79,9 +79,9 @@ def test_the_csp_allows_this_origin_only_and_nothing_inline() -> None:
 
 
 def test_the_functions_page_csp_adds_exactly_the_targets_origins() -> None:
-    """The local stack's page (tools/devstack/page.py) may call its functions' origins, each
+    """The local stack's page (tools/devstack/page_server.py) may call its functions' origins, each
     on its own port, and nothing else: scripts and styles stay this origin's only."""
-    from fanfuse.tools.devstack.page import page_config
+    from fanfuse.tools.devstack.page_server import page_config
 
     urls = {t: f"http://127.0.0.1:{port}" for t, port in [("start_search", 8101),
             ("search_status", 8102), ("cancel_search", 8103)]}  # fmt: skip

@@ -25,9 +25,9 @@ from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
 from fanfuse.auth.keys import API_KEY_HEADER
-from fanfuse.auth.tasks import SIGNATURE_HEADER
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER
 from fanfuse.fronts import functions
-from fanfuse.fronts.mcp.serve import build_server, http_app
+from fanfuse.fronts.mcp.transports import build_server, http_app
 from fanfuse.fronts.serve.app import create_app
 from fanfuse.http.backend import EmbeddedBackend
 from fanfuse.platforms import Registry

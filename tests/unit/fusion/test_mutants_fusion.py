@@ -14,7 +14,7 @@ import pytest
 from fanfuse.fusion import fusers
 from fanfuse.fusion.dedup import dedupe
 from fanfuse.fusion.fuse import canonical_url, content_id, fuse, fuse_queries, fuse_with
-from fanfuse.fusion.rerank import FusedOrder, reordered
+from fanfuse.fusion.rerank_contract import FusedOrder, reordered
 from fanfuse.fusion.urls import registered_domain
 from fanfuse.wire.models import FusionMethod, Hit
 

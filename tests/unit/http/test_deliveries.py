@@ -2,7 +2,8 @@
 check to its work, and what each front makes of the verdict: the Cloud Functions' HTTP answer
 and the Lambda's batch response (with the held lease's visibility change).
 
-The deliveries run through the real check (`auth.tasks`, HMAC-signed as the local queue signs)
+The deliveries run through the real check (`auth.task_deliveries`, HMAC-signed as the local queue
+signs)
 and a service whose task entries return or raise what the row says.
 """
 
@@ -16,12 +17,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER
 from fanfuse.fronts import functions
 from fanfuse.fronts.aws_lambda import front
 from fanfuse.http import deliveries
 from fanfuse.http.deliveries import TASK_NAME_HEADER, Verdict
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import (
     LeaseHeld,

@@ -1,11 +1,11 @@
-"""`GET /stats`' parameters as both fronts read them (fanfuse.http.stats.query_for): what the
+"""`GET /stats`' parameters as both fronts read them (fanfuse.http.stats_route.query_for): what the
 document allows is answered, what it refuses is refused (schemathesis' negative-data check)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fanfuse.http import stats
+from fanfuse.http import stats_route
 from fanfuse.http.openapi import document
 from fanfuse.wire.errors import Forbidden, InvalidRequest
 from fanfuse.wire.models import Caller
@@ -29,12 +29,12 @@ def test_an_owner_longer_than_the_document_allows_is_a_400_naming_it(
     limit = owner_schema()["maxLength"]
     assert isinstance(limit, int)
     with pytest.raises(InvalidRequest) as refused:
-        stats.query_for(caller, {"owner": "k" * (limit + 1)}, ["key:ops"])
+        stats_route.query_for(caller, {"owner": "k" * (limit + 1)}, ["key:ops"])
     assert [p.field for p in refused.value.problems] == ["owner"]
 
 
 def test_an_owner_the_document_allows_is_answered() -> None:
-    longest = "k" * stats.MAX_PARAMETER_CHARS
-    assert stats.query_for(OPERATOR, {"owner": longest}, ["key:ops"]).owner == longest
+    longest = "k" * stats_route.MAX_PARAMETER_CHARS
+    assert stats_route.query_for(OPERATOR, {"owner": longest}, ["key:ops"]).owner == longest
     with pytest.raises(Forbidden):
-        stats.query_for(TENANT, {"owner": longest}, ["key:ops"])
+        stats_route.query_for(TENANT, {"owner": longest}, ["key:ops"])

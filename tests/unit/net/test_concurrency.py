@@ -19,8 +19,8 @@ from fanfuse.net.policy import (
 )
 from fanfuse.net.runner import Runner
 from fanfuse.platforms import Registry, load_engine
-from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
-from fanfuse.platforms.http import HttpPlatform
+from fanfuse.platforms.contract import PlatformContext, RunRecord, SearchParams
+from fanfuse.platforms.http_api import HttpPlatform
 from fanfuse.settings import Settings
 from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import Hit

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from fanfuse.platforms import BUILTIN, load_engine
-from fanfuse.platforms.http import HttpPlatform, endpoint_url
+from fanfuse.platforms.http_api import HttpPlatform, endpoint_url
 
 
 @pytest.mark.parametrize(

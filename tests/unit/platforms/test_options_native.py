@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from fanfuse.platforms import load_engine
-from fanfuse.platforms.base import Platform, SearchParams
-from fanfuse.platforms.http import HttpPlatform
+from fanfuse.platforms.contract import Platform, SearchParams
+from fanfuse.platforms.http_api import HttpPlatform
 from fanfuse.wire.options import OptionName, SearchOptions
 from tests.support.platforms import cases
 

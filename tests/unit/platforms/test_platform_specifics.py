@@ -10,7 +10,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from fanfuse.net.runner import RequestSpec, Runner
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.contract import SearchParams
 from fanfuse.wire.errors import Blocked, ProviderError
 from tests.support.platforms import cases
 from tests.support.platforms.harness import answer, fixture, run_search

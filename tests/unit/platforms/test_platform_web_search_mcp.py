@@ -15,7 +15,7 @@ import pytest
 from fanfuse.net.guard import AddressPolicy, Resolver
 from fanfuse.net.policy import FetchPolicy
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, RunRecord, SearchParams
+from fanfuse.platforms.contract import PlatformContext, RunRecord, SearchParams
 from fanfuse.platforms.web_search_mcp import WebSearchMcpPlatform, parse_results
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings

@@ -23,9 +23,9 @@ from google.cloud import tasks_v2
 from google.cloud.tasks_v2.services.cloud_tasks.transports import CloudTasksGrpcTransport
 from werkzeug.datastructures import Headers
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER, verify_delivery
 from fanfuse.queue.cloud_tasks import CloudTasksQueue
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.settings import Settings
 from fanfuse.tracing import delivery
 from fanfuse.wire.errors import Unauthorized

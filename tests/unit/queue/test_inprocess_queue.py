@@ -8,8 +8,8 @@ import asyncio
 from datetime import timedelta
 
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
 from fanfuse.queue.inprocess import InProcessQueue, Message
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
 from fanfuse.wire.errors import LeaseHeld

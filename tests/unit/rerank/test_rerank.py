@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fanfuse.fusion.rerank import FusedOrder, Reranked, Reranker, reordered
+from fanfuse.fusion.rerank_contract import FusedOrder, Reranked, Reranker, reordered
 from fanfuse.rerank.offline import (
     DEFAULT_OFFLINE,
     VARIANTS,

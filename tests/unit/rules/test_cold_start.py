@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from fanfuse.platforms.base import RunRecord
+from fanfuse.platforms.contract import RunRecord
 from fanfuse.platforms.docs import ColdStarts
-from fanfuse.rules import health, stats
-from fanfuse.rules.stats import Recorded
+from fanfuse.rules import health, stats_figures
+from fanfuse.rules.stats_figures import Recorded
 from fanfuse.wire.models import (
     FusionMethod,
     PlatformHealth,
@@ -78,8 +78,10 @@ def test_stats_count_cold_starts_apart_from_the_latency() -> None:
         expires_at=NOW + timedelta(minutes=30),
     )
     runs = [run("vectors", 8.72, cold=8.7), run("vectors", 0.02), run("vectors", 0.04)]
-    assert stats.latency_sample(runs[0]) == 0.02
-    got = stats.compute([Recorded(task, runs)], {}, now=NOW, window=timedelta(hours=1), scope="all")
+    assert stats_figures.latency_sample(runs[0]) == 0.02
+    got = stats_figures.compute(
+        [Recorded(task, runs)], {}, now=NOW, window=timedelta(hours=1), scope="all"
+    )
     [vectors] = got.platforms
     assert vectors.latency_p50_s == 0.02 and vectors.latency_p95_s == 0.038
     assert vectors.cold_starts == 1 and vectors.cold_start_p50_s == 8.7

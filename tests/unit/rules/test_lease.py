@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import PlatformMessage
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.rules import lifecycle, progress
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.wire.errors import LeaseHeld
 from fanfuse.wire.models import PlatformRun, PlatformState, TaskStatus, utcnow
 from tests.support.fakes import Clock, FakePlatform, HeldQueue

@@ -14,7 +14,7 @@ from fanfuse.platforms import Registry
 from fanfuse.rules import lifecycle
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.wire.errors import InvalidRequest, UnknownPlatform
 from fanfuse.wire.models import PlatformState, utcnow
 from tests.support.fakes import FakePlatform, HeldQueue

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from fanfuse.fusion.rerank import RerankOrder
+from fanfuse.fusion.rerank_contract import RerankOrder
 from fanfuse.rules import (
     aggregate,
     breaker,
@@ -22,7 +22,7 @@ from fanfuse.rules import (
     progress,
     quota,
     spend,
-    stats,
+    stats_figures,
 )
 from fanfuse.rules.limits import Budget
 from fanfuse.rules.mutations import Snapshot, health_swap
@@ -289,7 +289,7 @@ def test_a_result_published_exactly_at_the_cutoff_is_kept() -> None:
     assert filters._removes(OptionName.TIME_RANGE, before, options, NOW)
 
 
-# -- stats.py -------------------------------------------------------------------------------------
+# -- stats_figures.py ------------------------------------------------------------------------------
 
 
 def _recorded(minutes_ago: float, *runs: PlatformRun, results: list[Result] | None = None) -> Any:
@@ -301,7 +301,7 @@ def _recorded(minutes_ago: float, *runs: PlatformRun, results: list[Result] | No
             "results": results or [],
         }
     )
-    return stats.Recorded(task=task, runs=runs)
+    return stats_figures.Recorded(task=task, runs=runs)
 
 
 def test_stats_count_every_search_in_the_window_whatever_the_order_read() -> None:
@@ -325,13 +325,13 @@ def test_stats_count_every_search_in_the_window_whatever_the_order_read() -> Non
         _recorded(60, results=[only_b]),  # exactly at `since`
         _recorded(30, _run("a", 1, PlatformState.SUCCEEDED)),
     ]
-    got = stats.compute(searches, {}, now=NOW, window=timedelta(hours=1), scope="all")
+    got = stats_figures.compute(searches, {}, now=NOW, window=timedelta(hours=1), scope="all")
     assert (got.searches, got.finished, got.truncated) == (3, 1, False)
     assert got.oldest == NOW - timedelta(minutes=60)
     by_name = {p.name: p for p in got.platforms}
     assert by_name["a"].runs == 2
     assert (by_name["b"].runs, by_name["b"].results, by_name["b"].unique_results) == (0, 1, 1)
-    cut = stats.compute(
+    cut = stats_figures.compute(
         searches, {}, now=NOW, window=timedelta(hours=1), scope="all", truncated=True
     )
     assert cut.truncated
@@ -362,7 +362,7 @@ def test_a_platforms_errors_and_cache_add_up_over_its_runs() -> None:
         ),
     ]
     searches = [_recorded(5, failed), _recorded(6, failed), *(_recorded(7, run) for run in cached)]
-    got = stats.compute(searches, {}, now=NOW, window=timedelta(hours=1), scope="all")
+    got = stats_figures.compute(searches, {}, now=NOW, window=timedelta(hours=1), scope="all")
     (alpha,) = got.platforms
     assert alpha.errors == {"rate_limited": 2}
     assert alpha.cache_hit_rate == 0.1429  # 1 hit, 6 misses

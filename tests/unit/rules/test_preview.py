@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from rich.console import Console
 
-from fanfuse.cli.render import PREVIEW_ROWS, ProgressView, preview_lines, progress_bars
+from fanfuse.cli.search_view import PREVIEW_ROWS, ProgressView, preview_lines, progress_bars
 from fanfuse.rules import aggregate
 from fanfuse.wire.models import (
     Hit,

@@ -1,4 +1,4 @@
-"""The stats' pure rules (rules/stats.py) over the scripted history
+"""The stats' pure rules (rules/stats_figures.py) over the scripted history
 (tests/support/stats_history.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fanfuse.rules import health, stats
+from fanfuse.rules import health, stats_figures
 from fanfuse.wire.models import (
     BreakerState,
     CallRecord,
@@ -33,7 +33,7 @@ def test_the_scripted_history_gives_the_expected_figures() -> None:
         ),
         "delta": PlatformHealth(name="delta", updated_at=NOW),  # no run in the window
     }
-    got = stats.compute(history(NOW), healths, now=NOW, window=DAY, scope="all")
+    got = stats_figures.compute(history(NOW), healths, now=NOW, window=DAY, scope="all")
     check_figures(got.model_dump(mode="json"))
     by_name = {p.name: p for p in got.platforms}
     assert [p.name for p in got.platforms] == ["alpha", "beta", "delta", "gamma"]
@@ -44,12 +44,14 @@ def test_the_scripted_history_gives_the_expected_figures() -> None:
 
 
 def test_the_window_leaves_older_searches_out() -> None:
-    wide = stats.compute(history(NOW), {}, now=NOW, window=timedelta(days=3), scope="all")
+    wide = stats_figures.compute(history(NOW), {}, now=NOW, window=timedelta(days=3), scope="all")
     assert wide.searches == 6  # s0 too: its beta run and its unique result
     beta = next(p for p in wide.platforms if p.name == "beta")
     assert beta.runs == EXPECTED["beta"]["runs"] + 1
     assert beta.unique_results == EXPECTED["beta"]["unique_results"] + 1
-    narrow = stats.compute(history(NOW), {}, now=NOW, window=timedelta(minutes=25), scope="all")
+    narrow = stats_figures.compute(
+        history(NOW), {}, now=NOW, window=timedelta(minutes=25), scope="all"
+    )
     assert narrow.searches == 2 and narrow.finished == 1  # s5 and the running s4
 
 
@@ -69,10 +71,10 @@ def test_a_failed_run_without_a_stored_kind_is_read_from_its_last_answer() -> No
         run = PlatformRun(task_id="t", name="p", index=1, of=1, state=PlatformState.FAILED)
         return run.model_copy(update={"calls": calls, "failure": failure})
 
-    assert stats.failure_kind(failed(429)) is FailureKind.RATE_LIMITED
-    assert stats.failure_kind(failed(403)) is FailureKind.DENIED
-    assert stats.failure_kind(failed(400)) is FailureKind.QUERY
-    assert stats.failure_kind(failed(None)) is FailureKind.ERROR
-    assert stats.failure_kind(failed(200, FailureKind.CAPTCHA)) is FailureKind.CAPTCHA
+    assert stats_figures.failure_kind(failed(429)) is FailureKind.RATE_LIMITED
+    assert stats_figures.failure_kind(failed(403)) is FailureKind.DENIED
+    assert stats_figures.failure_kind(failed(400)) is FailureKind.QUERY
+    assert stats_figures.failure_kind(failed(None)) is FailureKind.ERROR
+    assert stats_figures.failure_kind(failed(200, FailureKind.CAPTCHA)) is FailureKind.CAPTCHA
     ok = PlatformRun(task_id="t", name="p", index=1, of=1, state=PlatformState.SUCCEEDED)
-    assert stats.failure_kind(ok) is None
+    assert stats_figures.failure_kind(ok) is None

@@ -18,9 +18,9 @@ from werkzeug.exceptions import NotFound
 from werkzeug.routing import RequestRedirect
 
 from fanfuse.auth import keys
-from fanfuse.auth.tasks import SIGNATURE_HEADER
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER
 from fanfuse.fronts import functions
-from fanfuse.queue.base import AggregateMessage, PlatformMessage
+from fanfuse.queue.port import AggregateMessage, PlatformMessage
 from fanfuse.runtimes import cloud
 from fanfuse.service.admission import Ticket
 from fanfuse.settings import Settings

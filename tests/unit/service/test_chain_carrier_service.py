@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import PlatformMessage
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore

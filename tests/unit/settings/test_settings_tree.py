@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 
 from fanfuse.cli.main import app
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, SearchParams
 from fanfuse.platforms.brave import BraveSettings
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.settings import Settings, get_settings
 from fanfuse.settings.effective import MASK, Effective, effective, masked
 from fanfuse.settings.sources import Origin

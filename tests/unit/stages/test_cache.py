@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import SecretStr
 
-from fanfuse.platforms.base import PlatformSettings
+from fanfuse.platforms.contract import PlatformSettings
 from fanfuse.stages.cache import QueryCache, cache_key, cache_scope, settings_fingerprint
 from fanfuse.store.sqlite import SqliteStore
 from fanfuse.wire.errors import DocumentTooLarge

@@ -12,13 +12,13 @@ from werkzeug import Response
 from fanfuse.content.fetch import fetch_page
 from fanfuse.net import guard
 from fanfuse.net.runner import Runner
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.settings import Settings
 from fanfuse.settings.content import ContentSettings
-from fanfuse.stages import base
-from fanfuse.stages.base import StageRun
 from fanfuse.stages.compressing import compress
 from fanfuse.stages.resolving import resolve
+from fanfuse.stages.stage_run import Reporter as StageReporter
+from fanfuse.stages.stage_run import StageRun
 from fanfuse.wire.errors import Refused
 from fanfuse.wire.models import CallRecord, Hit, Stage
 from tests.support.platforms import cases
@@ -27,7 +27,7 @@ from tests.support.platforms.harness import fixture
 pytestmark = pytest.mark.timeout(60)
 
 
-class Reporter(base.Reporter):
+class Reporter(StageReporter):
     """Records what a stage reports (the real one writes platform documents)."""
 
     def __init__(self) -> None:  # no store, no run: nothing is written

@@ -1,5 +1,5 @@
 """The store port's roles, checked: each consumer's store parameters are role protocols
-(store/base.py), and only the composition points take the whole `TaskStore`.
+(store/ports.py), and only the composition points take the whole `TaskStore`.
 
 Read from the source with `ast` (as tests/unit/test_layers.py reads imports), so an annotation
 under `if TYPE_CHECKING:` or a lazy import counts too.
@@ -10,17 +10,17 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from fanfuse.store import base
+from fanfuse.store import ports
 from fanfuse.store.dynamodb import DynamoStore
 from fanfuse.store.firestore import FirestoreStore
 from fanfuse.store.sqlite import SqliteStore
 
 LIBRARY = Path(__file__).resolve().parents[3] / "shared" / "fanfuse"
-ROLE_NAMES = {role.__name__ for role in base.ROLES}
+ROLE_NAMES = {role.__name__ for role in ports.ROLES}
 
 CONSUMERS: dict[str, set[str]] = {
     "auth/callers.py": {"KeyStore"},
-    "stages/base.py": {"TaskDocuments"},
+    "stages/stage_run.py": {"TaskDocuments"},
     "stages/cache.py": {"CacheStore"},
     "service/heartbeat.py": {"TaskDocuments"},
     "service/execute.py": {"TaskDocuments", "CacheStore"},
@@ -28,7 +28,7 @@ CONSUMERS: dict[str, set[str]] = {
     "service/admission.py": {"QuotaStore"},
     "service/pacing.py": {"QuotaStore"},
     "service/chains.py": {"TaskDocuments", "HealthStore"},
-    "http/stats.py": {"StatsStore", "HealthStore"},
+    "http/stats_route.py": {"StatsStore", "HealthStore"},
 }
 """Each consumer module with the roles its parameters take."""
 
@@ -43,7 +43,7 @@ WHOLE_STORE = {
 
 
 def store_annotations(path: Path) -> list[str]:
-    """The names from store/base.py that annotate a parameter of a function in `path`."""
+    """The names from store/ports.py that annotate a parameter of a function in `path`."""
     names: list[str] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -78,17 +78,17 @@ def test_only_the_composition_points_take_the_whole_store() -> None:
 
 def test_the_whole_store_is_every_role_and_each_store_is_the_whole_store() -> None:
     # `__mro__`, not issubclass: the roles are Protocols, not runtime-checkable
-    assert all(role in base.TaskStore.__mro__ for role in base.ROLES)
-    roles_methods = {name for role in base.ROLES for name in role.__abstractmethods__}
-    assert roles_methods == set(base.TaskStore.__abstractmethods__)
+    assert all(role in ports.TaskStore.__mro__ for role in ports.ROLES)
+    roles_methods = {name for role in ports.ROLES for name in role.__abstractmethods__}
+    assert roles_methods == set(ports.TaskStore.__abstractmethods__)
     for store in (SqliteStore, FirestoreStore, DynamoStore):
-        assert base.TaskStore in store.__mro__
+        assert ports.TaskStore in store.__mro__
         assert not store.__abstractmethods__, f"{store.__name__} misses a method"
 
 
 def test_no_two_roles_share_a_method() -> None:
     seen: dict[str, str] = {}
-    for role in base.ROLES:
+    for role in ports.ROLES:
         for name in role.__abstractmethods__:
             assert name not in seen, f"{name} in both {seen[name]} and {role.__name__}"
             seen[name] = role.__name__

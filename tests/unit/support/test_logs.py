@@ -17,7 +17,7 @@ from fanfuse.auth.keys import API_KEY_HEADER
 from fanfuse.fronts import functions
 from fanfuse.fronts.serve.app import create_app
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import PlatformMessage
+from fanfuse.queue.port import PlatformMessage
 from fanfuse.rules import lifecycle
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from fanfuse.fusion.fusers import rrf
-from fanfuse.fusion.rerank import FusedOrder, Reranked, reordered
+from fanfuse.fusion.rerank_contract import FusedOrder, Reranked, reordered
 from fanfuse.tools.evaluation.pipelines import (
     PERMUTATIONS,
     Candidates,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fanfuse.fusion.rerank import RerankOrder, apply_order
+from fanfuse.fusion.rerank_contract import RerankOrder, apply_order
 from fanfuse.rerank.llm import parse_ranking
 from fanfuse.rules import aggregate, health
 from fanfuse.wire.models import (

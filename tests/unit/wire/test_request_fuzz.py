@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from fanfuse.platforms import Registry
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.queue.port import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.service.service import SearchService
 from fanfuse.settings import Settings
 from fanfuse.store.sqlite import SqliteStore

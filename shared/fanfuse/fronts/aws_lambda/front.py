@@ -39,7 +39,7 @@ keep theirs.
 Trust: the queues are reachable only by this deployment's roles (IAM, infra/aws), and on top of
 that every message carries the HMAC of its body (FANFUSE_TASKS_HMAC_SECRET, in dev and in
 production alike), checked by the target as in the local GCP stack; with no secret the targets
-refuse every delivery (fail closed, `auth.tasks.verify_delivery`).
+refuse every delivery (fail closed, `auth.task_deliveries.verify_delivery`).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ import flask
 from apig_wsgi import make_lambda_handler
 from werkzeug.exceptions import HTTPException, NotFound
 
-from fanfuse.auth.tasks import SIGNATURE_HEADER, verify_delivery
+from fanfuse.auth.task_deliveries import SIGNATURE_HEADER, verify_delivery
 from fanfuse.fronts import functions
 from fanfuse.http import deliveries
 from fanfuse.http.deliveries import TASK_NAME_HEADER

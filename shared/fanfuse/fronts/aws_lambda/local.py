@@ -1,7 +1,7 @@
 """What runs the Lambda handlers locally, since moto cannot run Lambda code without Docker.
 
 `python -m fanfuse.fronts.aws_lambda.local --port N` (one process of `fanfuse dev --cloud aws`,
-started and stopped by `devstack.aws`) runs, with the stack's settings in its environment:
+started and stopped by `devstack.aws_stack`) runs, with the stack's settings in its environment:
 
 - a local HTTP front on 127.0.0.1: each request becomes a function-URL event (payload format
   2.0, the body base64-encoded as Lambda does for any body it does not know to be text) and is
@@ -33,7 +33,7 @@ from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
 from fanfuse.fronts.aws_lambda import front
-from fanfuse.queue.base import AGGREGATE_QUEUE
+from fanfuse.queue.port import AGGREGATE_QUEUE
 from fanfuse.queue.sqs import SqsQueue, queue_arn
 from fanfuse.tracing import spans
 

@@ -77,7 +77,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from fanfuse.fronts.mcp import access
-from fanfuse.fronts.mcp.render import digest
+from fanfuse.fronts.mcp.digest import digest
 from fanfuse.fronts.mcp.tools import of_view, tool_error
 from fanfuse.http.backend import EmbeddedBackend, SearchBackend
 from fanfuse.http.streams import StreamCap, Watchers, for_service

@@ -18,7 +18,7 @@ from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import JsonSchemaMode
 
-from fanfuse.fronts.mcp.render import Digest, digest, markdown
+from fanfuse.fronts.mcp.digest import Digest, digest, markdown
 from fanfuse.http.backend import Platforms, SearchBackend
 from fanfuse.service.polling import until_terminal
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, problems_of

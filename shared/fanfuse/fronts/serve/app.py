@@ -56,15 +56,15 @@ from fanfuse.auth import keys
 from fanfuse.auth.callers import Authenticator, visible_status
 from fanfuse.fronts.serve import page, watch
 from fanfuse.fronts.serve.metrics import Metrics, Streams
-from fanfuse.http import api, routes, stats
+from fanfuse.http import api, routes, stats_route
 from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
 from fanfuse.http.streams import StreamCap, Watchers, for_service
 from fanfuse.platforms import Registry
-from fanfuse.platforms.base import PlatformContext, SearchParams
+from fanfuse.platforms.contract import PlatformContext, SearchParams
 from fanfuse.runtimes.embedded import EmbeddedRuntime
 from fanfuse.settings import Settings
-from fanfuse.store.base import KeyStore
+from fanfuse.store.ports import KeyStore
 from fanfuse.support import logs
 from fanfuse.tracing import spans
 from fanfuse.wire.errors import FanfuseError, InvalidRequest, Unavailable
@@ -290,15 +290,15 @@ async def search_events(request: Request, runtime: EmbeddedRuntime) -> Response:
 
 @answers("stats")
 async def stats_figures(request: Request, runtime: EmbeddedRuntime) -> Response:
-    """The figures `http.stats` lets this caller read: an operator's (Settings.operators, or
+    """The figures `http.stats_route` lets this caller read: an operator's (Settings.operators, or
     the key this server printed) every owner's, anyone else's their own."""
     state = request.app.state
-    query = stats.query_for(
+    query = stats_route.query_for(
         caller_of(request), request.query_params, state.operators, state.operator_keys
     )
     store = runtime.service.store
     # Up to MAX_SEARCHES documents to read and parse (about a second): off the event loop.
-    figures = await anyio.to_thread.run_sync(stats.collect, store, store, query, utcnow())
+    figures = await anyio.to_thread.run_sync(stats_route.collect, store, store, query, utcnow())
     return json_response(figures)
 
 
@@ -306,7 +306,7 @@ async def stats_figures(request: Request, runtime: EmbeddedRuntime) -> Response:
 async def metrics(request: Request, runtime: EmbeddedRuntime) -> Response:
     """Prometheus' text format (fronts/serve/metrics.py), for an operator."""
     state = request.app.state
-    stats.require_operator(caller_of(request), state.operators, state.operator_keys)
+    stats_route.require_operator(caller_of(request), state.operators, state.operator_keys)
     exposed: Metrics = request.app.state.metrics
     return Response(exposed.render(), media_type=CONTENT_TYPE_LATEST)
 

@@ -23,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fanfuse.http.streams import StreamCap, Watchers
-from fanfuse.store.base import HealthStore
+from fanfuse.store.ports import HealthStore
 from fanfuse.support.logs import EVENT_FIELD
 from fanfuse.wire.models import BreakerState
 

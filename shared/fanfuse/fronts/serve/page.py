@@ -12,7 +12,7 @@ handler, no `eval`), `connect-src 'self'`, no frames, no plugins, no form postin
 
 `config.json` tells the script where its calls go and how it follows a search. serve's (the
 shipped file) names its own routes, relative, and its event stream; the local functions stack
-(`fanfuse.tools.devstack.page`) serves the same three files with a config of its own: each
+(`fanfuse.tools.devstack.page_server`) serves the same three files with a config of its own: each
 target's URL, no event stream (the page then polls `search_status`, whose view carries the
 progress and the fused preview as the stream's events do), and its CSP's `connect-src` lists
 exactly those targets' origins. One page, the transport picked by the config, not by a copy.
@@ -102,7 +102,8 @@ def index(request: Request) -> Response:
 
 # ---------------------------------------------------------------------------------------------
 # The page without serve: `python -m fanfuse.fronts.serve.page --port N --config JSON`, what the
-# local functions stack runs (`fanfuse.tools.devstack.page`). The standard library's threading
+# local functions stack runs (`fanfuse.tools.devstack.page_server`). The standard library's
+# threading
 # server, so `fanfuse dev` needs no web framework for one developer's tab.
 
 CONFIG_NAME = "config.json"

@@ -251,7 +251,7 @@ async def measure_sequential(platforms: dict[str, ExtraPlatform], runs: int) -> 
     from fanfuse.fusion import fuse as fusion
     from fanfuse.fusion import fusers
     from fanfuse.platforms import Registry
-    from fanfuse.platforms.base import PlatformContext, SearchParams
+    from fanfuse.platforms.contract import PlatformContext, SearchParams
     from fanfuse.stages.searching import ranked
 
     registry = Registry(extra=platforms)
@@ -284,7 +284,7 @@ def measure_stack(
     """POST start_search -> terminal status seen polling `status_url`, on a local cloud stack:
     the GCP one (`emulator`: Firestore and Cloud Tasks emulators, functions), or the AWS one
     (`aws`: moto's DynamoDB and SQS, the Lambda handlers' local process)."""
-    from fanfuse.tools.devstack.aws import AwsStack
+    from fanfuse.tools.devstack.aws_stack import AwsStack
     from fanfuse.tools.devstack.stack import LocalStack
 
     env = {"FANFUSE_EXTRA_PLATFORMS": extra_platforms_env(platforms), **(extra_env or {})}

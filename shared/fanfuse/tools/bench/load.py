@@ -270,7 +270,7 @@ def load_serve(
     """The same load as `POST /search` calls to `fanfuse serve`, as the bench's own key."""
     from fanfuse.auth import keys
     from fanfuse.store.sqlite import SqliteStore
-    from fanfuse.tools.devstack.serve import ServeProcess
+    from fanfuse.tools.devstack.serve_process import ServeProcess
     from fanfuse.wire.models import utcnow
 
     db = workdir / "serve.db"
@@ -322,7 +322,7 @@ def load_stack(
     if cloud == "aws":
         from fanfuse.net.aws_clients import dynamodb_client
         from fanfuse.store.dynamodb import DynamoStore
-        from fanfuse.tools.devstack.aws import AwsStack
+        from fanfuse.tools.devstack.aws_stack import AwsStack
 
         aws = AwsStack(list(platforms), extra_env=env, log_dir=logs)
         with aws as endpoints:

@@ -46,11 +46,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from fanfuse.queue.base import AggregateMessage, PlatformMessage, TaskQueue
+from fanfuse.queue.port import AggregateMessage, PlatformMessage, TaskQueue
 from fanfuse.rules import quota
 from fanfuse.service import admission
 from fanfuse.settings import Settings
-from fanfuse.store.base import TaskStore
+from fanfuse.store.ports import TaskStore
 from fanfuse.tools.bench.common import Samples
 from fanfuse.wire.instances import ExtraPlatform
 from fanfuse.wire.models import Caller, utcnow
@@ -250,7 +250,7 @@ def emulator_stores(workdir: Path) -> Iterator[Callable[[], TaskStore]]:
     from google.cloud import firestore
 
     from fanfuse.store.firestore import FirestoreStore
-    from fanfuse.tools.devstack.firestore import FirestoreEmulator
+    from fanfuse.tools.devstack.firestore_emulator import FirestoreEmulator
 
     with FirestoreEmulator(log_dir=workdir / "logs") as emulator:
 

@@ -107,7 +107,7 @@ def _unavailable(http: httpx.Client) -> list[str]:
 
 def measure_warm(queries: list[str], env: dict[str, str], log_dir: Path) -> tuple[float, ...]:
     """(start-up, warm-up request, then one time per query) against one `fanfuse serve`."""
-    from fanfuse.tools.devstack.serve import ServeProcess
+    from fanfuse.tools.devstack.serve_process import ServeProcess
 
     started = time.perf_counter()
     warm = ",".join(PLATFORMS)  # a platform that cannot load fails the start, saying why

@@ -237,7 +237,7 @@ async def released(client: httpx.AsyncClient) -> float | None:
 def running_search(env: dict[str, str], log_dir: Path) -> Iterator[tuple[str, str, str, int]]:
     """`fanfuse serve` over stub platforms with one 5-query search running (held at a gate):
     (url, its key, the task id, serve's pid); the gate is opened and both stop at the end."""
-    from fanfuse.tools.devstack.serve import ServeProcess
+    from fanfuse.tools.devstack.serve_process import ServeProcess
     from fanfuse.tools.stubs import StubSearxServer
 
     with StubSearxServer() as stub:

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from fanfuse.tools.devstack import watchdog
-from fanfuse.tools.devstack.cloud_tasks import serve_tasks_emulator
 from fanfuse.tools.devstack.tasks_dispatch import MAX_CONCURRENT_DISPATCHES
+from fanfuse.tools.devstack.tasks_emulator import serve_tasks_emulator
 
 
 def main(argv: Sequence[str]) -> int:

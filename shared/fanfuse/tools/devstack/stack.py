@@ -1,12 +1,13 @@
 """The whole local stack: Firestore, Cloud Tasks (one queue per platform plus aggregate), functions.
 
 Used by `fanfuse dev` and by the pytest session fixtures, so both run the very same processes.
-Queue ids come from the queue port (`fanfuse.queue.base.queue_id`) with the same prefix the
+Queue ids come from the queue port (`fanfuse.queue.port.queue_id`) with the same prefix the
 functions are given (FANFUSE_QUEUE_PREFIX), so the queues created here are the ones the
 functions enqueue to, whatever the prefix.
 
 Each stack makes its own random task secret (FANFUSE_TASKS_HMAC_SECRET, see
-`fanfuse.auth.tasks`): the functions sign the tasks they enqueue with it and the task targets
+`fanfuse.auth.task_deliveries`): the functions sign the tasks they enqueue with it and the task
+targets
 accept only bodies so signed, since the emulator carries no OIDC token. It is handed to the
 function processes and to tests (`LocalStack.tasks_secret`), never printed.
 Once Firestore answers, an API key for owner `local` is created in it (the functions' key
@@ -26,15 +27,14 @@ from pathlib import Path
 from fanfuse.auth import keys
 from fanfuse.queue import base as queue_port
 from fanfuse.settings import Settings
-from fanfuse.tools.devstack.cloud_tasks import CloudTasksEmulator
-from fanfuse.tools.devstack.firestore import FirestoreEmulator
-from fanfuse.tools.devstack.functions import (
+from fanfuse.tools.devstack.firestore_emulator import FirestoreEmulator
+from fanfuse.tools.devstack.functions_host import (
     DEFAULT_FUNCTIONS_SOURCE,
     FUNCTION_TARGETS,
     FunctionProcess,
 )
 from fanfuse.tools.devstack.lifetime import StackLifetime
-from fanfuse.tools.devstack.page import PageProcess
+from fanfuse.tools.devstack.page_server import PageProcess
 from fanfuse.tools.devstack.processes import (
     DEFAULT_LOCATION,
     DEFAULT_PROJECT,
@@ -42,6 +42,7 @@ from fanfuse.tools.devstack.processes import (
     default_log_dir,
     free_port,
 )
+from fanfuse.tools.devstack.tasks_emulator import CloudTasksEmulator
 from fanfuse.wire.models import ApiKey, utcnow
 
 
@@ -72,7 +73,8 @@ class StackAddresses:
     api_key: str | None = field(default=None, repr=False)
     """The key for owner `local`, once the stack has started (kept out of repr and env)."""
     page: str | None = None
-    """The search page's URL (`devstack.page`): its origin is the functions' one CORS origin."""
+    """The search page's URL (`devstack.page_server`): its origin is the functions' one CORS
+    origin."""
 
     def env(self) -> dict[str, str]:
         secret = {"FANFUSE_TASKS_HMAC_SECRET": self.tasks_secret} if self.tasks_secret else {}
@@ -114,7 +116,7 @@ class StackAddresses:
 
 class LocalStack(StackLifetime[StackAddresses]):
     """Firestore + Cloud Tasks (one queue per platform, plus aggregate) + the five functions,
-    and the search page for them (`devstack.page`, the functions' one CORS origin).
+    and the search page for them (`devstack.page_server`, the functions' one CORS origin).
 
     `with LocalStack(["docs", "vectors"]) as addresses:` starts everything, the emulators in
     parallel and then the functions in parallel, and stops everything on exit, on an exception,

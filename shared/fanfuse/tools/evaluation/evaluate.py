@@ -25,7 +25,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from fanfuse.fusion.fusers import DEFAULT_FUSION, FUSERS, VARIANTS
-from fanfuse.platforms.base import SearchParams
+from fanfuse.platforms.contract import SearchParams
 from fanfuse.platforms.docs import to_hits
 from fanfuse.retrieval import Ranked
 from fanfuse.retrieval.bm25 import Bm25Index

@@ -23,8 +23,8 @@ from pydantic import BaseModel
 
 from fanfuse.fusion import fuse as fusion
 from fanfuse.fusion.fusers import DEFAULT_FUSION, FUSERS, VARIANTS, Fuser
-from fanfuse.fusion.rerank import Reranker
-from fanfuse.platforms.base import SearchParams
+from fanfuse.fusion.rerank_contract import Reranker
+from fanfuse.platforms.contract import SearchParams
 from fanfuse.platforms.docs import to_hits
 from fanfuse.rerank.offline import DEFAULT_OFFLINE, FB_DOCS, FB_TERMS, ORIG_WEIGHT, rm3_query
 from fanfuse.rerank.offline import VARIANTS as OFFLINE_VARIANTS

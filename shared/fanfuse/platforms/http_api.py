@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from fanfuse.net.policy import PROVIDER, CallPolicy
 from fanfuse.net.runner import RequestSpec, Response
-from fanfuse.platforms.base import Platform, PlatformContext, PlatformSettings, SearchParams
+from fanfuse.platforms.contract import Platform, PlatformContext, PlatformSettings, SearchParams
 from fanfuse.platforms.parsing import error_detail
 from fanfuse.platforms.pricing import results_charge
 from fanfuse.platforms.strategy import MAX_SUPPLEMENTS, shape_query, supplemental_queries

@@ -40,7 +40,7 @@ from fanfuse.wire.models import (
     Stage,
     Task,
 )
-from fanfuse.wire.stats import Outcomes, PlatformStats, Stats
+from fanfuse.wire.stats_report import Outcomes, PlatformStats, Stats
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from fanfuse.tools.devstack.processes import (
 FUNCTION_TARGETS = routes.FUNCTION_TARGETS
 """One functions-framework process per target, as the cloud deploys one function per target."""
 REPO_ROOT = Path(__file__).resolve().parents[4]
-"""shared/fanfuse/tools/devstack/functions.py -> the repository root."""
+"""shared/fanfuse/tools/devstack/functions_host.py -> the repository root."""
 DEFAULT_FUNCTIONS_SOURCE = REPO_ROOT / "functions" / "main.py"
 
 

@@ -18,7 +18,8 @@ DEFAULT_WINDOW_S = 24 * 3600.0
 the window reaches back at most that far in practice: `Stats.oldest` says how far it did."""
 MAX_WINDOW_S = 30 * 24 * 3600.0
 WINDOW_PATTERN = "^0*[1-9][0-9]{0,8}[smhd]?$"
-"""A window's one spelling (http/stats.py), in the OpenAPI document too: a count and a unit."""
+"""A window's one spelling (http/stats_route.py), in the OpenAPI document too: a count and a
+unit."""
 MAX_SEARCHES = 2000
 """The most recent searches a stats request reads, at most: bounded reads for a request anyone
 with a key may make (`Stats.truncated` says when the window held more)."""

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from fanfuse.fronts.render import SNIPPET_CHARS, cost_line, rerank_line, snippet
+from fanfuse.fronts.plain_text import SNIPPET_CHARS, cost_line, rerank_line, snippet
 from fanfuse.rules import timeline
 from fanfuse.rules.progress import platform_percent
 from fanfuse.wire.cost import Cost

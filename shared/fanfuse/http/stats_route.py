@@ -1,5 +1,5 @@
 """`GET /stats` as both fronts answer it, and `fanfuse stats`: who reads whose figures, the
-query's parameters, and the read itself (the store's `recent`, then rules/stats.py).
+query's parameters, and the read itself (the store's `recent`, then rules/stats_figures.py).
 
 Who may read what (docs/security.md, "Stats"). The figures are aggregates (counts, seconds,
 dollars, breaker states), never a query, a result or an owner; what differs between callers is
@@ -23,11 +23,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fanfuse.rules import stats
-from fanfuse.store.base import HealthStore, StatsStore
+from fanfuse.rules import stats_figures
+from fanfuse.store.ports import HealthStore, StatsStore
 from fanfuse.wire.errors import Forbidden, InvalidRequest, Unauthorized
 from fanfuse.wire.models import Caller, Problem
-from fanfuse.wire.stats import DEFAULT_WINDOW_S, MAX_SEARCHES, MAX_WINDOW_S, Stats
+from fanfuse.wire.stats_report import DEFAULT_WINDOW_S, MAX_SEARCHES, MAX_WINDOW_S, Stats
 
 WINDOW = re.compile(r"^0*([1-9][0-9]{0,8})([smhd]?)$")
 MAX_PARAMETER_CHARS = 200
@@ -119,7 +119,7 @@ def collect(
 ) -> Stats:
     """The figures of `query`'s window: the store's recent searches, then the pure rules."""
     recorded, more = reads.recent(now - query.window, owner=query.owner, limit=limit)
-    return stats.compute(
+    return stats_figures.compute(
         recorded,
         health.get_health(),
         now=now,

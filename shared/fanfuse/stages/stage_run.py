@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fanfuse.net.runner import Runner
-from fanfuse.platforms.base import Platform, PlatformContext, SearchParams
+from fanfuse.platforms.contract import Platform, PlatformContext, SearchParams
 from fanfuse.rules import progress
 from fanfuse.rules.limits import Budget
 from fanfuse.settings.content import ContentSettings
 from fanfuse.stages.cache import QueryCache
-from fanfuse.store.base import TaskDocuments
+from fanfuse.store.ports import TaskDocuments
 from fanfuse.support.redact import redact
 from fanfuse.wire.models import CallRecord, Hit, PlatformRun, Stage, StepProgress, utcnow
 

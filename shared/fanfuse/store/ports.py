@@ -10,7 +10,7 @@ alone (a cache test needs no task documents). One store object per runtime imple
 `TaskStore` is their union, and the three stores subclass it, so a store that misses a method
 fails at construction (and in mypy), not on the first call that needs it. Who takes which role:
 - `TaskDocuments`: the service's lifecycle (service/service.py), the run's progress
-  (stages/base.py:Reporter), the lease renewal (service/heartbeat.py), the executor;
+  (stages/stage_run.py:Reporter), the lease renewal (service/heartbeat.py), the executor;
 - `CacheStore`: the query cache (stages/cache.py);
 - `HealthStore`: the breaker's store side (service/circuit.py) and the platform listing;
 - `KeyStore`: the caller check (auth/callers.py) and `fanfuse keys`;
@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from fanfuse.rules.mutations import HealthChange, Mutator, QuotaMutator, Writes
-from fanfuse.rules.stats import Recorded
+from fanfuse.rules.stats_figures import Recorded
 from fanfuse.wire.models import (
     ApiKey,
     CacheEntry,
@@ -158,7 +158,7 @@ class QuotaStore(Protocol):
 
 
 class StatsStore(Protocol):
-    """What the stats read (rules/stats.py decides what the documents mean): the recent
+    """What the stats read (rules/stats_figures.py decides what the documents mean): the recent
     searches with their platform documents, a bounded number, newest first."""
 
     @abstractmethod

@@ -23,7 +23,7 @@ from rich.style import Style
 from rich.table import Column, Table
 from rich.text import Text
 
-from fanfuse.fronts.render import cost_line, platform_notes, rerank_line, snippet
+from fanfuse.fronts.plain_text import cost_line, platform_notes, rerank_line, snippet
 from fanfuse.rules.progress import platform_percent
 from fanfuse.wire.models import (
     BreakerState,
