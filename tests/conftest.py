@@ -5,6 +5,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+# pytest-xdist's workers start with COLUMNS=80 in their environment (for their own report). rich
+# fixes a console's width from COLUMNS when the console is made, at import, so the CLI's consoles
+# (cli/search_view.py) would keep 80 whatever a test sets: gone before anything imports them, as
+# in a shell that sets no COLUMNS, so each test's own COLUMNS (or none) is what the CLI sees.
+os.environ.pop("COLUMNS", None)
+
 import pytest
 from _pytest.nodeid import coerce_node_id
 from pytest_httpserver import HTTPServer

@@ -7,8 +7,7 @@ functions enqueue to, whatever the prefix.
 
 Each stack makes its own random task secret (FANFUSE_TASKS_HMAC_SECRET, see
 `fanfuse.auth.task_deliveries`): the functions sign the tasks they enqueue with it and the task
-targets
-accept only bodies so signed, since the emulator carries no OIDC token. It is handed to the
+targets accept only bodies so signed, since the emulator carries no OIDC token. It is handed to the
 function processes and to tests (`LocalStack.tasks_secret`), never printed.
 Once Firestore answers, an API key for owner `local` is created in it (the functions' key
 store: `{collection}_keys`): `fanfuse dev` prints it on its `api_key` line, tests send it.
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fanfuse.auth import keys
-from fanfuse.queue import base as queue_port
+from fanfuse.queue import port as queue_port
 from fanfuse.settings import Settings
 from fanfuse.tools.devstack.firestore_emulator import FirestoreEmulator
 from fanfuse.tools.devstack.functions_host import (
