@@ -1,8 +1,7 @@
 """The search page against the local functions stack, in a real browser (tests/support/browser.py).
 
 The stack's page server (`fanfuse.tools.devstack.page_server`) serves serve's very page from an
-origin
-of its own, with a config naming each function's URL and no event stream: the page lists the
+origin of its own, with a config naming each function's URL and no event stream: the page lists the
 platforms from `search_status/platforms`, starts at `start_search`, and polls `search_status`
 for the progress and the fused preview. Each call is cross-origin, allowed by the functions
 because the stack made the page's origin their one CORS origin; any other origin gets nothing.

@@ -17,8 +17,7 @@ Status codes. The three public targets answer 400 (every problem listed, by fiel
 outside 2xx (docs: "If any other HTTP response code is returned ... the task will be retried");
 `fanfuse.http.deliveries` decides done, drop or retry, and `task_target` answers accordingly.
 Before anything else a delivery must prove it comes from the queue (`fanfuse.auth.task_deliveries`:
-the
-tasks service account's OIDC token, or locally an HMAC of the body); one that does not is
+the tasks service account's OIDC token, or locally an HMAC of the body); one that does not is
 answered 401/403 and touches nothing. A verified delivery that can never succeed (a malformed
 body, an unknown task, a platform its search does not have) is acknowledged with 200 and
 `{"outcome": "dropped", "error": ...}` when it comes from Cloud Tasks (it carries

@@ -24,9 +24,8 @@ The three verdicts:
 |         |                                                    | own backoff; a refused       |
 |         |                                                    | message ends dead-lettered   |
 
-Order: size, then where the delivery comes from (`auth.task_deliveries.verify_delivery`: the
-queue's HMAC
-signature or OIDC token), before the body is parsed; a delivery that fails that check is never
+Order: size, then where the delivery comes from (`auth.task_deliveries.verify_delivery`: the queue's
+HMAC signature or OIDC token), before the body is parsed; a delivery that fails that check is never
 acknowledged, since only a verified one is known to be the queue's (see `auth.task_deliveries`). A
 delivery is the queue's own when it names its task (`X-CloudTasks-TaskName`, which Cloud Tasks
 sends and the Lambda front sets to the SQS message id): only then is a permanent failure a

@@ -10,10 +10,9 @@
 - Bodies are JSON with an explicit `Content-Type: application/json` (Cloud Tasks and the emulator
   would otherwise send a form-encoded content type).
 - Each task proves to its target where it comes from (`fanfuse.auth.task_deliveries`): in
-production an
-  OIDC token of the tasks service account for the target URL; where an HMAC secret is set (the
-  local stack: the emulator ignores tokens but forwards headers), a signature of the target, the
-  body and its validity window (from the schedule time) in `X-Fanfuse-Signature`.
+  production an OIDC token of the tasks service account for the target URL; where an HMAC secret is
+  set (the local stack: the emulator ignores tokens but forwards headers), a signature of the
+  target, the body and its validity window (from the schedule time) in `X-Fanfuse-Signature`.
 - Each task's headers also carry its trace and the moment it was enqueued
   (`fanfuse.tracing.delivery`), which the target continues.
 

@@ -6,9 +6,8 @@
   (the local stack) creates the same queues Terraform does (infra/aws/queues.tf), each with a
   dead-letter queue that takes a message after `max_receives` failed deliveries.
 - The body is the message's JSON, byte for byte what a Cloud Task carries, signed the same way
-  (`fanfuse.auth.task_deliveries.sign`, HMAC-SHA256 with FANFUSE_TASKS_HMAC_SECRET, over the
-  target, the
-  body and a validity window from the time SQS makes the message visible) in the message
+  (`fanfuse.auth.task_deliveries.sign`, HMAC-SHA256 with FANFUSE_TASKS_HMAC_SECRET, over the target,
+  the body and a validity window from the time SQS makes the message visible) in the message
   attribute `signature`: anyone who may send to a queue could otherwise run any platform of any
   search, or cut one short with a forged deadline. The handler checks it like a task target
   checks `X-Fanfuse-Signature` (`fanfuse.fronts.aws_lambda.front`).

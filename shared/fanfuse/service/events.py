@@ -11,8 +11,7 @@ fields of the line (`EVENT_FIELD`: support/logs.py writes them into the JSON). T
   with a logging handler that keeps the lines of its own service (`SOURCE_FIELD`).
 
 The figures are classified by rules/stats_figures.py, as `GET /stats` classifies the stored
-documents,
-so the metrics and the stats agree on what a failure, a latency sample or a cache hit is.
+documents, so the metrics and the stats agree on what a failure, a latency sample or a cache hit is.
 """
 
 from __future__ import annotations

@@ -15,9 +15,8 @@ enqueued it; the service's `run_platform` or `aggregate` span is its sibling. `d
 the service what came with the delivery it is handling.
 
 The carrier is not signed (the body is, `auth.task_deliveries`): whoever could replay a signed body
-could
-only put a delivery into another trace, and a delivery with no carrier (a direct call) falls back
-to the trace its task document keeps (`Task.trace`).
+could only put a delivery into another trace, and a delivery with no carrier (a direct call) falls
+back to the trace its task document keeps (`Task.trace`).
 """
 
 from __future__ import annotations

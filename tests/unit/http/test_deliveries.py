@@ -3,8 +3,7 @@ check to its work, and what each front makes of the verdict: the Cloud Functions
 and the Lambda's batch response (with the held lease's visibility change).
 
 The deliveries run through the real check (`auth.task_deliveries`, HMAC-signed as the local queue
-signs)
-and a service whose task entries return or raise what the row says.
+signs) and a service whose task entries return or raise what the row says.
 """
 
 from __future__ import annotations

@@ -103,8 +103,7 @@ def index(request: Request) -> Response:
 # ---------------------------------------------------------------------------------------------
 # The page without serve: `python -m fanfuse.fronts.serve.page --port N --config JSON`, what the
 # local functions stack runs (`fanfuse.tools.devstack.page_server`). The standard library's
-# threading
-# server, so `fanfuse dev` needs no web framework for one developer's tab.
+# threading server, so `fanfuse dev` needs no web framework for one developer's tab.
 
 CONFIG_NAME = "config.json"
 

@@ -15,9 +15,8 @@ Each series has one warm-up search, not counted (the tail is counted from it, so
 searches hold exactly one slow primary in `--every`). A time is from the start call to the
 terminal status an in-process poller sees (`common.CACHE_POLL` apart); beside it, `in store` is
 the task's `finalized_at - created_at`. Reported: p50 and p95 of each series
-(rules/stats_figures.py's
-percentile), the p95 ratio, and what the hedge cost: the provider calls per search and how many
-answers were the fallback's.
+(rules/stats_figures.py's percentile), the p95 ratio, and what the hedge cost: the provider calls
+per search and how many answers were the fallback's.
 """
 
 from __future__ import annotations
