@@ -316,8 +316,8 @@ TEXT_SUFFIXES = frozenset({".py", ".md", ".toml", ".cfg", ".ini", ".yaml", ".yml
 def fix(moves: list[Move], rewrite_only: bool = False) -> None:
     """Apply `moves` with `git mv` (unless `rewrite_only`), create the missing `__init__.py`
     files, then rewrite the references in every tracked text file."""
-    renames = {m.source: m.target for m in moves if m.source != m.target}
-    renames.update({REPO / old: REPO / new for old, new in HELPERS_MOVED.items()})
+    moved = {m.source: m.target for m in moves if m.source != m.target}
+    renames = {**moved, **{REPO / old: REPO / new for old, new in HELPERS_MOVED.items()}}
     if not rewrite_only:
         for move in moves:
             if move.source == move.target:
@@ -332,8 +332,10 @@ def fix(moves: list[Move], rewrite_only: bool = False) -> None:
             continue  # their tables and examples name the old places on purpose
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
         new = rewrite(text, renames)
-        for old, target in renames.items():
-            if target == path:
+        # only a file this run moves changes depth: HELPERS_MOVED is history, there for the
+        # references a merge brings back, and deepening those helpers again broke their paths
+        for old, target in moved.items():
+            if target == path and not rewrite_only:
                 new = deepen(new, len(target.parts) - len(old.parts))
         if new != text:
             path.write_text(new, encoding="utf-8", errors="surrogateescape")
