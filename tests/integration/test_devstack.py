@@ -579,8 +579,9 @@ def cli_search(endpoint: str, query: str, env: dict[str, str], api_key: str) -> 
     return view
 
 
-def _banner(dev: subprocess.Popen[str], timeout: float) -> dict[str, str]:
-    """`fanfuse dev`'s component lines, read until its `ready:` line, bounded in time."""
+def _banner(dev: subprocess.Popen[str], timeout: float, stderr_path: Path) -> dict[str, str]:
+    """`fanfuse dev`'s component lines, read until its `ready:` line, bounded in time; past
+    the bound, the failure shows what dev wrote to `stderr_path` too."""
     lines: list[str] = []
     done = threading.Event()
 
@@ -594,7 +595,10 @@ def _banner(dev: subprocess.Popen[str], timeout: float) -> dict[str, str]:
 
     threading.Thread(target=read, daemon=True).start()
     if not done.wait(timeout) or not lines or not lines[-1].startswith("ready:"):
-        raise AssertionError(f"fanfuse dev not ready in {timeout} s; printed: {lines}")
+        stderr = stderr_path.read_text(errors="replace")[-3000:]
+        raise AssertionError(
+            f"fanfuse dev not ready in {timeout} s; printed: {lines}; its stderr: {stderr}"
+        )
     return dict(line.split(maxsplit=1) for line in lines[:-1])
 
 
@@ -626,7 +630,8 @@ def test_fanfuse_dev_with_a_queue_prefix_serves_a_search(tmp_path: Path) -> None
     dev = start_dev(args, env, tmp_path / "dev.stderr")
     ports: list[int] = []
     try:
-        banner = _banner(dev, timeout=120)
+        # The stack's start-up bound (the Firestore emulator's, 120 s) and the functions'.
+        banner = _banner(dev, timeout=200, stderr_path=tmp_path / "dev.stderr")
         tasks_host = banner["cloud_tasks"].strip()
         ports = [int(banner["firestore"].rsplit(":", 1)[1]), int(tasks_host.rsplit(":", 1)[1])]
         ports += [int(banner[t].rsplit(":", 1)[1]) for t in ("start_search", "run_platform")]

@@ -178,7 +178,9 @@ def test_a_restarted_serve_finalizes_its_search_past_the_deadline_without_a_prov
     stub: StubSearxServer, env: dict[str, str], tmp_path: Path
 ) -> None:
     first = serve(env, tmp_path).start()
-    task_id = started_in_serve(first, timeout_s=1)
+    # Room for a fresh serve's first search to reach the provider on a busy machine: with 1 s
+    # its run timed out before the call, and the provider was never reached.
+    task_id = started_in_serve(first, timeout_s=6)
     provider_reached(stub, 1, first.process)
     kill(first.process)
     deadline = datetime.fromisoformat(tasks(env)[task_id]["deadline_at"])

@@ -56,7 +56,7 @@ class MotoProcess(Component):
         port: int | None = None,
         *,
         log_dir: Path | None = None,
-        startup_timeout: float = 30.0,
+        startup_timeout: float = 120.0,
     ) -> None:
         self.port = port or free_port()
         self.startup_timeout = startup_timeout
@@ -148,7 +148,7 @@ class LambdaHost(Component):
         log_dir: Path | None = None,
         paused: Path | None = None,
         http_only: bool = False,
-        startup_timeout: float = 60.0,
+        startup_timeout: float = 120.0,
     ) -> None:
         self.port = port
         self.startup_timeout = startup_timeout

@@ -53,7 +53,7 @@ class FunctionProcess(Component):
         *,
         source: Path = DEFAULT_FUNCTIONS_SOURCE,
         log_dir: Path | None = None,
-        startup_timeout: float = 60.0,
+        startup_timeout: float = 120.0,
     ) -> None:
         self.target = target
         self.port = port or free_port()

@@ -51,7 +51,7 @@ class PageProcess(Component):
         port: int | None = None,
         *,
         log_dir: Path | None = None,
-        startup_timeout: float = 30.0,
+        startup_timeout: float = 120.0,
     ) -> None:
         self.port = port or free_port()
         self.config = page_config(functions)

@@ -29,7 +29,7 @@ class ServeProcess(Component):
         self,
         *args: str,
         env: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
+        timeout: float = 120.0,
         log_dir: Path | None = None,
     ) -> None:
         argv = [

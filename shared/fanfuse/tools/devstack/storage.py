@@ -54,7 +54,7 @@ class StorageEmulator(Component):
         *,
         buckets: tuple[str, ...] = (),
         log_dir: Path | None = None,
-        startup_timeout: float = 30.0,
+        startup_timeout: float = 120.0,
     ) -> None:
         self.port = port or free_port()
         self.buckets = buckets

@@ -70,7 +70,7 @@ class CloudTasksEmulator(Component):
         poll_interval: float = 0.1,
         max_concurrent_dispatches: int = MAX_CONCURRENT_DISPATCHES,
         log_dir: Path | None = None,
-        startup_timeout: float = 30.0,
+        startup_timeout: float = 120.0,
     ) -> None:
         self.port = port or free_port()
         self.queues = list(queues)
