@@ -44,7 +44,8 @@ BEHAVIOUR = f"delay/{ANSWER_S:g}"
 CYCLES = 20
 LANES = 4
 """The cycles run in four lanes at once: starts, cancels and deadlines of different searches
-interleave, against one key's day (a lane whose start is refused tries again a moment later)."""
+interleave, against one key's day (a lane whose start is refused tries again a moment later:
+`admitted`)."""
 CANCEL_AFTER: tuple[float | None, ...] = (0.0, 0.05, 0.3, 0.8, 1.2, 1.7, None)
 """Seconds from the 202 to the cancel: before the worker claimed the run, while it connects,
 mid-call (the issue's 0.3 s), and after the answer (the cancel then finds the search over);
@@ -160,6 +161,39 @@ class Cycles:
     refused: int = 0
 
 
+TURN_TRIES = 40
+"""How often a turn's refused start is tried again (RETRY_S apart, ten seconds in all) while
+the provider has been paid nothing."""
+
+
+async def admitted(
+    rt: EmbeddedRuntime,
+    key: Caller,
+    payload: dict[str, object],
+    reached: Callable[[], int],
+    done: Cycles,
+) -> str | None:
+    """The search of `payload` started (its task id), or None when its turn is skipped.
+
+    A refused start (429: the budget is spent, or held by a search still under way; 503: the
+    store was too slow to leave the search its time) wrote nothing. While the provider has
+    been paid nothing, the budget was only held, by a search about to be cancelled or cut:
+    the turn is tried again, so that some search reaches the provider whatever the machine's
+    load (on a busy one, every search that won the budget was once cancelled before its call,
+    and the figures held no paid call). Once the provider has been paid, the turn is skipped:
+    the budget is spent.
+    """
+    for _ in range(TURN_TRIES):
+        try:
+            return rt.service.start(payload, caller=key).task_id
+        except (BudgetSpent, StartTooSlow):
+            done.refused += 1
+            await asyncio.sleep(RETRY_S)
+            if reached() > 0:
+                return None
+    return None
+
+
 async def start_cancel_cycles(
     rt: EmbeddedRuntime, key: Caller, reached: Callable[[], int], cycles: int = CYCLES
 ) -> Cycles:
@@ -180,38 +214,34 @@ async def start_cancel_cycles(
     async def lane(lane_no: int) -> None:
         for i in range(lane_no, cycles, LANES):
             before = reached()
-            try:
-                accepted = rt.service.start(body(f"ledger cancel {i}"), caller=key)
-            except (BudgetSpent, StartTooSlow):  # 429, or 503: nothing written, try again
-                done.refused += 1
-                await asyncio.sleep(RETRY_S)
+            task_id = await admitted(rt, key, body(f"ledger cancel {i}"), reached, done)
+            if task_id is None:
                 continue
-            done.started.append(accepted.task_id)
+            done.started.append(task_id)
             await pause(CANCEL_AFTER[i % len(CANCEL_AFTER)], before)
             with contextlib.suppress(TaskConflict):  # over already: what a client gets
-                rt.service.cancel(accepted.task_id)
+                rt.service.cancel(task_id)
 
     await asyncio.gather(*(lane(n) for n in range(LANES)))
     return done
 
 
-async def timeout_searches(rt: EmbeddedRuntime, key: Caller, searches: int = CYCLES) -> Cycles:
+async def timeout_searches(
+    rt: EmbeddedRuntime, key: Caller, reached: Callable[[], int], searches: int = CYCLES
+) -> Cycles:
     """`searches` searches, each with its turn of TIMEOUTS_S, in LANES lanes at once, each
     waited for."""
     done = Cycles(started=[])
 
     async def lane(lane_no: int) -> None:
         for i in range(lane_no, searches, LANES):
-            try:
-                deadline = TIMEOUTS_S[i % len(TIMEOUTS_S)]
-                payload = body(f"ledger timeout {i}", timeout_s=deadline)
-                accepted = rt.service.start(payload, caller=key)
-            except (BudgetSpent, StartTooSlow):  # 429, or 503: nothing written, try again
-                done.refused += 1
-                await asyncio.sleep(RETRY_S)
+            deadline = TIMEOUTS_S[i % len(TIMEOUTS_S)]
+            payload = body(f"ledger timeout {i}", timeout_s=deadline)
+            task_id = await admitted(rt, key, payload, reached, done)
+            if task_id is None:
                 continue
-            done.started.append(accepted.task_id)
-            view = await rt.wait(accepted.task_id, poll=0.05)
+            done.started.append(task_id)
+            view = await rt.wait(task_id, poll=0.05)
             assert view.status in (TaskStatus.FAILED, TaskStatus.COMPLETED), view.status
 
     await asyncio.gather(*(lane(n) for n in range(LANES)))
@@ -234,10 +264,14 @@ async def run_scenario(
     `reader`."""
     registry = paid_registry(stub.url(BEHAVIOUR))
     async with EmbeddedRuntime(settings, registry=registry, store=store) as rt:
+
+        def reached() -> int:
+            return stub.requests[BEHAVIOUR]
+
         if scenario == "cancel":
-            done = await start_cancel_cycles(rt, key, lambda: stub.requests[BEHAVIOUR])
+            done = await start_cancel_cycles(rt, key, reached)
         else:
-            done = await timeout_searches(rt, key)
+            done = await timeout_searches(rt, key, reached)
         await settled(rt, done.started)
     other = reader()
     try:
