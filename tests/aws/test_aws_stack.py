@@ -42,7 +42,7 @@ def test_fanfuse_dev_cloud_aws_serves_a_search_and_stops_cleanly(tmp_path: Path)
     dev = start_dev(["--cloud", "aws", "-p", "docs"], env, tmp_path / "dev.stderr")
     ports: list[int] = []
     try:
-        banner = _banner(dev, timeout=120)
+        banner = _banner(dev, timeout=200, stderr_path=tmp_path / "dev.stderr")
         assert next(iter(banner)) == "moto"  # the first line names the moto endpoint
         ports = [port_of(banner["moto"]), port_of(banner["start_search"])]
         assert banner["sqs:docs"].strip().endswith("/" + queue_id("zz", "docs"))

@@ -120,7 +120,7 @@ class FirestoreEmulator(Component):
             document.set({"at": time.time()}, timeout=WARM_UP_CALL_S)
             document.delete(timeout=WARM_UP_CALL_S)
         finally:
-            client.close()
+            client.close()  # type: ignore[no-untyped-call]  # google-cloud-firestore: unannotated
         return True
 
     def wait_ready(self) -> None:
