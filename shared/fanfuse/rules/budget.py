@@ -117,10 +117,11 @@ def chain_note(chains: Sequence[Sequence[str]]) -> str:
 
 
 def share(cost: Cost, name: str) -> float | None:
-    """`name`'s part of the search's money, which stops its paging once spent: the part its
-    estimate is of the plan's, of the cap (at least its estimate, since the plan fits); under
-    a daily budget alone, its estimate (what was reserved for it). None: no budget, or a free
-    platform."""
+    """`name`'s part of the search's money, which stops its paging once spent. Under a cap
+    alone: the part its estimate is of the plan's, of the cap (at least its estimate, since the
+    plan fits). Under a daily budget, with a cap or without: its estimate, since that is what
+    was reserved for it on the key's day, and paging past it would spend money the day never
+    held. None: no budget, or a free platform."""
     held = cost.budget
     own = cost.platforms[name].estimate_usd if name in cost.platforms else 0.0
     if own <= 0 or (held.max_cost_usd is None and held.daily_budget_usd is None):
