@@ -19,11 +19,11 @@ platforms = {
 }
 
 platform_settings = {
-  FANFUSE_GOOGLE_CX             = "0123456789abcdef0"
-  FANFUSE_WEIXIN_ENABLED        = "true"
-  FANFUSE_SEARXNG_BASE_URL      = "https://searx.example.com"
-  FANFUSE_SEC_EDGAR_USER_AGENT  = "Example Corp ops@example.com"
-  FANFUSE_ARXIV_ENABLED         = "true"
-  FANFUSE_WIKIPEDIA_USER_AGENT  = "fanfuse-example/0.1 (ops@example.com)"
-  FANFUSE_WEB_SEARCH_MCP_URL    = "https://mcp.example.com/mcp"
+  FANFUSE_GOOGLE_CX            = "0123456789abcdef0"
+  FANFUSE_WEIXIN_ENABLED       = "true"
+  FANFUSE_SEARXNG_BASE_URL     = "https://searx.example.com"
+  FANFUSE_SEC_EDGAR_USER_AGENT = "Example Corp ops@example.com"
+  FANFUSE_ARXIV_ENABLED        = "true"
+  FANFUSE_WIKIPEDIA_USER_AGENT = "fanfuse-example/0.1 (ops@example.com)"
+  FANFUSE_WEB_SEARCH_MCP_URL   = "https://mcp.example.com/mcp"
 }

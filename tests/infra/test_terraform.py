@@ -7,7 +7,10 @@ what, who may invoke the task targets, which function each queue delivers to, th
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -404,3 +407,17 @@ def test_the_local_dispatcher_has_as_many_tasks_in_flight_per_queue_as_cloud_tas
     assert platform["max_concurrent_dispatches"] == "${each.value.concurrency}"
     defaults = variable_default("platforms")
     assert {p["concurrency"] for p in defaults.values()} == {MAX_CONCURRENT_DISPATCHES}
+
+
+def test_the_terraform_and_its_var_files_are_as_terraform_fmt_writes_them() -> None:
+    """`terraform fmt -check` on infra/, both clouds and the example var files: a team's review
+    runs it, and a file it would rewrite is noise in their first diff (fmt needs no provider)."""
+    terraform = shutil.which(os.environ.get("FANFUSE_TERRAFORM", "terraform"))
+    assert terraform, "terraform not found: install Terraform 1.10+ (docs/deploy.md)"
+    checked = subprocess.run(
+        [terraform, "fmt", "-check", "-recursive", "-no-color", str(INFRA)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert checked.returncode == 0, f"terraform fmt would rewrite: {checked.stdout}{checked.stderr}"
