@@ -32,6 +32,7 @@ from fanfuse.cli.main import app
 from fanfuse.http.deployment import Deployment
 from fanfuse.http.openapi import render
 from fanfuse.store.sqlite import SqliteStore
+from fanfuse.tools.bench.streams import cpu_seconds
 from fanfuse.tools.devstack.serve_process import ServeProcess
 from fanfuse.tools.stubs import StubSearxServer
 from fanfuse.wire.models import ApiKey, utcnow
@@ -618,13 +619,19 @@ async def test_an_invalid_body_spends_a_rate_token_at_serve(tmp_path: Path) -> N
         assert db.execute("SELECT COUNT(*) FROM tasks").fetchone()[0] == 0
 
 
-def test_20_hostile_bodies_at_once_delay_openapi_json_by_under_100_ms(
+def test_20_hostile_bodies_at_once_delay_openapi_json_by_under_100_ms_of_serves_cpu(
     server: ServeProcess, env: dict[str, str]
 ) -> None:
     """A real `fanfuse serve` (uvicorn on 127.0.0.1): twenty 64 KB invalid bodies sent at
-    once, and 20 ms later a GET /openapi.json, whose latency is compared with its latency
-    alone in the same run. Before: 19.8 s (four bodies: 3.8 s). The key is this test's own,
-    its rate far above twenty, so that every body is validated (no 429 shortcut)."""
+    once, and 20 ms later a GET /openapi.json. What serve spends while that GET waits, beyond
+    what it spends on the GET alone, is under 100 ms. Before: 19.8 s (four bodies: 3.8 s).
+
+    The delay is held in serve's CPU time (every thread, /proc), not in the wall-clock
+    latency: on a shared 2-core machine at load 12 the same run measured 48 ms alone and 546
+    ms with the twenty bodies, serve waiting its turn for a core; its CPU time is what the
+    bodies cost it, whatever the load, and an upper bound of the delay on an idle machine.
+    Both are printed. The key is this test's own, its rate far above twenty, so that every
+    body is validated (no 429 shortcut)."""
     plaintext, record = keys.new_key("hostile", "", 10_000, None, utcnow())
     store = SqliteStore(env["FANFUSE_DB_PATH"])
     try:
@@ -633,18 +640,20 @@ def test_20_hostile_bodies_at_once_delay_openapi_json_by_under_100_ms(
         store.close()
     headers = {keys.API_KEY_HEADER: plaintext, **JSON}
     raw = names_body(16_000)
+    pid = server.process.pid
 
-    async def measure() -> tuple[float, float]:
+    async def measure() -> tuple[tuple[float, float], tuple[float, float]]:
+        """(wall, serve's CPU) of the GET alone and with the bodies, medians."""
         limits = httpx.Limits(max_connections=32)
         async with httpx.AsyncClient(base_url=server.url, timeout=60, limits=limits) as client:
 
-            async def openapi() -> float:
-                start = time.perf_counter()
+            async def openapi() -> tuple[float, float]:
+                wall, cpu = time.perf_counter(), cpu_seconds(pid)
                 assert (await client.get("/openapi.json")).status_code == 200
-                return time.perf_counter() - start
+                return time.perf_counter() - wall, cpu_seconds(pid) - cpu
 
             await openapi()  # a connection open, the document rendered once
-            alone = statistics.median([await openapi() for _ in range(5)])
+            alone = [await openapi() for _ in range(5)]
             loaded = []
             for _ in range(3):
                 posts = [
@@ -657,7 +666,15 @@ def test_20_hostile_bodies_at_once_delay_openapi_json_by_under_100_ms(
                 loaded.append(await openapi())
                 answers = await asyncio.gather(*posts)
                 assert {a.status_code for a in answers} == {400}
-            return alone, statistics.median(loaded)
+            return medians(alone), medians(loaded)
 
-    alone, loaded = asyncio.run(measure())
-    assert loaded - alone < 0.100, f"alone {alone * 1000:.1f} ms, with 20: {loaded * 1000:.1f} ms"
+    def medians(times: list[tuple[float, float]]) -> tuple[float, float]:
+        return statistics.median(t[0] for t in times), statistics.median(t[1] for t in times)
+
+    (alone_wall, alone_cpu), (loaded_wall, loaded_cpu) = asyncio.run(measure())
+    figures = (
+        f"alone {alone_wall * 1000:.1f} ms ({alone_cpu * 1000:.0f} ms of serve's CPU), with "
+        f"20: {loaded_wall * 1000:.1f} ms ({loaded_cpu * 1000:.0f} ms of serve's CPU)"
+    )
+    print(f"\n{figures}")
+    assert loaded_cpu - alone_cpu < 0.100, figures
