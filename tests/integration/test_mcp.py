@@ -252,7 +252,9 @@ async def test_search_returns_a_running_search_at_the_servers_bound(
         result = await c.call_tool("search", {"query": "laser", "platform": "held"})
         waited = time.monotonic() - began
         data = structured(result)
-        assert data["status"] == "running" and 0.5 <= waited < 5
+        # At its 0.5 s bound, not the 30 s deadline: the upper bound leaves a busy machine's
+        # first call of a fresh server its imports (5 s was once outrun at load 10).
+        assert data["status"] == "running" and 0.5 <= waited < 15
         assert f'get_search_status with task_id "{data["task_id"]}"' in text(result)
         await c.call_tool("cancel_search", {"task_id": data["task_id"]})
 
