@@ -44,6 +44,7 @@ MAX_RSS = 400 * 1024 * 1024
 BOMBS = ["gzip_in_gzip", "brotli_bomb"]
 CHARSETS = ["idna", "punycode", "unknown_label"]
 TIME_BOUND_S = 2.0
+TRIES = 2
 
 
 @pytest.mark.parametrize("name", BOMBS)
@@ -71,8 +72,10 @@ def article() -> Page:
 async def test_hostile_charsets_cost_one_result_fast_and_never_the_breaker(
     server: HTTPServer, runner: Runner, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One search per page, each timed; the bound is 2 s, or 3x the same page served as plain
-    UTF-8 in this run when the machine is so loaded that this baseline itself takes long."""
+    """Each page searched twice and the quicker search timed (a page slow by design is slow
+    both times; a busy machine's stall seldom hits both: one search once outran the bound at
+    load 9-12); the bound is 2 s, or 3x the same page served as plain UTF-8 in this run,
+    timed the same way, when the machine is so loaded that this baseline itself takes long."""
     monkeypatch.setenv("FANFUSE_CONTENT_ALLOW_LOOPBACK", "true")
     settings.content = Settings().content  # the tree reads its sections when it is built
     pages = hostile_pages()
@@ -101,14 +104,22 @@ async def test_hostile_charsets_cost_one_result_fast_and_never_the_breaker(
             error = hit.metadata.get("fetch_error") if hit is not None else run.error
             return elapsed, run.state, fused.content if fused else None, error
 
+        async def quicker(name: str, *, readable: bool = False) -> float:
+            """The quicker of TRIES searches of page `name`, each costing one result at most
+            (`readable`: none; the page's content comes through)."""
+            timings = []
+            for _ in range(TRIES):
+                elapsed, state, content, error = await search(name)
+                assert state is PlatformState.SUCCEEDED, (name, error)
+                assert content if readable else (content or error), (name, error)
+                timings.append(elapsed)
+            return min(timings)
+
         await search("baseline")  # the first loads trafilatura: not part of the baseline
-        base_s, state, content, _ = await search("baseline")
-        assert state is PlatformState.SUCCEEDED and content
+        base_s = await quicker("baseline", readable=True)
         bound = max(TIME_BOUND_S, 3 * base_s)
         for name in CHARSETS:
-            elapsed, state, content, error = await search(name)
-            assert state is PlatformState.SUCCEEDED, (name, error)
-            assert content or error, name
+            elapsed = await quicker(name)
             assert elapsed < bound, f"{name}: {elapsed:.2f} s (baseline {base_s:.2f} s)"
         for _ in range(FAILURES_TO_OPEN):
             _, state, _, _ = await search("idna")
