@@ -28,6 +28,7 @@ from fanfuse.settings import Settings
 from fanfuse.tools.devstack.lifetime import StackLifetime
 from fanfuse.tools.devstack.processes import (
     LOOPBACK,
+    STARTUP_S,
     Component,
     ManagedProcess,
     default_log_dir,
@@ -56,7 +57,7 @@ class MotoProcess(Component):
         port: int | None = None,
         *,
         log_dir: Path | None = None,
-        startup_timeout: float = 120.0,
+        startup_timeout: float = STARTUP_S,
     ) -> None:
         self.port = port or free_port()
         self.startup_timeout = startup_timeout
@@ -148,7 +149,7 @@ class LambdaHost(Component):
         log_dir: Path | None = None,
         paused: Path | None = None,
         http_only: bool = False,
-        startup_timeout: float = 120.0,
+        startup_timeout: float = STARTUP_S,
     ) -> None:
         self.port = port
         self.startup_timeout = startup_timeout

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from fanfuse.tools.devstack.processes import (
     DEFAULT_PROJECT,
     LOOPBACK,
+    STARTUP_S,
     Component,
     ManagedProcess,
     default_log_dir,
@@ -66,7 +67,7 @@ class FirestoreEmulator(Component):
         port: int | None = None,
         *,
         log_dir: Path | None = None,
-        startup_timeout: float = 120.0,
+        startup_timeout: float = STARTUP_S,
     ) -> None:
         self.project = project
         self.port = port or free_port()

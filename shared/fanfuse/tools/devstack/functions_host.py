@@ -16,6 +16,7 @@ from pathlib import Path
 from fanfuse.http import routes
 from fanfuse.tools.devstack.processes import (
     LOOPBACK,
+    STARTUP_S,
     Component,
     ManagedProcess,
     default_log_dir,
@@ -53,7 +54,7 @@ class FunctionProcess(Component):
         *,
         source: Path = DEFAULT_FUNCTIONS_SOURCE,
         log_dir: Path | None = None,
-        startup_timeout: float = 120.0,
+        startup_timeout: float = STARTUP_S,
     ) -> None:
         self.target = target
         self.port = port or free_port()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from fanfuse.tools.devstack.processes import (
     LOOPBACK,
+    STARTUP_S,
     Component,
     ManagedProcess,
     default_log_dir,
@@ -51,7 +52,7 @@ class PageProcess(Component):
         port: int | None = None,
         *,
         log_dir: Path | None = None,
-        startup_timeout: float = 120.0,
+        startup_timeout: float = STARTUP_S,
     ) -> None:
         self.port = port or free_port()
         self.config = page_config(functions)

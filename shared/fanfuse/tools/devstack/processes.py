@@ -26,6 +26,10 @@ from fanfuse.tools.devstack import watchdog
 LOOPBACK = "127.0.0.1"
 DEFAULT_PROJECT = "demo-fanfuse"
 """The project every local component uses unless told otherwise (the emulators accept any)."""
+STARTUP_S = 120.0
+"""How long a component may take to be ready. A busy 2-core CI machine started the Firestore
+emulator in 28 s (3-5 s when quiet); one that exits first fails at once, so a long bound
+costs nothing when things work."""
 DEFAULT_LOCATION = "us-central1"
 
 

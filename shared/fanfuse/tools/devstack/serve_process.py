@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fanfuse.tools.devstack.processes import (
     LOOPBACK,
+    STARTUP_S,
     Component,
     ManagedProcess,
     default_log_dir,
@@ -29,7 +30,7 @@ class ServeProcess(Component):
         self,
         *args: str,
         env: Mapping[str, str] | None = None,
-        timeout: float = 120.0,
+        timeout: float = STARTUP_S,
         log_dir: Path | None = None,
     ) -> None:
         argv = [

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from fanfuse.tools.devstack.processes import (
     LOOPBACK,
+    STARTUP_S,
     Component,
     ManagedProcess,
     default_log_dir,
@@ -54,7 +55,7 @@ class StorageEmulator(Component):
         *,
         buckets: tuple[str, ...] = (),
         log_dir: Path | None = None,
-        startup_timeout: float = 120.0,
+        startup_timeout: float = STARTUP_S,
     ) -> None:
         self.port = port or free_port()
         self.buckets = buckets

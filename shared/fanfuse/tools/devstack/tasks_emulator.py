@@ -21,6 +21,7 @@ from fanfuse.tools.devstack.processes import (
     DEFAULT_LOCATION,
     DEFAULT_PROJECT,
     LOOPBACK,
+    STARTUP_S,
     Component,
     ManagedProcess,
     default_log_dir,
@@ -70,7 +71,7 @@ class CloudTasksEmulator(Component):
         poll_interval: float = 0.1,
         max_concurrent_dispatches: int = MAX_CONCURRENT_DISPATCHES,
         log_dir: Path | None = None,
-        startup_timeout: float = 120.0,
+        startup_timeout: float = STARTUP_S,
     ) -> None:
         self.port = port or free_port()
         self.queues = list(queues)
